@@ -1,0 +1,196 @@
+//! Key orderings. A table stores, in its MANIFEST entry and its index
+//! separators, the consequences of one ordering; the two LevelDB ones are
+//! here: plain bytewise order for user keys and the internal-key order that
+//! every table written by the engine uses.
+
+use std::cmp::Ordering;
+use std::fmt::Debug;
+
+use crate::internal_key::{
+    extract_user_key, pack_sequence_and_type, ValueType, MAX_SEQUENCE_NUMBER,
+};
+
+/// The name LevelDB records for bytewise order. A MANIFEST with another
+/// comparator name is rejected on open.
+pub const BYTEWISE_COMPARATOR_NAME: &str = "leveldb.BytewiseComparator";
+
+/// A total order on keys plus the two key-shortening hooks a table builder
+/// uses for index entries. Implementations must agree with LevelDB's for files
+/// to be interchangeable.
+pub trait Comparator: Send + Sync + Debug {
+    /// Name stored in the MANIFEST.
+    fn name(&self) -> &'static str;
+    /// Three-way comparison.
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering;
+    /// Changes `start` to a short key in `[start, limit)` when one exists.
+    /// REQUIRES: `start < limit`.
+    fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]);
+    /// Changes `key` to a short key `>= key`.
+    fn find_short_successor(&self, key: &mut Vec<u8>);
+}
+
+/// Lexicographic order of unsigned bytes (`memcmp`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BytewiseComparator;
+
+impl Comparator for BytewiseComparator {
+    fn name(&self) -> &'static str {
+        BYTEWISE_COMPARATOR_NAME
+    }
+
+    #[inline]
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        a.cmp(b)
+    }
+
+    fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
+        let common = start
+            .iter()
+            .zip(limit)
+            .take_while(|(a, b)| a == b)
+            .count();
+        if common >= start.len().min(limit.len()) {
+            // One is a prefix of the other: no shorter separator.
+            return;
+        }
+        let diff_byte = start[common];
+        if diff_byte < 0xff && diff_byte + 1 < limit[common] {
+            start[common] += 1;
+            start.truncate(common + 1);
+        }
+    }
+
+    fn find_short_successor(&self, key: &mut Vec<u8>) {
+        if let Some(i) = key.iter().position(|&b| b != 0xff) {
+            key[i] += 1;
+            key.truncate(i + 1);
+        }
+        // A run of 0xff bytes is its own shortest successor.
+    }
+}
+
+/// Order of internal keys (`user_key | seq<<8 | type`): user key ascending by
+/// the user comparator (bytewise here), then the 8-byte tag descending so that
+/// newer entries of one user key come first.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InternalKeyComparator;
+
+/// Compares two encoded internal keys. Keys shorter than 8 bytes (only seen
+/// in corrupt data) compare as if their tag were 0.
+#[inline]
+pub fn compare_internal_keys(a: &[u8], b: &[u8]) -> Ordering {
+    match extract_user_key(a).cmp(extract_user_key(b)) {
+        Ordering::Equal => tag_of(b).cmp(&tag_of(a)),
+        other => other,
+    }
+}
+
+#[inline]
+fn tag_of(key: &[u8]) -> u64 {
+    key.len()
+        .checked_sub(8)
+        .and_then(|at| crate::coding::decode_fixed64(&key[at..]))
+        .unwrap_or(0)
+}
+
+impl Comparator for InternalKeyComparator {
+    fn name(&self) -> &'static str {
+        "leveldb.InternalKeyComparator"
+    }
+
+    #[inline]
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        compare_internal_keys(a, b)
+    }
+
+    fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
+        let user_start = extract_user_key(start);
+        let user_limit = extract_user_key(limit);
+        let mut shortened = user_start.to_vec();
+        BytewiseComparator.find_shortest_separator(&mut shortened, user_limit);
+        if shortened.len() < user_start.len() && user_start < &shortened[..] {
+            // The user key got shorter but logically larger: the earliest
+            // possible tag keeps it before every entry of that user key.
+            append_max_tag(&mut shortened);
+            *start = shortened;
+        }
+    }
+
+    fn find_short_successor(&self, key: &mut Vec<u8>) {
+        let user_key = extract_user_key(key);
+        let mut shortened = user_key.to_vec();
+        BytewiseComparator.find_short_successor(&mut shortened);
+        if shortened.len() < user_key.len() && user_key < &shortened[..] {
+            append_max_tag(&mut shortened);
+            *key = shortened;
+        }
+    }
+}
+
+fn append_max_tag(user_key: &mut Vec<u8>) {
+    crate::coding::put_fixed64(
+        user_key,
+        pack_sequence_and_type(MAX_SEQUENCE_NUMBER, ValueType::VALUE_FOR_SEEK),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::internal_key::InternalKey;
+
+    fn sep(start: &[u8], limit: &[u8]) -> Vec<u8> {
+        let mut s = start.to_vec();
+        BytewiseComparator.find_shortest_separator(&mut s, limit);
+        s
+    }
+
+    #[test]
+    fn bytewise_separator_cases() {
+        assert_eq!(sep(b"abcdef", b"abzzz"), b"abd");
+        assert_eq!(sep(b"abc", b"abcd"), b"abc"); // prefix
+        assert_eq!(sep(b"abc", b"abd"), b"abc"); // adjacent bytes
+        assert_eq!(sep(b"a\xff\x01", b"b"), b"a\xff\x01");
+        assert_eq!(sep(b"", b"a"), b"");
+    }
+
+    #[test]
+    fn bytewise_successor_cases() {
+        let mut k = b"abc".to_vec();
+        BytewiseComparator.find_short_successor(&mut k);
+        assert_eq!(k, b"b");
+        let mut k = b"\xff\xffq".to_vec();
+        BytewiseComparator.find_short_successor(&mut k);
+        assert_eq!(k, b"\xff\xffr");
+        let mut k = b"\xff\xff".to_vec();
+        BytewiseComparator.find_short_successor(&mut k);
+        assert_eq!(k, b"\xff\xff");
+    }
+
+    #[test]
+    fn internal_order_is_user_key_then_newest_first() {
+        let a1 = InternalKey::new(b"a", 1, ValueType::Value);
+        let a2 = InternalKey::new(b"a", 2, ValueType::Value);
+        let a2d = InternalKey::new(b"a", 2, ValueType::Deletion);
+        let b1 = InternalKey::new(b"b", 1, ValueType::Value);
+        assert_eq!(compare_internal_keys(a2.encoded(), a1.encoded()), Ordering::Less);
+        assert_eq!(compare_internal_keys(a2.encoded(), a2d.encoded()), Ordering::Less);
+        assert_eq!(compare_internal_keys(a1.encoded(), b1.encoded()), Ordering::Less);
+    }
+
+    #[test]
+    fn internal_separator_appends_max_tag() {
+        let start = InternalKey::new(b"foo", 100, ValueType::Value);
+        let limit = InternalKey::new(b"hello", 200, ValueType::Value);
+        let mut s = start.encoded().to_vec();
+        InternalKeyComparator.find_shortest_separator(&mut s, limit.encoded());
+        let expect = InternalKey::new(b"g", MAX_SEQUENCE_NUMBER, ValueType::Value);
+        assert_eq!(s, expect.encoded());
+
+        // Same user key: unchanged.
+        let limit = InternalKey::new(b"foo", 99, ValueType::Value);
+        let mut s = start.encoded().to_vec();
+        InternalKeyComparator.find_shortest_separator(&mut s, limit.encoded());
+        assert_eq!(s, start.encoded());
+    }
+}

@@ -1,0 +1,133 @@
+//! The error type shared by every decoder and encoder in this crate.
+
+use std::fmt;
+
+/// Where a piece of bad data was found: a file (or another named source such
+/// as "block" when the decoder does not know the file) and a byte offset in it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Location {
+    /// File name, or a description of the source when no file is known.
+    pub file: String,
+    /// Byte offset from the start of `file`.
+    pub offset: u64,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.file.is_empty() {
+            write!(f, "offset {}", self.offset)
+        } else {
+            write!(f, "{} at offset {}", self.file, self.offset)
+        }
+    }
+}
+
+/// Everything that can go wrong while encoding or decoding the on-disk formats.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Bytes that do not follow the format: a bad checksum, a length that runs
+    /// past the end, an unknown tag. `file` and `offset` say where.
+    #[error("corruption in {location}: {reason}")]
+    Corruption {
+        /// Where the bad bytes are.
+        location: Location,
+        /// What is wrong with them.
+        reason: String,
+    },
+    /// An operating-system I/O error, with what was being done.
+    #[error("I/O error while {context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A caller passed something this crate cannot accept (out-of-order keys
+    /// to a builder, an option out of range).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The data is well formed but uses a feature we do not implement (an
+    /// unknown compression type, a different comparator).
+    #[error("not supported: {0}")]
+    NotSupported(String),
+}
+
+/// Shorthand for results in this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A corruption at `offset` of an unnamed source; callers that know the
+    /// file attach it with [`Error::at`].
+    pub fn corruption(offset: u64, reason: impl Into<String>) -> Error {
+        Error::Corruption {
+            location: Location {
+                file: String::new(),
+                offset,
+            },
+            reason: reason.into(),
+        }
+    }
+
+    /// Re-anchors a corruption found inside a sub-range (a block, a record)
+    /// to a file: the file name is set when it was unknown and `base` is added
+    /// to the offset. Other errors pass through unchanged.
+    #[must_use]
+    pub fn at(self, file: &str, base: u64) -> Error {
+        match self {
+            Error::Corruption {
+                mut location,
+                reason,
+            } => {
+                if location.file.is_empty() {
+                    location.file = file.to_string();
+                    location.offset = location.offset.saturating_add(base);
+                }
+                Error::Corruption { location, reason }
+            }
+            other => other,
+        }
+    }
+
+    /// An I/O error with the action that failed.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// True for [`Error::Corruption`].
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_fills_file_and_shifts_offset_once() {
+        let err = Error::corruption(7, "bad").at("000005.ldb", 100);
+        let again = err.at("other", 1000);
+        match again {
+            Error::Corruption { location, reason } => {
+                assert_eq!(location.file, "000005.ldb");
+                assert_eq!(location.offset, 107);
+                assert_eq!(reason, "bad");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn display_names_file_and_offset() {
+        let err = Error::corruption(3, "checksum mismatch").at("x.log", 0);
+        assert_eq!(
+            err.to_string(),
+            "corruption in x.log at offset 3: checksum mismatch"
+        );
+    }
+}
