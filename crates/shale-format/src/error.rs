@@ -1,6 +1,7 @@
 //! The error type shared by every decoder and encoder in this crate.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Where a piece of bad data was found: a file (or another named source such
 /// as "block" when the decoder does not know the file) and a byte offset in it.
@@ -23,7 +24,8 @@ impl fmt::Display for Location {
 }
 
 /// Everything that can go wrong while encoding or decoding the on-disk formats.
-#[derive(Debug, thiserror::Error)]
+/// Cloneable so that an iterator can keep reporting the error it stopped on.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Bytes that do not follow the format: a bad checksum, a length that runs
@@ -42,7 +44,7 @@ pub enum Error {
         context: String,
         /// The underlying error.
         #[source]
-        source: std::io::Error,
+        source: Arc<std::io::Error>,
     },
     /// A caller passed something this crate cannot accept (out-of-order keys
     /// to a builder, an option out of range).
@@ -94,7 +96,7 @@ impl Error {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
         Error::Io {
             context: context.into(),
-            source,
+            source: Arc::new(source),
         }
     }
 

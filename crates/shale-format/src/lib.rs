@@ -7,10 +7,19 @@
 //! format, never panics, and never allocates more than the input it was given
 //! would justify.
 
+pub mod block;
+pub mod block_builder;
+pub mod bloom;
 pub mod coding;
 pub mod comparator;
 pub mod crc;
 pub mod error;
+pub mod filter_block;
+pub mod format;
 pub mod internal_key;
+pub mod iterator;
+pub mod options;
+pub mod table;
+pub mod table_builder;
 
 pub use error::{Error, Location, Result};

@@ -1,0 +1,231 @@
+//! The filter block: one filter per 2 KiB range of data-block offsets, so a
+//! reader finds the filter for a block from the block's offset alone.
+//! The layout is in `docs/format/table.md` ("Filter block").
+
+use std::sync::Arc;
+
+use crate::bloom::FilterPolicy;
+use crate::coding::{decode_fixed32, put_fixed32};
+
+/// log2 of the offset range one filter covers (2 KiB). Frozen: written into
+/// every filter block.
+pub const FILTER_BASE_LG: u8 = 11;
+const FILTER_BASE: u64 = 1 << FILTER_BASE_LG;
+
+/// Accumulates keys per data block and emits the filter block.
+///
+/// Call order: `(start_block add_key*)* finish`.
+#[derive(Debug)]
+pub struct FilterBlockBuilder {
+    policy: Arc<dyn FilterPolicy>,
+    /// Keys of the current filter, concatenated.
+    keys: Vec<u8>,
+    /// Start of each key in `keys`.
+    starts: Vec<usize>,
+    result: Vec<u8>,
+    filter_offsets: Vec<u32>,
+}
+
+impl FilterBlockBuilder {
+    /// A builder producing filters with `policy`.
+    pub fn new(policy: Arc<dyn FilterPolicy>) -> FilterBlockBuilder {
+        FilterBlockBuilder {
+            policy,
+            keys: Vec::new(),
+            starts: Vec::new(),
+            result: Vec::new(),
+            filter_offsets: Vec::new(),
+        }
+    }
+
+    /// Announces a data block starting at `block_offset`: filters for every
+    /// 2 KiB range before it are emitted (empty ones for ranges with no keys).
+    pub fn start_block(&mut self, block_offset: u64) {
+        let filter_index = block_offset / FILTER_BASE;
+        while filter_index > self.filter_offsets.len() as u64 {
+            self.generate_filter();
+        }
+    }
+
+    /// Adds a key of the current data block.
+    pub fn add_key(&mut self, key: &[u8]) {
+        self.starts.push(self.keys.len());
+        self.keys.extend_from_slice(key);
+    }
+
+    /// Emits the last filter and the offset array; returns the block contents.
+    pub fn finish(mut self) -> Vec<u8> {
+        if !self.starts.is_empty() {
+            self.generate_filter();
+        }
+        let array_offset = self.result.len() as u32;
+        for &offset in &self.filter_offsets {
+            put_fixed32(&mut self.result, offset);
+        }
+        put_fixed32(&mut self.result, array_offset);
+        self.result.push(FILTER_BASE_LG);
+        self.result
+    }
+
+    fn generate_filter(&mut self) {
+        self.filter_offsets.push(self.result.len() as u32);
+        if self.starts.is_empty() {
+            return;
+        }
+        self.starts.push(self.keys.len());
+        let keys: Vec<&[u8]> = self
+            .starts
+            .windows(2)
+            .map(|w| &self.keys[w[0]..w[1]])
+            .collect();
+        self.policy.create_filter(&keys, &mut self.result);
+        self.keys.clear();
+        self.starts.clear();
+    }
+}
+
+/// Answers filter queries from a filter block. Malformed blocks never fail a
+/// read: every query on them answers "may match", as LevelDB does, because a
+/// filter can only save work, never decide correctness.
+#[derive(Debug, Clone)]
+pub struct FilterBlockReader {
+    policy: Arc<dyn FilterPolicy>,
+    data: Arc<[u8]>,
+    /// Offset of the filter-offset array; 0 with `num` = 0 when malformed.
+    array_offset: usize,
+    num: usize,
+    base_lg: u8,
+}
+
+impl FilterBlockReader {
+    /// Reads the trailer of `contents`.
+    pub fn new(policy: Arc<dyn FilterPolicy>, contents: impl Into<Arc<[u8]>>) -> FilterBlockReader {
+        let data: Arc<[u8]> = contents.into();
+        let mut reader = FilterBlockReader {
+            policy,
+            data,
+            array_offset: 0,
+            num: 0,
+            base_lg: FILTER_BASE_LG,
+        };
+        let n = reader.data.len();
+        if n < 5 {
+            return reader;
+        }
+        let base_lg = reader.data[n - 1];
+        let array_offset = decode_fixed32(&reader.data[n - 5..]).unwrap_or(u32::MAX) as usize;
+        if array_offset > n - 5 || base_lg >= 64 {
+            return reader;
+        }
+        reader.base_lg = base_lg;
+        reader.array_offset = array_offset;
+        reader.num = (n - 5 - array_offset) / 4;
+        reader
+    }
+
+    /// False only when `key` is certainly not in the data block that starts
+    /// at `block_offset`.
+    pub fn key_may_match(&self, block_offset: u64, key: &[u8]) -> bool {
+        let index = (block_offset >> self.base_lg) as usize;
+        if index >= self.num {
+            // Out of range or no filters: only a false positive is safe.
+            return true;
+        }
+        let at = self.array_offset + index * 4;
+        let start = decode_fixed32(&self.data[at..]).unwrap_or(0) as usize;
+        let limit = decode_fixed32(&self.data[at + 4..]).unwrap_or(0) as usize;
+        if start <= limit && limit <= self.array_offset {
+            if start == limit {
+                // An empty filter: no key was added for this range.
+                return false;
+            }
+            return self.policy.key_may_match(key, &self.data[start..limit]);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transparent policy, as in LevelDB's filter block test: the filter is
+    /// the list of key hashes, so the layout can be checked by eye.
+    #[derive(Debug)]
+    struct HashListPolicy;
+
+    impl FilterPolicy for HashListPolicy {
+        fn name(&self) -> &'static str {
+            "test.HashList"
+        }
+        fn create_filter(&self, keys: &[&[u8]], dst: &mut Vec<u8>) {
+            for key in keys {
+                put_fixed32(dst, crate::bloom::leveldb_hash(key, 1));
+            }
+        }
+        fn key_may_match(&self, key: &[u8], filter: &[u8]) -> bool {
+            let h = crate::bloom::leveldb_hash(key, 1);
+            filter.chunks_exact(4).any(|c| decode_fixed32(c) == Some(h))
+        }
+    }
+
+    #[test]
+    fn empty_builder() {
+        let block = FilterBlockBuilder::new(Arc::new(HashListPolicy)).finish();
+        assert_eq!(block, [0, 0, 0, 0, 11]);
+        let reader = FilterBlockReader::new(Arc::new(HashListPolicy), block);
+        assert!(reader.key_may_match(0, b"foo"));
+        assert!(reader.key_may_match(100_000, b"foo"));
+    }
+
+    #[test]
+    fn single_chunk() {
+        let mut builder = FilterBlockBuilder::new(Arc::new(HashListPolicy));
+        builder.start_block(100);
+        builder.add_key(b"foo");
+        builder.add_key(b"bar");
+        builder.start_block(200);
+        builder.add_key(b"box");
+        builder.start_block(300);
+        builder.add_key(b"hello");
+        let reader = FilterBlockReader::new(Arc::new(HashListPolicy), builder.finish());
+        for key in [&b"foo"[..], b"bar", b"box", b"hello"] {
+            assert!(reader.key_may_match(100, key));
+        }
+        assert!(!reader.key_may_match(100, b"missing"));
+    }
+
+    #[test]
+    fn multi_chunk_with_empty_ranges() {
+        let mut builder = FilterBlockBuilder::new(Arc::new(HashListPolicy));
+        builder.start_block(0);
+        builder.add_key(b"foo");
+        builder.start_block(2000);
+        builder.add_key(b"bar");
+        builder.start_block(3100);
+        builder.add_key(b"box");
+        builder.start_block(9000);
+        builder.add_key(b"box");
+        builder.add_key(b"hello");
+        let reader = FilterBlockReader::new(Arc::new(HashListPolicy), builder.finish());
+        assert!(reader.key_may_match(0, b"foo"));
+        assert!(reader.key_may_match(2000, b"bar"));
+        assert!(!reader.key_may_match(0, b"box"));
+        assert!(reader.key_may_match(3100, b"box"));
+        assert!(!reader.key_may_match(3100, b"foo"));
+        // Ranges 4096..8191 got empty filters.
+        assert!(!reader.key_may_match(4100, b"box"));
+        assert!(!reader.key_may_match(6000, b"hello"));
+        assert!(reader.key_may_match(9000, b"box"));
+        assert!(reader.key_may_match(9000, b"hello"));
+        assert!(!reader.key_may_match(9000, b"foo"));
+    }
+
+    #[test]
+    fn malformed_blocks_match_everything() {
+        for bytes in [&[][..], &[1, 2, 3], &[9, 9, 9, 9, 11], &[0, 0, 0, 0, 200]] {
+            let reader = FilterBlockReader::new(Arc::new(HashListPolicy), bytes.to_vec());
+            assert!(reader.key_may_match(0, b"x"));
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! The fixed parts of a table file: block handles, the block trailer, the
+//! footer, and reading one block back with its checksum checked.
+//! The layout is in `docs/format/table.md`.
+
+use std::sync::Arc;
+
+use crate::coding::{put_fixed32, put_varint64, Decoder};
+use crate::crc;
+use crate::error::{Error, Result};
+
+/// Magic number at the end of every table (frozen).
+pub const TABLE_MAGIC_NUMBER: u64 = 0xdb47_7524_8b80_fb57;
+/// Longest encoding of a block handle: two varint64s.
+pub const MAX_BLOCK_HANDLE_LEN: usize = 20;
+/// Size of the footer (frozen).
+pub const FOOTER_LEN: usize = 2 * MAX_BLOCK_HANDLE_LEN + 8;
+/// Size of the trailer after each block: compression type and masked CRC.
+pub const BLOCK_TRAILER_LEN: usize = 5;
+
+/// How a block's contents are stored. The byte values are frozen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum CompressionType {
+    /// Stored as is.
+    None = 0,
+    /// Compressed with Snappy (raw format, no framing).
+    #[default]
+    Snappy = 1,
+}
+
+impl CompressionType {
+    /// Decodes the trailer byte.
+    pub fn from_u8(byte: u8) -> Option<CompressionType> {
+        match byte {
+            0 => Some(CompressionType::None),
+            1 => Some(CompressionType::Snappy),
+            _ => None,
+        }
+    }
+}
+
+/// Where a block is: its offset in the file and its size without trailer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct BlockHandle {
+    /// Offset of the first byte of the block.
+    pub offset: u64,
+    /// Size of the block contents, not counting the 5-byte trailer.
+    pub size: u64,
+}
+
+impl BlockHandle {
+    /// A handle for `size` bytes at `offset`.
+    pub fn new(offset: u64, size: u64) -> BlockHandle {
+        BlockHandle { offset, size }
+    }
+
+    /// Appends the two varints.
+    pub fn encode_to(&self, dst: &mut Vec<u8>) {
+        put_varint64(dst, self.offset);
+        put_varint64(dst, self.size);
+    }
+
+    /// The encoded form as a new vector.
+    pub fn encoded(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(MAX_BLOCK_HANDLE_LEN);
+        self.encode_to(&mut v);
+        v
+    }
+
+    /// Reads a handle from `decoder`.
+    pub fn decode_from(decoder: &mut Decoder<'_>) -> Result<BlockHandle> {
+        let offset = decoder.varint64("block handle offset")?;
+        let size = decoder.varint64("block handle size")?;
+        Ok(BlockHandle { offset, size })
+    }
+
+    /// Reads a handle from the start of `bytes` (an index or metaindex
+    /// value); trailing bytes are ignored, as LevelDB ignores them.
+    pub fn decode(bytes: &[u8]) -> Result<BlockHandle> {
+        BlockHandle::decode_from(&mut Decoder::new(bytes))
+    }
+}
+
+/// The last 48 bytes of a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Footer {
+    /// Where the metaindex block is.
+    pub metaindex_handle: BlockHandle,
+    /// Where the index block is.
+    pub index_handle: BlockHandle,
+}
+
+impl Footer {
+    /// The 48 footer bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(FOOTER_LEN);
+        self.metaindex_handle.encode_to(&mut out);
+        self.index_handle.encode_to(&mut out);
+        out.resize(2 * MAX_BLOCK_HANDLE_LEN, 0);
+        put_fixed32(&mut out, TABLE_MAGIC_NUMBER as u32);
+        put_fixed32(&mut out, (TABLE_MAGIC_NUMBER >> 32) as u32);
+        out
+    }
+
+    /// Decodes a footer from exactly the last 48 bytes of a table; offsets in
+    /// errors are relative to the footer's start.
+    pub fn decode(bytes: &[u8]) -> Result<Footer> {
+        if bytes.len() != FOOTER_LEN {
+            return Err(Error::corruption(0, format!("footer of {} bytes", bytes.len())));
+        }
+        let mut magic = Decoder::new(&bytes[FOOTER_LEN - 8..]);
+        let low = magic.fixed32("magic")?;
+        let high = magic.fixed32("magic")?;
+        if (u64::from(high) << 32 | u64::from(low)) != TABLE_MAGIC_NUMBER {
+            return Err(Error::corruption(
+                (FOOTER_LEN - 8) as u64,
+                "not an sstable (bad magic number)",
+            ));
+        }
+        let mut decoder = Decoder::new(&bytes[..FOOTER_LEN - 8]);
+        let metaindex_handle = BlockHandle::decode_from(&mut decoder)?;
+        let index_handle = BlockHandle::decode_from(&mut decoder)?;
+        Ok(Footer {
+            metaindex_handle,
+            index_handle,
+        })
+    }
+}
+
+/// Masked CRC32C of a block's contents followed by its compression byte, as
+/// stored in the trailer.
+#[inline]
+pub fn block_checksum(contents: &[u8], compression: CompressionType) -> u32 {
+    crc::mask(crc::extend(crc::value(contents), &[compression as u8]))
+}
+
+/// The 5 trailer bytes for a block.
+#[inline]
+pub fn block_trailer(contents: &[u8], compression: CompressionType) -> [u8; BLOCK_TRAILER_LEN] {
+    let crc = block_checksum(contents, compression).to_le_bytes();
+    [compression as u8, crc[0], crc[1], crc[2], crc[3]]
+}
+
+/// Compresses `raw` with Snappy when that saves at least 1/8 of its size;
+/// returns the bytes to store and how. `scratch` is reused between calls.
+pub fn maybe_compress<'a>(
+    raw: &'a [u8],
+    compression: CompressionType,
+    scratch: &'a mut Vec<u8>,
+) -> (&'a [u8], CompressionType) {
+    if compression == CompressionType::Snappy {
+        scratch.resize(snap::raw::max_compress_len(raw.len()), 0);
+        if let Ok(n) = snap::raw::Encoder::new().compress(raw, scratch) {
+            if n < raw.len() - raw.len() / 8 {
+                return (&scratch[..n], CompressionType::Snappy);
+            }
+        }
+    }
+    (raw, CompressionType::None)
+}
+
+/// A readable, fixed-size byte source: a file, or bytes in memory. Kept as an
+/// interface so that a direct-to-device reader can stand in for a file.
+pub trait RandomAccess: Send + Sync {
+    /// Fills `buf` with the bytes at `offset`; an error if fewer exist.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+}
+
+fn read_slice_at(data: &[u8], buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    let start = usize::try_from(offset).unwrap_or(usize::MAX);
+    match start.checked_add(buf.len()).and_then(|end| data.get(start..end)) {
+        Some(src) => {
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+        None => Err(std::io::ErrorKind::UnexpectedEof.into()),
+    }
+}
+
+impl RandomAccess for Vec<u8> {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        read_slice_at(self, buf, offset)
+    }
+}
+
+impl RandomAccess for Arc<[u8]> {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        read_slice_at(self, buf, offset)
+    }
+}
+
+impl RandomAccess for std::fs::File {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+    }
+}
+
+/// Upper bound on Snappy's expansion: a 3-byte copy tag yields at most 64
+/// bytes. A block claiming more is corrupt, and the bound keeps a forged
+/// length from making us allocate gigabytes.
+const MAX_SNAPPY_EXPANSION: usize = 22;
+
+/// Reads the block at `handle` from a file of `file_size` bytes, checks its
+/// trailer (the CRC only when `verify_checksum`) and decompresses it.
+/// Errors carry `file` and absolute offsets.
+pub fn read_block(
+    source: &dyn RandomAccess,
+    file: &str,
+    file_size: u64,
+    handle: BlockHandle,
+    verify_checksum: bool,
+) -> Result<Vec<u8>> {
+    let end = handle
+        .offset
+        .checked_add(handle.size)
+        .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64));
+    if end.is_none_or(|end| end > file_size) {
+        return Err(Error::corruption(
+            handle.offset,
+            format!("block handle (size {}) runs past the end of the file ({file_size} bytes)", handle.size),
+        )
+        .at(file, 0));
+    }
+    let len = handle.size as usize;
+    let mut buf = vec![0u8; len + BLOCK_TRAILER_LEN];
+    source
+        .read_exact_at(&mut buf, handle.offset)
+        .map_err(|e| Error::io(format!("reading {file} at offset {}", handle.offset), e))?;
+    decode_block(buf, file, handle, verify_checksum)
+}
+
+/// Checks and decompresses a block already read together with its trailer.
+pub fn decode_block(
+    mut buf: Vec<u8>,
+    file: &str,
+    handle: BlockHandle,
+    verify_checksum: bool,
+) -> Result<Vec<u8>> {
+    let corrupt = |at: u64, reason: String| Error::corruption(at, reason).at(file, 0);
+    let len = buf.len().saturating_sub(BLOCK_TRAILER_LEN);
+    if buf.len() < BLOCK_TRAILER_LEN {
+        return Err(corrupt(handle.offset, "block shorter than its trailer".into()));
+    }
+    let type_byte = buf[len];
+    if verify_checksum {
+        let stored = u32::from_le_bytes([buf[len + 1], buf[len + 2], buf[len + 3], buf[len + 4]]);
+        let actual = crc::mask(crc::extend(crc::value(&buf[..len]), &[type_byte]));
+        if stored != actual {
+            return Err(corrupt(handle.offset, "block checksum mismatch".into()));
+        }
+    }
+    match CompressionType::from_u8(type_byte) {
+        Some(CompressionType::None) => {
+            buf.truncate(len);
+            Ok(buf)
+        }
+        Some(CompressionType::Snappy) => {
+            let compressed = &buf[..len];
+            let raw_len = snap::raw::decompress_len(compressed)
+                .map_err(|e| corrupt(handle.offset, format!("bad Snappy header: {e}")))?;
+            if raw_len > len.saturating_mul(MAX_SNAPPY_EXPANSION) + 64 {
+                return Err(corrupt(
+                    handle.offset,
+                    format!("Snappy block of {len} bytes claims {raw_len} bytes uncompressed"),
+                ));
+            }
+            let mut out = vec![0u8; raw_len];
+            snap::raw::Decoder::new()
+                .decompress(compressed, &mut out)
+                .map_err(|e| corrupt(handle.offset, format!("corrupted Snappy block: {e}")))?;
+            Ok(out)
+        }
+        None => Err(corrupt(
+            handle.offset + len as u64,
+            format!("bad block compression type {type_byte}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footer_round_trip_and_magic() {
+        let footer = Footer {
+            metaindex_handle: BlockHandle::new(1000, 30),
+            index_handle: BlockHandle::new(1035, u64::MAX / 3),
+        };
+        let bytes = footer.encode();
+        assert_eq!(bytes.len(), FOOTER_LEN);
+        assert_eq!(&bytes[40..], &[0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb]);
+        assert_eq!(Footer::decode(&bytes).unwrap(), footer);
+        let mut bad = bytes.clone();
+        bad[47] ^= 1;
+        assert!(Footer::decode(&bad).unwrap_err().is_corruption());
+        assert!(Footer::decode(&bytes[1..]).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn read_block_checks_bounds_checksum_and_type() {
+        let contents = b"hello block".to_vec();
+        let mut file = contents.clone();
+        file.extend_from_slice(&block_trailer(&contents, CompressionType::None));
+        let size = file.len() as u64;
+        let handle = BlockHandle::new(0, contents.len() as u64);
+        assert_eq!(read_block(&file, "t", size, handle, true).unwrap(), contents);
+
+        let past_end = BlockHandle::new(0, u64::MAX - 2);
+        assert!(read_block(&file, "t", size, past_end, true).unwrap_err().is_corruption());
+
+        let mut flipped = file.clone();
+        flipped[3] ^= 0x10;
+        assert!(read_block(&flipped, "t", size, handle, true).unwrap_err().is_corruption());
+        // Without verification the flipped byte is returned as is.
+        assert!(read_block(&flipped, "t", size, handle, false).is_ok());
+
+        let mut bad_type = file.clone();
+        bad_type[contents.len()] = 9;
+        let err = read_block(&bad_type, "t", size, handle, false).unwrap_err();
+        assert!(err.to_string().contains("compression type 9"), "{err}");
+    }
+
+    #[test]
+    fn compression_kept_only_when_it_saves_an_eighth() {
+        let mut scratch = Vec::new();
+        let compressible = vec![b'a'; 1000];
+        let (out, kind) = maybe_compress(&compressible, CompressionType::Snappy, &mut scratch);
+        assert_eq!(kind, CompressionType::Snappy);
+        assert!(out.len() < 100);
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let random: Vec<u8> = (0..1000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let mut scratch = Vec::new();
+        let (out, kind) = maybe_compress(&random, CompressionType::Snappy, &mut scratch);
+        assert_eq!(kind, CompressionType::None);
+        assert_eq!(out, &random[..]);
+    }
+
+    #[test]
+    fn snappy_bomb_is_rejected() {
+        // A Snappy header claiming 4 GiB in a 5-byte block.
+        let contents = vec![0xff, 0xff, 0xff, 0xff, 0x0f];
+        let mut file = contents.clone();
+        file.extend_from_slice(&block_trailer(&contents, CompressionType::Snappy));
+        let handle = BlockHandle::new(0, contents.len() as u64);
+        let err = read_block(&file, "t", file.len() as u64, handle, true).unwrap_err();
+        assert!(err.is_corruption(), "{err}");
+    }
+}
