@@ -214,10 +214,11 @@ impl<'a> Decoder<'a> {
     pub fn length_prefixed(&mut self, what: &str) -> Result<&'a [u8]> {
         let start = self.pos;
         let len = self.varint32(what)? as usize;
-        self.bytes(len, what).map_err(|err| {
+        let result = self.bytes(len, what);
+        if result.is_err() {
             self.pos = start;
-            err
-        })
+        }
+        result
     }
 }
 

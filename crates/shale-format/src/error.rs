@@ -54,6 +54,14 @@ pub enum Error {
     /// unknown compression type, a different comparator).
     #[error("not supported: {0}")]
     NotSupported(String),
+    /// Something that was asked for does not exist (a database directory
+    /// without `create_if_missing`, a file named in the MANIFEST).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// A resource is held by someone else: the database `LOCK` file is
+    /// locked by another process or another handle in this one.
+    #[error("busy: {0}")]
+    Busy(String),
 }
 
 /// Shorthand for results in this crate.

@@ -29,9 +29,12 @@ pub trait KvIterator {
     fn status(&self) -> Result<(), Error>;
 }
 
+/// A key and its value, owned.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
 /// Collects every entry from the first one on, stopping at the first error.
 /// Meant for tests and tools; the engine streams instead.
-pub fn collect_all(iter: &mut dyn KvIterator) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+pub fn collect_all(iter: &mut dyn KvIterator) -> Result<Vec<Entry>, Error> {
     let mut out = Vec::new();
     iter.seek_to_first();
     while iter.valid() {

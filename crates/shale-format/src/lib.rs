@@ -18,8 +18,13 @@ pub mod filter_block;
 pub mod format;
 pub mod internal_key;
 pub mod iterator;
+pub mod log_format;
+pub mod log_reader;
+pub mod log_writer;
 pub mod options;
 pub mod table;
 pub mod table_builder;
+pub mod version_edit;
+pub mod write_batch;
 
 pub use error::{Error, Location, Result};

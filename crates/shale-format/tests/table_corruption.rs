@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use shale_format::format::CompressionType;
-use shale_format::iterator::{collect_all, KvIterator};
+use shale_format::iterator::{collect_all, Entry, KvIterator};
 use shale_format::options::TableOptions;
 use shale_format::table::{ReadTableOptions, Table};
 use shale_format::table_builder::TableBuilder;
@@ -23,7 +23,7 @@ fn build(entries: &[(Vec<u8>, Vec<u8>)], options: &TableOptions) -> Vec<u8> {
 
 /// Reads everything a reader can reach: a full scan forwards and backwards,
 /// and point lookups of every written key.
-fn read_everything(bytes: Vec<u8>, options: &TableOptions, keys: &[Vec<u8>]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+fn read_everything(bytes: Vec<u8>, options: &TableOptions, keys: &[Vec<u8>]) -> Result<Vec<Entry>, Error> {
     let size = bytes.len() as u64;
     let table = Table::open(Arc::new(bytes), size, "000042.ldb", ReadTableOptions::from_table_options(options))?;
     let forward = collect_all(&mut table.iter())?;
@@ -42,7 +42,7 @@ fn read_everything(bytes: Vec<u8>, options: &TableOptions, keys: &[Vec<u8>]) -> 
     Ok(forward)
 }
 
-fn check_outcome(result: Result<Vec<(Vec<u8>, Vec<u8>)>, Error>, entries: &[(Vec<u8>, Vec<u8>)]) {
+fn check_outcome(result: Result<Vec<Entry>, Error>, entries: &[(Vec<u8>, Vec<u8>)]) {
     match result {
         Ok(found) => assert_eq!(found, entries, "damage went unnoticed and changed the data"),
         Err(Error::Corruption { location, reason }) => {

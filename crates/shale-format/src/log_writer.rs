@@ -1,0 +1,211 @@
+//! Appends logical records to a log in LevelDB's format (`db/log_writer.cc`):
+//! each record is cut into fragments that never cross a 32 KiB block
+//! boundary. See `docs/format/log.md` and [`crate::log_format`].
+
+use std::io::Write;
+
+use crate::crc;
+use crate::error::{Error, Result};
+use crate::log_format::{RecordType, BLOCK_SIZE, HEADER_SIZE};
+
+/// Zeros that fill the end of a block too short for a header.
+const TRAILER_ZEROS: [u8; HEADER_SIZE - 1] = [0; HEADER_SIZE - 1];
+
+/// Writes log records to `dest`.
+///
+/// The writer only appends and calls [`Write::flush`] after each record, as
+/// LevelDB's writer calls `WritableFile::Flush`; making the data durable
+/// (`fsync`) is the caller's decision.
+///
+/// After an error from `dest` the log may end in a partial fragment; readers
+/// treat that as a torn write, but nothing more should be appended to it.
+#[derive(Debug)]
+pub struct LogWriter<W: Write> {
+    dest: W,
+    /// Offset of the next byte within the current block.
+    block_offset: usize,
+    /// Length of the log, counting bytes that were in it before this writer.
+    file_len: u64,
+}
+
+impl<W: Write> LogWriter<W> {
+    /// A writer for a new, empty log.
+    pub fn new(dest: W) -> LogWriter<W> {
+        LogWriter::with_offset(dest, 0)
+    }
+
+    /// A writer that appends to a log already holding `existing_len` bytes
+    /// (`dest` must be positioned at its end), so fragments keep to the
+    /// block boundaries of the whole file.
+    pub fn with_offset(dest: W, existing_len: u64) -> LogWriter<W> {
+        // The remainder is below BLOCK_SIZE, so it fits any usize.
+        let block_offset = (existing_len % BLOCK_SIZE as u64) as usize;
+        LogWriter {
+            dest,
+            block_offset,
+            file_len: existing_len,
+        }
+    }
+
+    /// Appends one logical record (any length, including zero) and flushes
+    /// `dest`.
+    pub fn add_record(&mut self, record: &[u8]) -> Result<()> {
+        let mut left = record;
+        let mut begin = true;
+        // An empty record still gets one (empty) fragment: the loop runs once.
+        loop {
+            let leftover = BLOCK_SIZE - self.block_offset;
+            if leftover < HEADER_SIZE {
+                // Too short for a header: fill with zeros, switch blocks.
+                if leftover > 0 {
+                    self.write(&TRAILER_ZEROS[..leftover])?;
+                }
+                self.block_offset = 0;
+            }
+
+            let available = BLOCK_SIZE - self.block_offset - HEADER_SIZE;
+            let (fragment, rest) = left.split_at(left.len().min(available));
+            let end = rest.is_empty();
+            let record_type = match (begin, end) {
+                (true, true) => RecordType::Full,
+                (true, false) => RecordType::First,
+                (false, true) => RecordType::Last,
+                (false, false) => RecordType::Middle,
+            };
+            self.emit_physical_record(record_type, fragment)?;
+            left = rest;
+            begin = false;
+            if end {
+                break;
+            }
+        }
+        self.dest
+            .flush()
+            .map_err(|err| Error::io("flushing log", err))
+    }
+
+    /// Length of the log so far, including the bytes that were there before
+    /// this writer was made.
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    /// Flushes `dest` (not an `fsync`).
+    pub fn flush(&mut self) -> Result<()> {
+        self.dest
+            .flush()
+            .map_err(|err| Error::io("flushing log", err))
+    }
+
+    /// The destination.
+    pub fn get_ref(&self) -> &W {
+        &self.dest
+    }
+
+    /// The destination, mutably: for syncing a file. Writing to it directly
+    /// breaks the block layout.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.dest
+    }
+
+    /// Consumes the writer, returning the destination.
+    pub fn into_inner(self) -> W {
+        self.dest
+    }
+
+    /// REQUIRES: the fragment fits in the current block after its header.
+    fn emit_physical_record(&mut self, record_type: RecordType, fragment: &[u8]) -> Result<()> {
+        debug_assert!(self.block_offset + HEADER_SIZE + fragment.len() <= BLOCK_SIZE);
+        // Fragments are below BLOCK_SIZE, so the length fits in 16 bits.
+        let length = fragment.len() as u16;
+        let type_byte = record_type as u8;
+        let checksum = crc::mask(crc::extend(crc::value(&[type_byte]), fragment));
+
+        let mut header = [0u8; HEADER_SIZE];
+        header[..4].copy_from_slice(&checksum.to_le_bytes());
+        header[4..6].copy_from_slice(&length.to_le_bytes());
+        header[6] = type_byte;
+
+        // Advance before writing, as LevelDB does, so a failed write leaves
+        // the writer at the block position it would have reached.
+        self.block_offset += HEADER_SIZE + fragment.len();
+        self.write(&header)?;
+        self.write(fragment)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.dest
+            .write_all(bytes)
+            .map_err(|err| Error::io("appending to log", err))?;
+        self.file_len += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_record_is_one_full_header() {
+        let mut writer = LogWriter::new(Vec::new());
+        writer.add_record(b"").expect("write");
+        let bytes = writer.into_inner();
+        assert_eq!(bytes.len(), HEADER_SIZE);
+        assert_eq!(&bytes[4..], &[0, 0, RecordType::Full as u8]);
+        let expected = crc::mask(crc::value(&[RecordType::Full as u8]));
+        assert_eq!(&bytes[..4], &expected.to_le_bytes());
+    }
+
+    #[test]
+    fn header_layout_is_crc_length_type() {
+        let mut writer = LogWriter::new(Vec::new());
+        writer.add_record(b"foo").expect("write");
+        let bytes = writer.into_inner();
+        let crc = crc::mask(crc::value(&[1, b'f', b'o', b'o']));
+        let mut expected = crc.to_le_bytes().to_vec();
+        expected.extend_from_slice(&[3, 0, 1, b'f', b'o', b'o']);
+        assert_eq!(bytes, expected);
+    }
+
+    #[test]
+    fn record_filling_a_block_leaves_no_trailer() {
+        let mut writer = LogWriter::new(Vec::new());
+        writer
+            .add_record(&vec![b'x'; BLOCK_SIZE - HEADER_SIZE])
+            .expect("write");
+        writer.add_record(b"y").expect("write");
+        let bytes = writer.into_inner();
+        assert_eq!(bytes.len(), BLOCK_SIZE + HEADER_SIZE + 1);
+        assert_eq!(bytes[BLOCK_SIZE + 6], RecordType::Full as u8);
+    }
+
+    #[test]
+    fn short_trailer_is_zero_filled() {
+        let mut writer = LogWriter::new(Vec::new());
+        // Leaves 6 bytes in the first block: one less than a header.
+        writer
+            .add_record(&vec![b'x'; BLOCK_SIZE - 2 * HEADER_SIZE + 1])
+            .expect("write");
+        writer.add_record(b"").expect("write");
+        assert_eq!(writer.file_len(), (BLOCK_SIZE + HEADER_SIZE) as u64);
+        let bytes = writer.into_inner();
+        assert_eq!(&bytes[BLOCK_SIZE - 6..BLOCK_SIZE], &[0; 6]);
+        assert_eq!(bytes.len(), BLOCK_SIZE + HEADER_SIZE);
+    }
+
+    #[test]
+    fn with_offset_continues_block_layout() {
+        let mut whole = LogWriter::new(Vec::new());
+        whole.add_record(&vec![1; 40_000]).expect("write");
+        let prefix_len = whole.file_len();
+        whole.add_record(&vec![2; 50_000]).expect("write");
+        let whole = whole.into_inner();
+
+        let mut reopened = LogWriter::with_offset(Vec::new(), prefix_len);
+        reopened.add_record(&vec![2; 50_000]).expect("write");
+        assert_eq!(reopened.file_len(), whole.len() as u64);
+        let suffix = reopened.into_inner();
+        assert_eq!(&whole[prefix_len as usize..], &suffix[..]);
+    }
+}
