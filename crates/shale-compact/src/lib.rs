@@ -1,8 +1,13 @@
-//! Compaction as plain data: the `CompactionJob`, the `Executor` trait, the one
-//! definition of block and file boundaries, and the executors (`streaming`,
-//! `parallel`, `opencl`). Depends only on `shale-format`; it never sees a
-//! version, a lock or the write path (see `../shared/DESIGN.md`).
-//!
-//! Status: the job and the executors arrive with the compaction issues; this
-//! crate exists now so that the dependency graph
-//! `shale-format <- shale-compact <- shale <- shale-cli` is fixed from the start.
+//! Compaction as plain data: the [`job::CompactionJob`], the
+//! [`job::Executor`] trait, the one definition of output-file boundaries
+//! ([`boundaries`]), the drop rules ([`gc`]) and the executors. Depends only on
+//! `shale-format`: an executor never sees a version, a lock or the write path
+//! (see `../shared/DESIGN.md`).
+
+pub mod boundaries;
+pub mod gc;
+pub mod job;
+pub mod streaming;
+
+pub use job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, OutputSink};
+pub use streaming::StreamingExecutor;

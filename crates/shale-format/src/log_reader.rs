@@ -273,9 +273,12 @@ impl<R: Read, P: Reporter> LogReader<R, P> {
         let block_size = BLOCK_SIZE as u64;
         let offset_in_block = self.initial_offset % block_size;
         let mut block_start = self.initial_offset - offset_in_block;
-        // No fragment starts in the last 6 bytes of a block.
+        // No fragment starts in the last 6 bytes of a block. In the last
+        // block below 2^64 there is no next block: skip everything (LevelDB's
+        // unsigned sum wraps to 0 instead, and then drops every fragment as
+        // starting before the offset: the same empty log).
         if offset_in_block > block_size - 6 {
-            block_start += block_size;
+            block_start = block_start.saturating_add(block_size);
         }
         self.end_of_buffer_offset = block_start;
         if block_start > 0 {

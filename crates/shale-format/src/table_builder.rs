@@ -29,6 +29,8 @@ pub struct TableBuilder<W: Write> {
     /// A data block was just written and its index entry waits for the next
     /// key, so the separator can be shortened against it.
     pending_index_entry: Option<BlockHandle>,
+    /// Sum of the uncompressed sizes of the data blocks written so far.
+    raw_data_bytes: u64,
     compressed_scratch: Vec<u8>,
     handle_scratch: Vec<u8>,
     closed: bool,
@@ -57,6 +59,7 @@ impl<W: Write> TableBuilder<W> {
             first_key: None,
             num_entries: 0,
             pending_index_entry: None,
+            raw_data_bytes: 0,
             compressed_scratch: Vec::new(),
             handle_scratch: Vec::new(),
             closed: false,
@@ -97,7 +100,7 @@ impl<W: Write> TableBuilder<W> {
         self.last_key.extend_from_slice(key);
         self.num_entries += 1;
         self.data_block.add(key, value);
-        if self.data_block.current_size_estimate() >= self.options.block_size {
+        if block_is_full(self.data_block.current_size_estimate(), self.options.block_size) {
             self.flush()?;
         }
         Ok(())
@@ -116,6 +119,7 @@ impl<W: Write> TableBuilder<W> {
             return Ok(());
         }
         debug_assert!(self.pending_index_entry.is_none());
+        self.raw_data_bytes += self.data_block.current_size_estimate() as u64;
         let handle = write_block(
             &mut self.data_block,
             self.options.compression,
@@ -208,6 +212,13 @@ impl<W: Write> TableBuilder<W> {
         self.offset + self.data_block.current_size_estimate() as u64
     }
 
+    /// Uncompressed bytes of the data blocks written so far (the open block
+    /// not included). Output files of a compaction are cut on this number, so
+    /// the cut does not depend on how well blocks compress.
+    pub fn raw_data_bytes(&self) -> u64 {
+        self.raw_data_bytes
+    }
+
     /// The first key added.
     pub fn smallest_key(&self) -> Option<&[u8]> {
         self.first_key.as_deref()
@@ -217,6 +228,14 @@ impl<W: Write> TableBuilder<W> {
     pub fn largest_key(&self) -> Option<&[u8]> {
         (self.num_entries > 0 && !self.closed).then_some(self.last_key.as_slice())
     }
+}
+
+/// The one rule for ending a data block: after an entry is added, the block
+/// ends once its size estimate (entries plus restart array) reaches
+/// `block_size`. LevelDB's rule; every executor cuts blocks with it.
+#[inline]
+pub fn block_is_full(size_estimate: usize, block_size: usize) -> bool {
+    size_estimate >= block_size
 }
 
 /// Finishes `block`, compresses it if worthwhile, writes it with its trailer

@@ -1,6 +1,6 @@
 //! LevelDB's write batch (`db/write_batch.cc`): a group of puts and deletes
 //! applied atomically, and the payload of every write-ahead-log record.
-//! See `docs/format/log.md` ("Write batches").
+//! See `docs/format/log.md` ("The WAL payload: write batches").
 //!
 //! ```text
 //! sequence (fixed64) | count (fixed32) | record*

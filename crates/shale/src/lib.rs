@@ -1,9 +1,35 @@
 //! ShaleDB: an embeddable LSM-tree key-value store whose files are LevelDB
-//! 1.23's and whose compaction can run on CPU threads or an accelerator.
+//! 1.23's and whose compaction is a plain-data job run by an executor (see
+//! `../shared/DESIGN.md`).
 //!
-//! Status: the engine (write path, recovery, versions, compaction scheduling)
-//! arrives with the storage-engine issue. Today this crate re-exports the
-//! on-disk formats so that tools can already read LevelDB files.
+//! ```no_run
+//! use shale::{DB, Options, ReadOptions, WriteOptions};
+//! let db = DB::open("/tmp/example-db", Options { create_if_missing: true, ..Options::default() })?;
+//! db.put(&WriteOptions::default(), b"key", b"value")?;
+//! assert_eq!(db.get(&ReadOptions::new(), b"key")?, Some(b"value".to_vec()));
+//! # Ok::<(), shale::Error>(())
+//! ```
 
+#[macro_use]
+pub mod info_log;
+
+pub mod compaction;
+pub mod db;
+pub mod db_iter;
+pub mod env;
+pub mod filename;
+pub mod memtable;
+pub mod options;
+pub mod snapshot;
+pub mod table_cache;
+pub mod version;
+pub mod version_set;
+
+pub use db::{destroy, StallStats, DB};
+pub use db_iter::DbIterator;
+pub use options::{Options, ReadOptions, WriteOptions};
 pub use shale_compact;
 pub use shale_format as format;
+pub use shale_format::write_batch::WriteBatch;
+pub use shale_format::{Error, Result};
+pub use snapshot::Snapshot;

@@ -441,6 +441,21 @@ fn read_error_is_returned_and_ends_the_log() {
     assert_eq!(reader.read_record().expect("at end"), None);
 }
 
+/// Found by `fuzz/fuzz_targets/log_reader.rs`: an initial offset in the last
+/// 6 bytes of the last block below 2^64 overflowed when rounding up to the
+/// next block.
+#[test]
+fn initial_offset_in_the_last_block_below_u64_max_does_not_overflow() {
+    let (log, _) = write(&[b"foo", b"bar"]);
+    for initial in [u64::MAX, u64::MAX - 5, u64::MAX - BLOCK_SIZE as u64 + 1] {
+        let outcome = read_from(&log[..], true, initial);
+        assert!(outcome.records.is_empty(), "{initial}: {outcome:?}");
+        assert_eq!(outcome.dropped, 0, "{initial}");
+    }
+    let outcome = read_from(&[][..], false, u64::MAX);
+    assert!(outcome.records.is_empty());
+}
+
 fn record_content(index: usize, len: usize, seed: u64) -> Vec<u8> {
     let mut state = seed ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     (0..len)

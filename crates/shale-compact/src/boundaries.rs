@@ -1,0 +1,113 @@
+//! Where output files end: the one definition every executor uses. (Where
+//! data blocks end is [`shale_format::table_builder::block_is_full`].)
+//!
+//! An output file ends
+//! - before a key whose file would otherwise overlap more than
+//!   `max_grandparent_overlap_bytes` of the level below the output level
+//!   (LevelDB's `ShouldStopBefore`, so a later compaction of that file stays
+//!   small), and
+//! - after a key once the uncompressed bytes of the file's finished data
+//!   blocks reach `max_output_file_size`. LevelDB compares the compressed
+//!   file size; we use uncompressed sizes so that the cut does not depend on
+//!   the compressor, which lets data-parallel executors fix every cut before
+//!   any block is compressed.
+
+use std::cmp::Ordering;
+
+use shale_format::comparator::compare_internal_keys;
+
+use crate::job::{CompactionJob, JobFile};
+
+/// Tracks overlap with the grandparent level as keys go by in order.
+#[derive(Debug)]
+pub struct GrandparentCutter<'a> {
+    grandparents: &'a [JobFile],
+    max_overlap: u64,
+    index: usize,
+    seen_key: bool,
+    overlapped_bytes: u64,
+}
+
+impl<'a> GrandparentCutter<'a> {
+    /// A cutter for `job`'s grandparents.
+    pub fn new(job: &'a CompactionJob) -> GrandparentCutter<'a> {
+        GrandparentCutter {
+            grandparents: &job.grandparents,
+            max_overlap: job.max_grandparent_overlap_bytes,
+            index: 0,
+            seen_key: false,
+            overlapped_bytes: 0,
+        }
+    }
+
+    /// Called with every merged input key in order, dropped or not: true when
+    /// the current output file must end before `internal_key`.
+    pub fn should_stop_before(&mut self, internal_key: &[u8]) -> bool {
+        while self.index < self.grandparents.len()
+            && compare_internal_keys(internal_key, &self.grandparents[self.index].largest)
+                == Ordering::Greater
+        {
+            if self.seen_key {
+                self.overlapped_bytes += self.grandparents[self.index].file_size;
+            }
+            self.index += 1;
+        }
+        self.seen_key = true;
+        if self.overlapped_bytes > self.max_overlap {
+            self.overlapped_bytes = 0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// True when an output file whose finished data blocks hold
+/// `raw_data_bytes` uncompressed bytes must end after the current entry.
+#[inline]
+pub fn output_file_full(raw_data_bytes: u64, max_output_file_size: u64) -> bool {
+    raw_data_bytes >= max_output_file_size
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::TableSettings;
+    use shale_format::internal_key::{InternalKey, ValueType};
+
+    fn file(number: u64, smallest: &[u8], largest: &[u8], size: u64) -> JobFile {
+        JobFile {
+            number,
+            file_size: size,
+            smallest: InternalKey::new(smallest, 1, ValueType::Value).into_encoded(),
+            largest: InternalKey::new(largest, 1, ValueType::Value).into_encoded(),
+        }
+    }
+
+    #[test]
+    fn stops_after_overlapping_too_much() {
+        let job = CompactionJob {
+            id: 1,
+            inputs: vec![],
+            output_level: 1,
+            max_output_file_size: 1 << 20,
+            grandparents: vec![file(1, b"a", b"b", 100), file(2, b"c", b"d", 100), file(3, b"e", b"f", 100)],
+            max_grandparent_overlap_bytes: 150,
+            smallest_snapshot: 0,
+            deeper_levels: vec![],
+            table: TableSettings::default(),
+        };
+        let mut cutter = GrandparentCutter::new(&job);
+        let key = |k: &[u8]| InternalKey::new(k, 5, ValueType::Value).into_encoded();
+        assert!(!cutter.should_stop_before(&key(b"a")));
+        assert!(!cutter.should_stop_before(&key(b"c"))); // passed file 1: 100
+        assert!(cutter.should_stop_before(&key(b"e"))); // passed file 2: 200 > 150
+        assert!(!cutter.should_stop_before(&key(b"e1")));
+    }
+
+    #[test]
+    fn file_full_rule() {
+        assert!(!output_file_full(99, 100));
+        assert!(output_file_full(100, 100));
+    }
+}

@@ -1,0 +1,224 @@
+//! A compaction as plain data. The picker in the engine fills a
+//! [`CompactionJob`]; an [`Executor`] turns it into output tables and returns
+//! a [`CompactionOutput`]; only the engine installs the result. A job holds
+//! everything an executor needs, so the same job can run on a thread, a GPU
+//! or another process.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use shale_format::format::{CompressionType, RandomAccess};
+use shale_format::internal_key::SequenceNumber;
+use shale_format::options::TableOptions;
+use shale_format::Result;
+
+/// How output tables are laid out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSettings {
+    /// Target uncompressed size of a data block.
+    pub block_size: usize,
+    /// Entries between restart points.
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key; `None` for no filter.
+    pub bloom_bits_per_key: Option<u32>,
+    /// Snappy per block (kept only when it saves 1/8).
+    pub snappy: bool,
+}
+
+impl Default for TableSettings {
+    fn default() -> TableSettings {
+        TableSettings {
+            block_size: 4096,
+            block_restart_interval: 16,
+            bloom_bits_per_key: Some(10),
+            snappy: true,
+        }
+    }
+}
+
+impl TableSettings {
+    /// Table options for internal-key tables with these settings.
+    pub fn table_options(&self) -> TableOptions {
+        TableOptions {
+            block_size: self.block_size,
+            block_restart_interval: self.block_restart_interval,
+            compression: if self.snappy {
+                CompressionType::Snappy
+            } else {
+                CompressionType::None
+            },
+            ..TableOptions::internal(self.bloom_bits_per_key)
+        }
+    }
+}
+
+/// One table file: its number, size and key bounds (encoded internal keys).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFile {
+    /// File number (the file is `NNNNNN.ldb` in the database directory).
+    pub number: u64,
+    /// Size in bytes.
+    pub file_size: u64,
+    /// Smallest internal key.
+    pub smallest: Vec<u8>,
+    /// Largest internal key.
+    pub largest: Vec<u8>,
+}
+
+/// A sorted run: one L0 table, or all chosen tables of a level >= 1 in key
+/// order (their ranges do not overlap).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputRun {
+    /// Level the files come from.
+    pub level: usize,
+    /// The files, in key order.
+    pub files: Vec<JobFile>,
+}
+
+/// An inclusive range of user keys held by one file of a deeper level.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserKeyRange {
+    /// Smallest user key.
+    pub smallest: Vec<u8>,
+    /// Largest user key.
+    pub largest: Vec<u8>,
+}
+
+/// Everything needed to run one compaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionJob {
+    /// Identifies the job in logs and statistics.
+    pub id: u64,
+    /// The inputs. Order matters only for ties (none occur between distinct
+    /// entries, whose sequence numbers differ), and is by run index.
+    pub inputs: Vec<InputRun>,
+    /// Level the outputs go to.
+    pub output_level: usize,
+    /// An output file is closed once its data blocks reach this many
+    /// uncompressed bytes (see [`crate::boundaries`]).
+    pub max_output_file_size: u64,
+    /// Files of the level below the output level, in key order: an output
+    /// file is also closed before it would overlap too many of them.
+    pub grandparents: Vec<JobFile>,
+    /// The overlap limit with `grandparents`, in bytes.
+    pub max_grandparent_overlap_bytes: u64,
+    /// Oldest sequence number a live snapshot can see; older hidden versions
+    /// and tombstones at or below it may be dropped.
+    pub smallest_snapshot: SequenceNumber,
+    /// For each level below the output level, the user-key ranges of its
+    /// files in key order: a tombstone is dropped only when no deeper file
+    /// can hold its key.
+    pub deeper_levels: Vec<Vec<UserKeyRange>>,
+    /// Layout of the output tables.
+    pub table: TableSettings,
+}
+
+impl CompactionJob {
+    /// Total size of the input files.
+    pub fn input_bytes(&self) -> u64 {
+        self.inputs.iter().flat_map(|r| &r.files).map(|f| f.file_size).sum()
+    }
+
+    /// Number of input files.
+    pub fn input_files(&self) -> usize {
+        self.inputs.iter().map(|r| r.files.len()).sum()
+    }
+}
+
+/// One table written by a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputTable {
+    /// File number the engine allocated for it.
+    pub number: u64,
+    /// Size in bytes.
+    pub file_size: u64,
+    /// Smallest internal key.
+    pub smallest: Vec<u8>,
+    /// Largest internal key.
+    pub largest: Vec<u8>,
+    /// Entries in the table.
+    pub entries: u64,
+}
+
+/// Time and bytes spent in each phase of a job. The streaming executor fills
+/// `read` + `merge` (+ `gc`) + `pack` as one interleaved loop and reports the
+/// whole loop as `merge`; the data-parallel executors report each phase.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseStats {
+    /// Bytes of input files read.
+    pub bytes_read: u64,
+    /// Bytes of output files written.
+    pub bytes_written: u64,
+    /// Entries read from the inputs.
+    pub entries_in: u64,
+    /// Entries written to the outputs.
+    pub entries_out: u64,
+    /// Seconds reading input files.
+    pub read_secs: f64,
+    /// Seconds decoding blocks into entries.
+    pub unpack_secs: f64,
+    /// Seconds merging runs.
+    pub merge_secs: f64,
+    /// Seconds deciding what to drop.
+    pub gc_secs: f64,
+    /// Seconds encoding output blocks and tables.
+    pub pack_secs: f64,
+    /// Seconds writing and syncing output files.
+    pub write_secs: f64,
+    /// Wall-clock seconds for the whole job.
+    pub total_secs: f64,
+}
+
+impl PhaseStats {
+    /// Adds `other` into `self`.
+    pub fn accumulate(&mut self, other: &PhaseStats) {
+        self.bytes_read += other.bytes_read;
+        self.bytes_written += other.bytes_written;
+        self.entries_in += other.entries_in;
+        self.entries_out += other.entries_out;
+        self.read_secs += other.read_secs;
+        self.unpack_secs += other.unpack_secs;
+        self.merge_secs += other.merge_secs;
+        self.gc_secs += other.gc_secs;
+        self.pack_secs += other.pack_secs;
+        self.write_secs += other.write_secs;
+        self.total_secs += other.total_secs;
+    }
+}
+
+/// What a job produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionOutput {
+    /// Name of the executor that ran the job.
+    pub executor: String,
+    /// The tables, in key order.
+    pub outputs: Vec<OutputTable>,
+    /// Where the time went.
+    pub stats: PhaseStats,
+}
+
+/// A file being written by an executor.
+pub trait OutputSink: std::io::Write + Send {
+    /// Makes the file durable and closes it.
+    fn finish(self: Box<Self>) -> Result<()>;
+}
+
+/// The engine's side of a job: access to input files and new output files.
+/// Executors see nothing else of the engine.
+pub trait JobIo: Send + Sync {
+    /// Opens an input table for reading.
+    fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>>;
+    /// Allocates a file number and creates the output table file. The engine
+    /// removes every file created by a job that fails.
+    fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)>;
+}
+
+/// Turns a job into output tables. Every executor must write byte-identical
+/// tables for the same job (the conformance harness checks it).
+pub trait Executor: Send + Sync + Debug {
+    /// Name used in options, logs and statistics (`streaming`, `parallel`, ...).
+    fn name(&self) -> &'static str;
+    /// Runs the job to completion.
+    fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput>;
+}

@@ -1,0 +1,3 @@
+//! Compaction decisions: what to compact (`picker`).
+
+pub mod picker;

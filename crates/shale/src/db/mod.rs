@@ -1,0 +1,586 @@
+//! The database: open and recovery, the public read/write API, and the
+//! shared state the write path and the background threads work on.
+//!
+//! Locks: `versions` (the MANIFEST, held across its fsync) and `state`
+//! (everything else, held briefly). Code holding `versions` may take `state`;
+//! code holding `state` never takes `versions`. The WAL writer is owned by
+//! whichever writer leads the current write group (see `write.rs`).
+
+mod background;
+mod properties;
+mod recovery;
+mod write;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::thread::JoinHandle;
+
+use shale_compact::job::{Executor, PhaseStats};
+use shale_compact::streaming::{StreamingExecutor, STREAMING};
+use shale_format::concat_iterator::ConcatIterator;
+use shale_format::comparator::InternalKeyComparator;
+use shale_format::internal_key::{InternalKey, ParsedInternalKey, SequenceNumber, ValueType, MAX_SEQUENCE_NUMBER};
+use shale_format::iterator::KvIterator;
+use shale_format::log_writer::LogWriter;
+use shale_format::merging_iterator::merging_iterator;
+use shale_format::version_edit::NUM_LEVELS;
+use shale_format::write_batch::WriteBatch;
+use shale_format::{Error, Result};
+
+use crate::compaction::picker::RunningCompaction;
+use crate::db_iter::DbIterator;
+use crate::env::{FileLock, WritableFile};
+use crate::filename;
+use crate::info_log::InfoLog;
+use crate::memtable::{MemGet, MemTable};
+use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::snapshot::{Snapshot, SnapshotList};
+use crate::table_cache::{SharedBlockCache, TableCache};
+use crate::version::Version;
+use crate::version_set::VersionSet;
+
+pub use properties::LevelStats;
+
+/// An open database. Cheap to clone and share between threads; the database
+/// closes (background work finishes, files are released) when the last clone
+/// is dropped.
+#[derive(Clone)]
+pub struct DB {
+    inner: Arc<DbInner>,
+    _closer: Arc<Closer>,
+}
+
+impl std::fmt::Debug for DB {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DB").field("dir", &self.inner.dir).finish()
+    }
+}
+
+/// Counters of time writers spent throttled.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StallStats {
+    /// Writes delayed by 1 ms because L0 reached the slowdown trigger.
+    pub slowdown_count: u64,
+    /// Microseconds spent in those delays.
+    pub slowdown_micros: u64,
+    /// Microseconds writers waited for a memtable flush or for L0 to drop
+    /// below the stop trigger.
+    pub stop_micros: u64,
+    /// Times a writer had to wait that way.
+    pub stop_count: u64,
+}
+
+pub(crate) struct State {
+    mem: Arc<MemTable>,
+    imm: Option<Arc<MemTable>>,
+    /// The WAL writer; `None` while the leading writer has it out.
+    log: Option<LogWriter<Box<dyn WritableFile>>>,
+    /// Number of the WAL `log` writes to.
+    log_number: u64,
+    last_sequence: SequenceNumber,
+    current: Arc<Version>,
+    /// Versions handed to readers; their files are not deleted.
+    live_versions: Vec<Weak<Version>>,
+    bg_error: Option<Error>,
+    writers: VecDeque<u64>,
+    pending_writes: HashMap<u64, write::PendingWrite>,
+    finished_writes: HashMap<u64, Result<()>>,
+    next_writer_id: u64,
+    /// Table numbers being written by a flush or compaction.
+    pending_outputs: HashSet<u64>,
+    running: Vec<RunningCompaction>,
+    /// Bumped whenever something changes that may create compaction work.
+    work_epoch: u64,
+    flushing: bool,
+    level_stats: [LevelStats; NUM_LEVELS],
+    executor_stats: HashMap<String, (u64, PhaseStats)>,
+    stalls: StallStats,
+}
+
+pub(crate) struct DbInner {
+    dir: PathBuf,
+    options: Options,
+    table_cache: Arc<TableCache>,
+    versions: Mutex<VersionSet>,
+    state: Mutex<State>,
+    /// Signalled when a write group, a flush or a compaction finishes.
+    done_cv: Condvar,
+    /// Signalled when there may be background work.
+    work_cv: Condvar,
+    snapshots: Arc<SnapshotList>,
+    info_log: InfoLog,
+    executor: Arc<dyn Executor>,
+    file_numbers: Arc<AtomicU64>,
+    shutting_down: AtomicBool,
+    next_job_id: AtomicU64,
+    _lock: Box<dyn FileLock>,
+}
+
+/// Stops and joins the background threads when the last `DB` clone drops.
+struct Closer {
+    inner: Arc<DbInner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        self.inner.shutting_down.store(true, Ordering::SeqCst);
+        {
+            let _state = self.inner.lock_state();
+            self.inner.work_cv.notify_all();
+            self.inner.done_cv.notify_all();
+        }
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for thread in threads {
+            let _ = thread.join();
+        }
+        shale_log!(self.inner.info_log, "Closed");
+    }
+}
+
+/// Builds the executor named in the options.
+pub fn executor_by_name(name: &str) -> Result<Arc<dyn Executor>> {
+    match name {
+        STREAMING => Ok(Arc::new(StreamingExecutor)),
+        other => Err(Error::InvalidArgument(format!(
+            "unknown compaction executor {other:?} (available: {STREAMING})"
+        ))),
+    }
+}
+
+impl DB {
+    /// Opens (or with `create_if_missing` creates) the database in `path`,
+    /// replaying its MANIFEST and WAL. A database held open by another
+    /// handle or process gives [`Error::Busy`].
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<DB> {
+        options.validate().map_err(Error::InvalidArgument)?;
+        let executor = executor_by_name(&options.compaction_executor)?;
+        let dir = path.as_ref().to_path_buf();
+        let env = options.env.clone();
+        if options.create_if_missing {
+            env.create_dir_all(&dir)?;
+        } else if !env.file_exists(&dir) {
+            return Err(Error::NotFound(format!(
+                "{}: database does not exist (create_if_missing is false)",
+                dir.display()
+            )));
+        }
+        let lock = env.lock_file(&filename::lock_file_name(&dir)).map_err(|e| match e {
+            Error::Busy(_) => Error::Busy(format!("{}: database is in use by another handle or process", dir.display())),
+            other => other,
+        })?;
+        let info_log = InfoLog::open(&*env, &dir)?;
+        let block_cache = Arc::new(SharedBlockCache::new(options.block_cache_size));
+        let table_cache = Arc::new(TableCache::new(
+            &dir,
+            env.clone(),
+            options.max_open_files.saturating_sub(10).max(16),
+            block_cache,
+            options.bloom_bits_per_key,
+        ));
+        let versions = VersionSet::new(&dir, env.clone());
+        let file_numbers = versions.file_numbers();
+        let inner = Arc::new(DbInner {
+            dir,
+            table_cache,
+            state: Mutex::new(State {
+                mem: Arc::new(MemTable::new()),
+                imm: None,
+                log: None,
+                log_number: 0,
+                last_sequence: 0,
+                current: Arc::new(Version::default()),
+                live_versions: Vec::new(),
+                bg_error: None,
+                writers: VecDeque::new(),
+                pending_writes: HashMap::new(),
+                finished_writes: HashMap::new(),
+                next_writer_id: 0,
+                pending_outputs: HashSet::new(),
+                running: Vec::new(),
+                work_epoch: 1,
+                flushing: false,
+                level_stats: Default::default(),
+                executor_stats: HashMap::new(),
+                stalls: StallStats::default(),
+            }),
+            versions: Mutex::new(versions),
+            done_cv: Condvar::new(),
+            work_cv: Condvar::new(),
+            snapshots: Arc::new(SnapshotList::default()),
+            info_log,
+            executor,
+            file_numbers,
+            shutting_down: AtomicBool::new(false),
+            next_job_id: AtomicU64::new(1),
+            options,
+            _lock: lock,
+        });
+        inner.recover()?;
+        let threads = background::start(&inner)?;
+        Ok(DB {
+            _closer: Arc::new(Closer {
+                inner: inner.clone(),
+                threads: Mutex::new(threads),
+            }),
+            inner,
+        })
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&self, options: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value)?;
+        self.write(options, batch)
+    }
+
+    /// Removes `key` (not an error when it is absent).
+    pub fn delete(&self, options: &WriteOptions, key: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key)?;
+        self.write(options, batch)
+    }
+
+    /// Applies `batch` atomically. Concurrent writers share one WAL write and
+    /// one sync (group commit).
+    pub fn write(&self, options: &WriteOptions, batch: WriteBatch) -> Result<()> {
+        self.inner.write(options, Some(batch))
+    }
+
+    /// The value of `key`, or `None`.
+    pub fn get(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get(options, key)
+    }
+
+    /// A consistent point-in-time view; pass it in [`ReadOptions::snapshot`].
+    pub fn snapshot(&self) -> Snapshot {
+        let state = self.inner.lock_state();
+        self.inner.snapshots.acquire(state.last_sequence)
+    }
+
+    /// A cursor over the database as of the snapshot in `options` (or now).
+    pub fn iter(&self, options: &ReadOptions) -> Result<DbIterator> {
+        self.inner.iter(options)
+    }
+
+    /// Compacts the user-key range `[begin, end]` (`None`: unbounded) down
+    /// through every level that holds it: the memtable is flushed first, then
+    /// each level's overlapping files are merged into the next.
+    pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner.compact_range(begin, end)
+    }
+
+    /// Flushes the memtable to a table and waits for it.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush_memtable()
+    }
+
+    /// Waits until no compaction is needed or running (for benchmarks and
+    /// tests).
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        self.inner.wait_for_compactions()
+    }
+
+    /// A property of the database, or `None` for an unknown name. Known:
+    /// `shale.stats`, `shale.sstables`, `shale.num-files-at-level<N>`,
+    /// `shale.approximate-memory-usage`, `shale.executors` (and the same
+    /// names with the `leveldb.` prefix).
+    pub fn property(&self, name: &str) -> Option<String> {
+        self.inner.property(name)
+    }
+
+    /// Approximate bytes on disk for each user-key range `[start, end)`.
+    pub fn approximate_sizes(&self, ranges: &[(&[u8], &[u8])]) -> Vec<u64> {
+        self.inner.approximate_sizes(ranges)
+    }
+
+    /// Time writers spent throttled since open.
+    pub fn stall_stats(&self) -> StallStats {
+        self.inner.lock_state().stalls
+    }
+
+    /// Per-level compaction statistics since open.
+    pub fn level_stats(&self) -> [LevelStats; NUM_LEVELS] {
+        self.inner.lock_state().level_stats.clone()
+    }
+
+    /// Per-executor job counts and phase statistics since open.
+    pub fn executor_stats(&self) -> Vec<(String, u64, PhaseStats)> {
+        let state = self.inner.lock_state();
+        let mut out: Vec<_> = state
+            .executor_stats
+            .iter()
+            .map(|(name, (jobs, stats))| (name.clone(), *jobs, stats.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// The directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+}
+
+/// Deletes the database in `path`: every file the database owns, then the
+/// directory if it is empty. Fails with [`Error::Busy`] when it is open.
+pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
+    let dir = path.as_ref();
+    let env = &options.env;
+    let names = match env.children(dir) {
+        Ok(names) => names,
+        Err(Error::NotFound(_)) => return Ok(()),
+        Err(err) => return Err(err),
+    };
+    let lock_path = filename::lock_file_name(dir);
+    let lock = env.lock_file(&lock_path)?;
+    for name in names {
+        if let Some((_, kind)) = filename::parse_file_name(&name) {
+            if kind != filename::FileType::DbLock {
+                env.remove_file(&dir.join(&name))?;
+            }
+        }
+    }
+    drop(lock);
+    let _ = env.remove_file(&lock_path);
+    let _ = env.remove_dir(dir);
+    Ok(())
+}
+
+impl DbInner {
+    pub(crate) fn lock_state(&self) -> MutexGuard<'_, State> {
+        // A panic in a thread holding the state lock is a bug; the data it
+        // guards is still structurally valid, so keep serving.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn lock_versions(&self) -> MutexGuard<'_, VersionSet> {
+        self.versions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wait<'a>(&self, cv: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        cv.wait(guard).unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The sequence reads see: the snapshot's, or the latest.
+    fn read_sequence(&self, state: &State, options: &ReadOptions) -> SequenceNumber {
+        options.snapshot.as_ref().map_or(state.last_sequence, Snapshot::sequence)
+    }
+
+    /// Pins the current version for a reader.
+    fn pin_current(state: &mut State) -> Arc<Version> {
+        state.current.clone()
+    }
+
+    fn get(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let (mem, imm, version, sequence) = {
+            let mut state = self.lock_state();
+            let sequence = self.read_sequence(&state, options);
+            (state.mem.clone(), state.imm.clone(), Self::pin_current(&mut state), sequence)
+        };
+        for table in std::iter::once(&mem).chain(imm.as_ref()) {
+            match table.get(key, sequence) {
+                Some(MemGet::Value(value)) => return Ok(Some(value)),
+                Some(MemGet::Deleted) => return Ok(None),
+                None => {}
+            }
+        }
+        self.version_get(&version, options, key, sequence)
+    }
+
+    /// Looks `user_key` up in the tables of `version`: L0 newest first, then
+    /// one candidate file per deeper level.
+    fn version_get(
+        &self,
+        version: &Version,
+        options: &ReadOptions,
+        user_key: &[u8],
+        sequence: SequenceNumber,
+    ) -> Result<Option<Vec<u8>>> {
+        let lookup = InternalKey::new(user_key, sequence, ValueType::VALUE_FOR_SEEK);
+        for level in 0..NUM_LEVELS {
+            let candidates: Vec<_> = if level == 0 {
+                version.files[0]
+                    .iter()
+                    .filter(|f| f.smallest.user_key() <= user_key && user_key <= f.largest.user_key())
+                    .cloned()
+                    .collect()
+            } else {
+                let index = version.find_file(level, lookup.encoded());
+                version.files[level]
+                    .get(index)
+                    .filter(|f| f.smallest.user_key() <= user_key)
+                    .cloned()
+                    .into_iter()
+                    .collect()
+            };
+            for file in candidates {
+                let table = self.table_cache.table(file.number, file.file_size, options.fill_cache)?;
+                if let Some((found_key, value)) = table.get(lookup.encoded())? {
+                    let parsed = ParsedInternalKey::parse(&found_key).map_err(|e| e.at(table.name(), 0))?;
+                    if parsed.user_key == user_key {
+                        return Ok(match parsed.value_type {
+                            ValueType::Value => Some(value),
+                            ValueType::Deletion => None,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The merged internal iterator over memtables and tables of `version`.
+    fn internal_iter(
+        &self,
+        mem: &Arc<MemTable>,
+        imm: Option<&Arc<MemTable>>,
+        version: &Arc<Version>,
+        fill_cache: bool,
+    ) -> Result<Box<dyn KvIterator + Send>> {
+        let mut children: Vec<Box<dyn KvIterator + Send>> = vec![Box::new(mem.iter())];
+        if let Some(imm) = imm {
+            children.push(Box::new(imm.iter()));
+        }
+        for file in &version.files[0] {
+            let table = self.table_cache.table(file.number, file.file_size, fill_cache)?;
+            children.push(Box::new(table.iter()));
+        }
+        for level in 1..NUM_LEVELS {
+            let files = version.files[level].clone();
+            if files.is_empty() {
+                continue;
+            }
+            let largest = files.iter().map(|f| f.largest.encoded().to_vec()).collect();
+            let table_cache = self.table_cache.clone();
+            // The closure holds the version, so its files outlive the cursor.
+            let pinned = version.clone();
+            children.push(Box::new(ConcatIterator::new(
+                Arc::new(InternalKeyComparator),
+                largest,
+                Box::new(move |i| {
+                    let file = &pinned.files[level][i];
+                    let table = table_cache.table(file.number, file.file_size, fill_cache)?;
+                    Ok(Box::new(table.iter()) as Box<dyn KvIterator + Send>)
+                }),
+            )));
+        }
+        Ok(merging_iterator(Arc::new(InternalKeyComparator), children))
+    }
+
+    fn iter(&self, options: &ReadOptions) -> Result<DbIterator> {
+        let (mem, imm, version, sequence) = {
+            let mut state = self.lock_state();
+            let sequence = self.read_sequence(&state, options);
+            (state.mem.clone(), state.imm.clone(), Self::pin_current(&mut state), sequence)
+        };
+        let internal = self.internal_iter(&mem, imm.as_ref(), &version, options.fill_cache)?;
+        let mut iter = DbIterator::new(internal, sequence);
+        if let Some(lower) = &options.lower_bound {
+            iter = iter.with_lower_bound(lower.clone());
+        }
+        if let Some(upper) = &options.upper_bound {
+            iter = iter.with_upper_bound(upper.clone());
+        }
+        Ok(iter)
+    }
+
+    /// Smallest sequence a live snapshot (or the present) can read.
+    fn smallest_snapshot(&self, state: &State) -> SequenceNumber {
+        self.snapshots.oldest().unwrap_or(state.last_sequence)
+    }
+
+    fn new_file_number(&self) -> u64 {
+        self.file_numbers.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Installs `version` as current. REQUIRES: the version-set lock is held
+    /// by the caller (so installs happen in MANIFEST order).
+    fn install_version(&self, state: &mut State, version: Arc<Version>) {
+        state.live_versions.retain(|v| v.strong_count() > 0);
+        state.live_versions.push(Arc::downgrade(&version));
+        state.current = version;
+        state.work_epoch += 1;
+        self.work_cv.notify_all();
+        self.done_cv.notify_all();
+    }
+
+    /// Records a background failure: writes fail with it from now on.
+    fn record_background_error(&self, state: &mut State, err: &Error) {
+        if state.bg_error.is_none() {
+            shale_log!(self.info_log, "Background error: {err}");
+            state.bg_error = Some(err.clone());
+            self.done_cv.notify_all();
+        }
+    }
+
+    /// Deletes files no version, pending output or needed log refers to.
+    /// REQUIRES: the version-set lock is held by the caller, so the set of
+    /// live files cannot change underneath.
+    fn remove_obsolete_files(&self, versions: &VersionSet) {
+        // List first, then read the live set: a file being created already
+        // has its number in `pending_outputs` (or is the WAL whose number is
+        // already in `log_number`) before it appears in a listing.
+        let Ok(names) = self.options.env.children(&self.dir) else {
+            return;
+        };
+        let (live, log_number) = {
+            let mut state = self.lock_state();
+            if state.bg_error.is_some() {
+                // After an error the state of the directory is uncertain:
+                // keep everything.
+                return;
+            }
+            state.live_versions.retain(|v| v.strong_count() > 0);
+            let mut live: HashSet<u64> = state.pending_outputs.clone();
+            live.extend(state.current.live_files());
+            for version in state.live_versions.iter().filter_map(Weak::upgrade) {
+                live.extend(version.live_files());
+            }
+            (live, state.log_number)
+        };
+        for name in names {
+            let Some((number, kind)) = filename::parse_file_name(&name) else {
+                continue;
+            };
+            use filename::FileType;
+            let keep = match kind {
+                FileType::Log => number >= versions.log_number.min(log_number) || number == versions.prev_log_number,
+                FileType::Descriptor => number >= versions.manifest_file_number(),
+                FileType::Table | FileType::Temp => live.contains(&number),
+                FileType::Current | FileType::DbLock | FileType::InfoLog => true,
+            };
+            if !keep {
+                if kind == FileType::Table {
+                    self.table_cache.evict(number);
+                }
+                shale_log!(self.info_log, "Delete type={kind:?} #{number}");
+                let _ = self.options.env.remove_file(&self.dir.join(&name));
+            }
+        }
+    }
+
+    fn approximate_sizes(&self, ranges: &[(&[u8], &[u8])]) -> Vec<u64> {
+        let version = self.lock_state().current.clone();
+        let offset_of = |user_key: &[u8]| -> u64 {
+            let key = InternalKey::new(user_key, MAX_SEQUENCE_NUMBER, ValueType::VALUE_FOR_SEEK);
+            let mut total = 0;
+            for file in version.files.iter().flatten() {
+                if shale_format::comparator::compare_internal_keys(file.largest.encoded(), key.encoded()).is_le() {
+                    total += file.file_size;
+                } else if shale_format::comparator::compare_internal_keys(file.smallest.encoded(), key.encoded()).is_lt() {
+                    if let Ok(table) = self.table_cache.table(file.number, file.file_size, true) {
+                        total += table.approximate_offset_of(key.encoded());
+                    }
+                }
+            }
+            total
+        };
+        ranges
+            .iter()
+            .map(|(start, end)| offset_of(end).saturating_sub(offset_of(start)))
+            .collect()
+    }
+}

@@ -1,0 +1,131 @@
+//! `DB::property`: the statistics and listings LevelDB exposes, under the
+//! `shale.` prefix (the `leveldb.` prefix is accepted too).
+
+use std::fmt::Write as _;
+
+use shale_format::version_edit::NUM_LEVELS;
+
+use super::DbInner;
+
+/// Work done by flushes and compactions whose output went to one level.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LevelStats {
+    /// Seconds spent.
+    pub seconds: f64,
+    /// Bytes read from input tables.
+    pub bytes_read: u64,
+    /// Bytes written to output tables.
+    pub bytes_written: u64,
+    /// Number of flushes or compactions.
+    pub count: u64,
+}
+
+impl LevelStats {
+    pub(super) fn add(&mut self, seconds: f64, read: u64, written: u64) {
+        self.seconds += seconds;
+        self.bytes_read += read;
+        self.bytes_written += written;
+        self.count += 1;
+    }
+}
+
+const MB: f64 = 1048576.0;
+
+impl DbInner {
+    pub(super) fn property(&self, name: &str) -> Option<String> {
+        let name = name.strip_prefix("shale.").or_else(|| name.strip_prefix("leveldb."))?;
+        let state = self.lock_state();
+        let version = state.current.clone();
+        if let Some(level) = name.strip_prefix("num-files-at-level") {
+            let level: usize = level.parse().ok()?;
+            return (level < NUM_LEVELS).then(|| version.num_files(level).to_string());
+        }
+        match name {
+            "stats" => {
+                let mut out = String::new();
+                let _ = writeln!(out, "                               Compactions");
+                let _ = writeln!(out, "Level  Files Size(MB) Time(sec) Read(MB) Write(MB)");
+                let _ = writeln!(out, "--------------------------------------------------");
+                for level in 0..NUM_LEVELS {
+                    let stats = &state.level_stats[level];
+                    let files = version.num_files(level);
+                    if files == 0 && stats.count == 0 {
+                        continue;
+                    }
+                    let _ = writeln!(
+                        out,
+                        "{level:>3} {files:>8} {:>8.0} {:>9.0} {:>8.0} {:>9.0}",
+                        version.level_bytes(level) as f64 / MB,
+                        stats.seconds,
+                        stats.bytes_read as f64 / MB,
+                        stats.bytes_written as f64 / MB
+                    );
+                }
+                let stalls = state.stalls;
+                let _ = writeln!(
+                    out,
+                    "Stalls: {} slowdowns ({:.3} s), {} stops ({:.3} s)",
+                    stalls.slowdown_count,
+                    stalls.slowdown_micros as f64 / 1e6,
+                    stalls.stop_count,
+                    stalls.stop_micros as f64 / 1e6
+                );
+                out.push_str(&executor_lines(&state.executor_stats));
+                Some(out)
+            }
+            "executors" => Some(executor_lines(&state.executor_stats)),
+            "sstables" => {
+                let mut out = String::new();
+                for level in 0..NUM_LEVELS {
+                    let _ = writeln!(out, "--- level {level} ---");
+                    for file in &version.files[level] {
+                        let _ = writeln!(
+                            out,
+                            " {}:{}[{:?} .. {:?}]",
+                            file.number, file.file_size, file.smallest, file.largest
+                        );
+                    }
+                }
+                Some(out)
+            }
+            "approximate-memory-usage" => {
+                let mut total = state.mem.approximate_memory_usage() as u64;
+                if let Some(imm) = &state.imm {
+                    total += imm.approximate_memory_usage() as u64;
+                }
+                total += self.table_cache.block_cache().usage();
+                Some(total.to_string())
+            }
+            _ => None,
+        }
+    }
+}
+
+fn executor_lines(stats: &std::collections::HashMap<String, (u64, shale_compact::job::PhaseStats)>) -> String {
+    let mut names: Vec<&String> = stats.keys().collect();
+    names.sort();
+    let mut out = String::new();
+    for name in names {
+        let (jobs, s) = &stats[name];
+        let speed = if s.total_secs > 0.0 {
+            (s.bytes_read + s.bytes_written) as f64 / MB / s.total_secs
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            out,
+            "Executor {name}: {jobs} jobs, read {:.1} MB, wrote {:.1} MB, {:.3} s ({speed:.1} MB/s); \
+             phases: read {:.3} s, unpack {:.3} s, merge {:.3} s, gc {:.3} s, pack {:.3} s, write {:.3} s",
+            s.bytes_read as f64 / MB,
+            s.bytes_written as f64 / MB,
+            s.total_secs,
+            s.read_secs,
+            s.unpack_secs,
+            s.merge_secs,
+            s.gc_secs,
+            s.pack_secs,
+            s.write_secs
+        );
+    }
+    out
+}

@@ -1,0 +1,247 @@
+//! The write path: group commit, the memtable switch and write throttling.
+//!
+//! Writers queue up; the one at the front leads: it makes room (maybe
+//! switching to a new memtable and WAL), merges the batches of the writers
+//! behind it into one, takes the WAL writer out of the state, and — without
+//! the state lock — appends one record, syncs once if any writer asked, and
+//! inserts into the memtable. Then it publishes the new last sequence and
+//! wakes the writers it served.
+
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant};
+
+use shale_format::internal_key::ValueType;
+use shale_format::log_writer::LogWriter;
+use shale_format::write_batch::{BatchOp, WriteBatch};
+use shale_format::{Error, Result};
+
+use super::{DbInner, State};
+use crate::filename;
+use crate::memtable::MemTable;
+use crate::options::WriteOptions;
+
+/// A queued write.
+pub(crate) struct PendingWrite {
+    /// `None` asks only for a memtable switch (used by flush).
+    batch: Option<WriteBatch>,
+    sync: bool,
+}
+
+/// Largest group a leader builds, in bytes of batch data.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+impl DbInner {
+    pub(super) fn write(&self, options: &WriteOptions, batch: Option<WriteBatch>) -> Result<()> {
+        let force_switch = batch.is_none();
+        let mut state = self.lock_state();
+        let id = state.next_writer_id;
+        state.next_writer_id += 1;
+        state.writers.push_back(id);
+        state.pending_writes.insert(id, PendingWrite { batch, sync: options.sync });
+        loop {
+            if let Some(result) = state.finished_writes.remove(&id) {
+                return result;
+            }
+            if state.writers.front() == Some(&id) {
+                break;
+            }
+            state = self.wait(&self.done_cv, state);
+        }
+
+        // This writer leads.
+        let (guard, room) = self.make_room_for_write(state, force_switch);
+        state = guard;
+        let (group, last_id, sync) = match room {
+            Ok(()) => self.build_group(&mut state),
+            Err(err) => {
+                state.writers.pop_front();
+                state.pending_writes.remove(&id);
+                self.done_cv.notify_all();
+                return Err(err);
+            }
+        };
+        let mut result = Ok(());
+        if let Some(mut batch) = group {
+            let first_sequence = state.last_sequence + 1;
+            batch.set_sequence(first_sequence);
+            let last_sequence = state.last_sequence + u64::from(batch.count());
+            let mem = state.mem.clone();
+            let mut log = state.log.take();
+            drop(state);
+            result = append_to_wal(log.as_mut(), &batch, sync).and_then(|()| insert_into(&mem, &batch));
+            state = self.lock_state();
+            state.log = log;
+            match &result {
+                Ok(()) => state.last_sequence = last_sequence,
+                // The WAL may now hold a record we could not acknowledge;
+                // every later write fails rather than build on it.
+                Err(err) => self.record_background_error(&mut state, err),
+            }
+        }
+        // Hand the result to every writer in the group.
+        while let Some(writer) = state.writers.pop_front() {
+            state.pending_writes.remove(&writer);
+            if writer != id {
+                state.finished_writes.insert(writer, result.clone());
+            }
+            if writer == last_id {
+                break;
+            }
+        }
+        self.done_cv.notify_all();
+        result
+    }
+
+    /// Merges the batches of the queued writers into one, starting with the
+    /// leader's. Stops before a sync write when the leader does not sync (its
+    /// caller did not ask to wait for a sync) and at the size limit. Returns
+    /// the merged batch, the id of the last writer included and whether to
+    /// sync.
+    fn build_group(&self, state: &mut State) -> (Option<WriteBatch>, u64, bool) {
+        let leader = state.writers.front().copied().unwrap_or_default();
+        let (mut group, sync) = match state.pending_writes.get_mut(&leader) {
+            Some(w) => (w.batch.take(), w.sync),
+            None => (None, false),
+        };
+        let mut last = leader;
+        let Some(first) = group.as_ref() else {
+            return (None, leader, sync);
+        };
+        // A small leader should not wait behind a huge group.
+        let limit = if first.approximate_size() <= 128 << 10 {
+            first.approximate_size() + (128 << 10)
+        } else {
+            MAX_GROUP_BYTES
+        };
+        let followers: Vec<u64> = state.writers.iter().skip(1).copied().collect();
+        for writer in followers {
+            let Some(pending) = state.pending_writes.get_mut(&writer) else {
+                break;
+            };
+            if pending.sync && !sync {
+                break;
+            }
+            let Some(batch) = pending.batch.as_ref() else {
+                break; // a memtable switch request leads its own group
+            };
+            let merged = group.as_mut().map(|g| {
+                if g.approximate_size() + batch.approximate_size() > limit {
+                    return false;
+                }
+                g.append(batch).is_ok()
+            });
+            if merged != Some(true) {
+                break;
+            }
+            pending.batch = None;
+            last = writer;
+        }
+        (group, last, sync)
+    }
+
+    /// Makes sure the memtable has room, throttling when L0 is backed up
+    /// (LevelDB's `MakeRoomForWrite`). With `force`, switches to a new
+    /// memtable whenever the current one holds anything. Takes and returns
+    /// the state lock because it may wait.
+    /// REQUIRES: the caller leads the write queue.
+    fn make_room_for_write<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        mut force: bool,
+    ) -> (MutexGuard<'a, State>, Result<()>) {
+        let options = &self.options;
+        let mut allow_delay = !force;
+        loop {
+            if let Some(err) = &state.bg_error {
+                let err = err.clone();
+                return (state, Err(err));
+            }
+            let l0_files = state.current.num_files(0);
+            if allow_delay && l0_files >= options.l0_slowdown_writes_trigger {
+                // Spread the delay over many writes rather than stalling one
+                // for seconds when L0 reaches the stop trigger.
+                let started = Instant::now();
+                drop(state);
+                std::thread::sleep(Duration::from_millis(1));
+                state = self.lock_state();
+                state.stalls.slowdown_count += 1;
+                state.stalls.slowdown_micros += started.elapsed().as_micros() as u64;
+                allow_delay = false;
+            } else if !force && state.mem.approximate_memory_usage() <= options.write_buffer_size {
+                return (state, Ok(()));
+            } else if state.imm.is_some() || l0_files >= options.l0_stop_writes_trigger {
+                if state.imm.is_none() {
+                    shale_log!(self.info_log, "Too many L0 files ({l0_files}); waiting...");
+                }
+                let started = Instant::now();
+                self.work_cv.notify_all();
+                state = self.wait(&self.done_cv, state);
+                state.stalls.stop_count += 1;
+                state.stalls.stop_micros += started.elapsed().as_micros() as u64;
+            } else if force && state.mem.is_empty() {
+                return (state, Ok(()));
+            } else {
+                if let Err(err) = self.switch_memtable(&mut state) {
+                    return (state, Err(err));
+                }
+                force = false;
+            }
+        }
+    }
+
+    /// Starts a new WAL and memtable; the old memtable becomes immutable and
+    /// the flush thread is woken.
+    fn switch_memtable(&self, state: &mut State) -> Result<()> {
+        let number = self.new_file_number();
+        let path = filename::log_file_name(&self.dir, number);
+        let file = self.options.env.new_writable_file(&path)?;
+        state.log = Some(LogWriter::new(file));
+        state.log_number = number;
+        let old = std::mem::replace(&mut state.mem, Arc::new(MemTable::new()));
+        state.imm = Some(old);
+        state.work_epoch += 1;
+        self.work_cv.notify_all();
+        Ok(())
+    }
+
+    /// Switches the memtable (if it holds anything) and waits until it is a
+    /// table on disk.
+    pub(super) fn flush_memtable(&self) -> Result<()> {
+        self.write(&WriteOptions::default(), None)?;
+        let mut state = self.lock_state();
+        while state.imm.is_some() && state.bg_error.is_none() {
+            state = self.wait(&self.done_cv, state);
+        }
+        match &state.bg_error {
+            Some(err) => Err(err.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+fn append_to_wal(
+    log: Option<&mut LogWriter<Box<dyn crate::env::WritableFile>>>,
+    batch: &WriteBatch,
+    sync: bool,
+) -> Result<()> {
+    let log = log.ok_or_else(|| Error::InvalidArgument("no WAL is open".into()))?;
+    log.add_record(batch.data())?;
+    if sync {
+        log.get_mut().sync().map_err(|e| Error::io("syncing the WAL", e))?;
+    }
+    Ok(())
+}
+
+/// Applies a whole batch to the memtable, assigning consecutive sequence
+/// numbers from the batch's. The batch is checked completely first so a
+/// damaged batch is never half applied.
+pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<()> {
+    let ops = batch.iter().collect::<Result<Vec<BatchOp<'_>>>>()?;
+    for (sequence, op) in (batch.sequence()..).zip(ops) {
+        match op {
+            BatchOp::Put { key, value } => mem.add(sequence, ValueType::Value, key, value),
+            BatchOp::Delete { key } => mem.add(sequence, ValueType::Deletion, key, b""),
+        }
+    }
+    Ok(())
+}

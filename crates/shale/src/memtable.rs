@@ -1,0 +1,562 @@
+//! The memtable: recent writes, sorted by internal key, in a lock-free skip
+//! list (LevelDB's `db/memtable.cc` on `crossbeam-skiplist`).
+//!
+//! One writer adds at a time (the write path serialises writers); any number
+//! of readers look up keys and iterate concurrently with it. Entries are
+//! never removed: a memtable is dropped as a whole once it is flushed.
+//!
+//! Each entry is one allocation holding the internal key followed by the
+//! value.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Arc;
+
+use crossbeam_skiplist::map::Entry as MapEntry;
+use crossbeam_skiplist::SkipMap;
+use shale_format::comparator::compare_internal_keys;
+use shale_format::error::Error;
+use shale_format::internal_key::{
+    append_internal_key, pack_sequence_and_type, ParsedInternalKey, SequenceNumber, ValueType,
+    INTERNAL_KEY_TRAILER_LEN,
+};
+use shale_format::iterator::KvIterator;
+
+/// Bytes counted per entry on top of its key and value: the skip-list node
+/// (key handle, reference count, a tower of about two pointers on average)
+/// and the allocator's rounding.
+const ENTRY_OVERHEAD: usize = std::mem::size_of::<EntryKey>() + 48;
+
+/// Internal keys up to this length are built on the stack for lookups.
+const STACK_KEY_LEN: usize = 128;
+
+/// An encoded internal key, ordered by [`compare_internal_keys`]: the form in
+/// which lookups reach the skip list without building an [`EntryKey`].
+#[repr(transparent)]
+struct InternalKeySlice([u8]);
+
+impl InternalKeySlice {
+    fn new(encoded: &[u8]) -> &InternalKeySlice {
+        let pointer = encoded as *const [u8] as *const InternalKeySlice;
+        // SAFETY: `InternalKeySlice` is a `repr(transparent)` wrapper around
+        // `[u8]`, so both have the same layout and pointer metadata, and the
+        // returned reference keeps the lifetime of `encoded`.
+        unsafe { &*pointer }
+    }
+}
+
+impl PartialEq for InternalKeySlice {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for InternalKeySlice {}
+
+impl PartialOrd for InternalKeySlice {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for InternalKeySlice {
+    fn cmp(&self, other: &Self) -> Ordering {
+        compare_internal_keys(&self.0, &other.0)
+    }
+}
+
+/// A skip-list key: one buffer with the internal key and then the value.
+/// Ordered by the internal key alone.
+struct EntryKey {
+    buffer: Box<[u8]>,
+    internal_key_len: usize,
+}
+
+impl EntryKey {
+    fn internal_key(&self) -> &[u8] {
+        &self.buffer[..self.internal_key_len]
+    }
+
+    fn value(&self) -> &[u8] {
+        &self.buffer[self.internal_key_len..]
+    }
+}
+
+impl Borrow<InternalKeySlice> for EntryKey {
+    fn borrow(&self) -> &InternalKeySlice {
+        InternalKeySlice::new(self.internal_key())
+    }
+}
+
+impl PartialEq for EntryKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for EntryKey {}
+
+impl PartialOrd for EntryKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for EntryKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        compare_internal_keys(self.internal_key(), other.internal_key())
+    }
+}
+
+/// What [`MemTable::get`] found for a user key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemGet {
+    /// The newest visible entry is a value.
+    Value(Vec<u8>),
+    /// The newest visible entry is a tombstone: the key is deleted, and
+    /// older layers must not be consulted.
+    Deleted,
+}
+
+/// Recent writes, sorted by internal key. `Send + Sync`; see the module docs
+/// for the concurrency rules.
+pub struct MemTable {
+    map: SkipMap<EntryKey, ()>,
+    memory_usage: AtomicUsize,
+}
+
+impl std::fmt::Debug for MemTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemTable")
+            .field("entries", &self.len())
+            .field("memory_usage", &self.approximate_memory_usage())
+            .finish()
+    }
+}
+
+impl Default for MemTable {
+    fn default() -> Self {
+        MemTable::new()
+    }
+}
+
+impl MemTable {
+    /// An empty memtable.
+    pub fn new() -> MemTable {
+        MemTable {
+            map: SkipMap::new(),
+            memory_usage: AtomicUsize::new(0),
+        }
+    }
+
+    /// Adds an entry: a value, or a tombstone (whose `value` is normally
+    /// empty). REQUIRES: no entry with the same user key and sequence exists
+    /// (sequences are unique per write; a duplicate would replace the
+    /// earlier entry).
+    pub fn add(
+        &self,
+        sequence: SequenceNumber,
+        value_type: ValueType,
+        user_key: &[u8],
+        value: &[u8],
+    ) {
+        let internal_key_len = user_key.len() + INTERNAL_KEY_TRAILER_LEN;
+        let mut buffer = Vec::with_capacity(internal_key_len + value.len());
+        append_internal_key(&mut buffer, user_key, sequence, value_type);
+        buffer.extend_from_slice(value);
+        let size = buffer.len();
+        self.map.insert(
+            EntryKey {
+                buffer: buffer.into_boxed_slice(),
+                internal_key_len,
+            },
+            (),
+        );
+        self.memory_usage
+            .fetch_add(size + ENTRY_OVERHEAD, AtomicOrdering::Relaxed);
+    }
+
+    /// The newest entry for `user_key` with a sequence at or below
+    /// `snapshot`: `Some(MemGet::Value)`, `Some(MemGet::Deleted)`, or `None`
+    /// when the memtable holds no such entry.
+    pub fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<MemGet> {
+        let mut stack = [0u8; STACK_KEY_LEN];
+        let mut heap = Vec::new();
+        let lookup = lookup_key(user_key, snapshot, &mut stack, &mut heap);
+        let entry = self
+            .map
+            .lower_bound(Bound::Included(InternalKeySlice::new(lookup)))?;
+        let key = entry.key();
+        // Keys in the map were encoded by `add`, so they always parse.
+        let parsed = ParsedInternalKey::parse(key.internal_key()).ok()?;
+        if parsed.user_key != user_key {
+            return None;
+        }
+        match parsed.value_type {
+            ValueType::Value => Some(MemGet::Value(key.value().to_vec())),
+            ValueType::Deletion => Some(MemGet::Deleted),
+        }
+    }
+
+    /// Bytes used by keys, values and per-entry bookkeeping, counted as
+    /// entries are added. Decides when the memtable is full.
+    pub fn approximate_memory_usage(&self) -> usize {
+        self.memory_usage.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Number of entries (versions, not distinct user keys).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when nothing has been added.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// A cursor over internal keys and their values. It holds the memtable
+    /// alive, and sees entries added after it was created when it moves onto
+    /// them.
+    pub fn iter(self: &Arc<Self>) -> MemTableIter {
+        MemTableIter {
+            current: None,
+            table: Arc::clone(self),
+        }
+    }
+}
+
+/// Encodes the internal key `(user_key, snapshot, VALUE_FOR_SEEK)` in
+/// `stack` when it fits, else in `heap`.
+fn lookup_key<'a>(
+    user_key: &[u8],
+    snapshot: SequenceNumber,
+    stack: &'a mut [u8; STACK_KEY_LEN],
+    heap: &'a mut Vec<u8>,
+) -> &'a [u8] {
+    let len = user_key.len() + INTERNAL_KEY_TRAILER_LEN;
+    if len <= STACK_KEY_LEN {
+        // The trailer is a little-endian fixed64, as `append_internal_key`
+        // writes it.
+        let trailer = pack_sequence_and_type(snapshot, ValueType::VALUE_FOR_SEEK).to_le_bytes();
+        stack[..user_key.len()].copy_from_slice(user_key);
+        stack[user_key.len()..len].copy_from_slice(&trailer);
+        &stack[..len]
+    } else {
+        append_internal_key(heap, user_key, snapshot, ValueType::VALUE_FOR_SEEK);
+        heap
+    }
+}
+
+/// A [`KvIterator`] over a memtable's internal keys and values. Holds the
+/// memtable alive; `Send`.
+pub struct MemTableIter {
+    /// The current entry. Declared before `table` so it is dropped first:
+    /// its lifetime is really that of the skip list inside `table`.
+    current: Option<MapEntry<'static, EntryKey, ()>>,
+    table: Arc<MemTable>,
+}
+
+impl std::fmt::Debug for MemTableIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemTableIter")
+            .field("valid", &self.valid())
+            .field("table", &self.table)
+            .finish()
+    }
+}
+
+/// Extends the lifetime of an entry of the skip list of a memtable held by a
+/// [`MemTableIter`].
+///
+/// # Safety
+///
+/// `entry` must borrow `iter.table.map` of the `MemTableIter` that stores the
+/// result in its `current` field. That allocation does not move and outlives
+/// the entry: `table` is never replaced, and `current` is declared before
+/// `table`, so it is dropped first. The entry holds a reference count on its
+/// node, and a memtable never removes nodes.
+unsafe fn detach(
+    entry: Option<MapEntry<'_, EntryKey, ()>>,
+) -> Option<MapEntry<'static, EntryKey, ()>> {
+    // SAFETY: only the lifetime changes; the caller guarantees it holds.
+    entry.map(|entry| unsafe {
+        std::mem::transmute::<MapEntry<'_, EntryKey, ()>, MapEntry<'static, EntryKey, ()>>(entry)
+    })
+}
+
+impl KvIterator for MemTableIter {
+    fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+
+    fn seek_to_first(&mut self) {
+        let entry = self.table.map.front();
+        // SAFETY: `entry` borrows `self.table.map`.
+        self.current = unsafe { detach(entry) };
+    }
+
+    fn seek_to_last(&mut self) {
+        let entry = self.table.map.back();
+        // SAFETY: `entry` borrows `self.table.map`.
+        self.current = unsafe { detach(entry) };
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        let entry = self
+            .table
+            .map
+            .lower_bound(Bound::Included(InternalKeySlice::new(target)));
+        // SAFETY: `entry` borrows `self.table.map`.
+        self.current = unsafe { detach(entry) };
+    }
+
+    fn next(&mut self) {
+        debug_assert!(self.valid(), "next() on an invalid MemTableIter");
+        if let Some(entry) = &mut self.current {
+            if !entry.move_next() {
+                self.current = None;
+            }
+        }
+    }
+
+    fn prev(&mut self) {
+        debug_assert!(self.valid(), "prev() on an invalid MemTableIter");
+        if let Some(entry) = &mut self.current {
+            if !entry.move_prev() {
+                self.current = None;
+            }
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        self.current
+            .as_ref()
+            .map_or(&[], |entry| entry.key().internal_key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.current
+            .as_ref()
+            .map_or(&[], |entry| entry.key().value())
+    }
+
+    fn status(&self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use shale_format::internal_key::{InternalKey, MAX_SEQUENCE_NUMBER};
+    use shale_format::iterator::collect_all;
+    use std::collections::BTreeMap;
+    use std::sync::atomic::AtomicU64;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+    fn assert_send<T: Send>() {}
+
+    #[test]
+    fn memtable_is_send_and_sync_and_its_iterator_is_send() {
+        assert_send_sync::<MemTable>();
+        assert_send::<MemTableIter>();
+    }
+
+    #[test]
+    fn get_sees_the_newest_entry_at_the_snapshot() {
+        let table = MemTable::new();
+        assert!(table.is_empty());
+        table.add(1, ValueType::Value, b"a", b"a1");
+        table.add(2, ValueType::Value, b"ab", b"ab2");
+        table.add(3, ValueType::Deletion, b"a", b"");
+        table.add(4, ValueType::Value, b"a", b"a4");
+        assert_eq!(table.len(), 4);
+
+        assert_eq!(table.get(b"a", 0), None);
+        assert_eq!(table.get(b"a", 1), Some(MemGet::Value(b"a1".to_vec())));
+        assert_eq!(table.get(b"a", 2), Some(MemGet::Value(b"a1".to_vec())));
+        assert_eq!(table.get(b"a", 3), Some(MemGet::Deleted));
+        assert_eq!(table.get(b"a", 4), Some(MemGet::Value(b"a4".to_vec())));
+        assert_eq!(
+            table.get(b"a", MAX_SEQUENCE_NUMBER),
+            Some(MemGet::Value(b"a4".to_vec()))
+        );
+        assert_eq!(table.get(b"ab", 1), None);
+        assert_eq!(table.get(b"ab", 2), Some(MemGet::Value(b"ab2".to_vec())));
+        assert_eq!(table.get(b"", 9), None);
+        assert_eq!(table.get(b"b", 9), None);
+    }
+
+    #[test]
+    fn long_keys_are_looked_up_too() {
+        let table = MemTable::new();
+        let long = vec![7u8; 1000];
+        table.add(5, ValueType::Value, &long, b"v");
+        assert_eq!(table.get(&long, 5), Some(MemGet::Value(b"v".to_vec())));
+        assert_eq!(table.get(&long, 4), None);
+        assert_eq!(table.get(&long[..999], 5), None);
+    }
+
+    #[test]
+    fn memory_usage_counts_keys_and_values() {
+        let table = MemTable::new();
+        assert_eq!(table.approximate_memory_usage(), 0);
+        table.add(1, ValueType::Value, b"key", &[0u8; 1000]);
+        let one = table.approximate_memory_usage();
+        assert!(one >= 1000 + 3 + 8);
+        table.add(2, ValueType::Value, b"key", &[0u8; 1000]);
+        assert!(table.approximate_memory_usage() >= 2 * (1000 + 3 + 8));
+    }
+
+    #[test]
+    fn iterator_walks_both_ways_and_seeks() {
+        let table = Arc::new(MemTable::new());
+        table.add(1, ValueType::Value, b"b", b"b1");
+        table.add(2, ValueType::Value, b"a", b"a2");
+        table.add(3, ValueType::Value, b"b", b"b3");
+        table.add(4, ValueType::Deletion, b"c", b"");
+        let mut iter = table.iter();
+        assert!(!iter.valid());
+        let keys: Vec<InternalKey> = collect_all(&mut iter)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| InternalKey::from_encoded(k))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                InternalKey::new(b"a", 2, ValueType::Value),
+                InternalKey::new(b"b", 3, ValueType::Value),
+                InternalKey::new(b"b", 1, ValueType::Value),
+                InternalKey::new(b"c", 4, ValueType::Deletion),
+            ]
+        );
+        iter.seek(InternalKey::new(b"b", 2, ValueType::VALUE_FOR_SEEK).encoded());
+        assert_eq!(iter.value(), b"b1");
+        iter.prev();
+        assert_eq!(iter.value(), b"b3");
+        iter.prev();
+        assert_eq!(iter.value(), b"a2");
+        iter.prev();
+        assert!(!iter.valid());
+        iter.seek_to_last();
+        assert_eq!(
+            iter.key(),
+            InternalKey::new(b"c", 4, ValueType::Deletion).encoded()
+        );
+        iter.next();
+        assert!(!iter.valid());
+        iter.seek(InternalKey::new(b"d", 9, ValueType::Value).encoded());
+        assert!(!iter.valid());
+        assert!(iter.status().is_ok());
+    }
+
+    #[test]
+    fn iterator_keeps_the_memtable_alive() {
+        let table = Arc::new(MemTable::new());
+        table.add(1, ValueType::Value, b"k", b"v");
+        let mut iter = table.iter();
+        iter.seek_to_first();
+        drop(table);
+        assert_eq!(iter.value(), b"v");
+        let moved = std::thread::spawn(move || {
+            iter.next();
+            iter.valid()
+        });
+        assert!(!moved.join().unwrap());
+    }
+
+    #[test]
+    fn readers_run_while_a_writer_adds() {
+        const ENTRIES: u64 = 20_000;
+        let table = Arc::new(MemTable::new());
+        let published = Arc::new(AtomicU64::new(0));
+        let key = |i: u64| format!("key{:08}", (i * 7919) % ENTRIES).into_bytes();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for i in 0..ENTRIES {
+                    let k = key(i);
+                    table.add(i + 1, ValueType::Value, &k, &k);
+                    published.store(i + 1, AtomicOrdering::Release);
+                }
+            });
+            for reader in 0..2u64 {
+                let table = Arc::clone(&table);
+                let published = Arc::clone(&published);
+                scope.spawn(move || loop {
+                    let done = published.load(AtomicOrdering::Acquire);
+                    // Every published key is found with its value.
+                    for i in (reader..done).step_by(97) {
+                        let k = key(i);
+                        assert_eq!(table.get(&k, MAX_SEQUENCE_NUMBER), Some(MemGet::Value(k)));
+                    }
+                    // A scan is sorted and sees at least what was published.
+                    let mut iter = table.iter();
+                    let mut count = 0u64;
+                    let mut last: Option<Vec<u8>> = None;
+                    iter.seek_to_first();
+                    while iter.valid() {
+                        if let Some(last) = &last {
+                            assert_eq!(compare_internal_keys(last, iter.key()), Ordering::Less);
+                        }
+                        last = Some(iter.key().to_vec());
+                        count += 1;
+                        iter.next();
+                    }
+                    assert!(count >= done);
+                    if done == ENTRIES {
+                        break;
+                    }
+                });
+            }
+        });
+        assert_eq!(table.len() as u64, ENTRIES);
+    }
+
+    proptest! {
+        #[test]
+        fn matches_a_model(ops in proptest::collection::vec(
+                (proptest::collection::vec(0u8..3, 0..3), any::<bool>(), any::<u8>()), 0..40),
+                snapshot in 0u64..45) {
+            let table = Arc::new(MemTable::new());
+            let mut model: Vec<(InternalKey, Vec<u8>)> = Vec::new();
+            for (i, (key, deletion, value)) in ops.iter().enumerate() {
+                let sequence = i as u64 + 1;
+                let value_type = if *deletion { ValueType::Deletion } else { ValueType::Value };
+                let value = if *deletion { Vec::new() } else { vec![*value] };
+                table.add(sequence, value_type, key, &value);
+                model.push((InternalKey::new(key, sequence, value_type), value));
+            }
+            model.sort_by(|a, b| compare_internal_keys(a.0.encoded(), b.0.encoded()));
+            let expected: Vec<(Vec<u8>, Vec<u8>)> = model
+                .iter()
+                .map(|(k, v)| (k.encoded().to_vec(), v.clone()))
+                .collect();
+            let mut iter = table.iter();
+            prop_assert_eq!(collect_all(&mut iter).unwrap(), expected.clone());
+            let mut backward = Vec::new();
+            iter.seek_to_last();
+            while iter.valid() {
+                backward.push((iter.key().to_vec(), iter.value().to_vec()));
+                iter.prev();
+            }
+            backward.reverse();
+            prop_assert_eq!(backward, expected);
+
+            // Point lookups against the newest visible version.
+            let mut newest: BTreeMap<Vec<u8>, MemGet> = BTreeMap::new();
+            for (i, (key, deletion, value)) in ops.iter().enumerate() {
+                if (i as u64) < snapshot {
+                    let found = if *deletion { MemGet::Deleted } else { MemGet::Value(vec![*value]) };
+                    newest.insert(key.clone(), found);
+                }
+            }
+            for (key, _, _) in &ops {
+                prop_assert_eq!(table.get(key, snapshot), newest.get(key).cloned());
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Options for opening a database, writing and reading. Defaults are
+//! LevelDB 1.23's, except a 10-bit Bloom filter (LevelDB has none by default).
+
+use std::sync::Arc;
+
+use shale_compact::job::TableSettings;
+
+use crate::env::{Env, PosixEnv};
+use crate::snapshot::Snapshot;
+
+/// How a database is opened and run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Create the database when it does not exist.
+    pub create_if_missing: bool,
+    /// Fail when the database already exists.
+    pub error_if_exists: bool,
+    /// Treat any sign of corruption (a damaged WAL record, a bad block found
+    /// while compacting) as an error instead of skipping what is damaged.
+    pub paranoid_checks: bool,
+    /// File system access.
+    pub env: Arc<dyn Env>,
+    /// Bytes of writes buffered in the memtable before it is flushed to L0.
+    pub write_buffer_size: usize,
+    /// Most table files kept open at once.
+    pub max_open_files: usize,
+    /// Bytes of uncompressed data blocks kept in the block cache.
+    pub block_cache_size: usize,
+    /// Target size of a data block before compression.
+    pub block_size: usize,
+    /// Entries between restart points in data blocks.
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key (`None`: no filter).
+    pub bloom_bits_per_key: Option<u32>,
+    /// Compress blocks with Snappy (kept when it saves 1/8).
+    pub snappy: bool,
+    /// Output tables of compactions are cut at about this size.
+    pub max_file_size: u64,
+    /// Number of L0 files that triggers a compaction.
+    pub l0_compaction_trigger: usize,
+    /// Number of L0 files at which each write is delayed by 1 ms.
+    pub l0_slowdown_writes_trigger: usize,
+    /// Number of L0 files at which writes stop until compaction catches up.
+    pub l0_stop_writes_trigger: usize,
+    /// Target size of L1; each deeper level is `level_multiplier` times larger.
+    pub max_bytes_for_level_base: u64,
+    /// Growth factor between levels.
+    pub level_multiplier: f64,
+    /// Threads running compactions (flushes have their own thread).
+    pub max_background_compactions: usize,
+    /// Executor for compactions, by name (`streaming`).
+    pub compaction_executor: String,
+    /// Compact a file that has absorbed too many seeks (LevelDB's seek
+    /// compaction). Off by default.
+    pub seek_compaction: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            create_if_missing: false,
+            error_if_exists: false,
+            paranoid_checks: false,
+            env: Arc::new(PosixEnv::new()),
+            write_buffer_size: 4 << 20,
+            max_open_files: 1000,
+            block_cache_size: 8 << 20,
+            block_size: 4096,
+            block_restart_interval: 16,
+            bloom_bits_per_key: Some(10),
+            snappy: true,
+            max_file_size: 2 << 20,
+            l0_compaction_trigger: 4,
+            l0_slowdown_writes_trigger: 8,
+            l0_stop_writes_trigger: 12,
+            max_bytes_for_level_base: 10 << 20,
+            level_multiplier: 10.0,
+            max_background_compactions: 1,
+            compaction_executor: shale_compact::streaming::STREAMING.to_string(),
+            seek_compaction: false,
+        }
+    }
+}
+
+impl Options {
+    /// Table layout for flushes and compactions.
+    pub fn table_settings(&self) -> TableSettings {
+        TableSettings {
+            block_size: self.block_size,
+            block_restart_interval: self.block_restart_interval,
+            bloom_bits_per_key: self.bloom_bits_per_key,
+            snappy: self.snappy,
+        }
+    }
+
+    /// Largest total size allowed at `level` (>= 1) before it scores 1.
+    pub fn max_bytes_for_level(&self, level: usize) -> f64 {
+        let mut bytes = self.max_bytes_for_level_base as f64;
+        for _ in 1..level {
+            bytes *= self.level_multiplier;
+        }
+        bytes
+    }
+
+    /// Checks values that would make the engine misbehave. Returns a message
+    /// naming the option.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("write_buffer_size", self.write_buffer_size as u64),
+            ("max_open_files", self.max_open_files as u64),
+            ("block_size", self.block_size as u64),
+            ("block_restart_interval", self.block_restart_interval as u64),
+            ("max_file_size", self.max_file_size),
+            ("l0_compaction_trigger", self.l0_compaction_trigger as u64),
+            ("max_bytes_for_level_base", self.max_bytes_for_level_base),
+            ("max_background_compactions", self.max_background_compactions as u64),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(format!("{name} must be at least 1"));
+            }
+        }
+        if !(self.level_multiplier > 1.0 && self.level_multiplier.is_finite()) {
+            return Err(format!("level_multiplier must be above 1 (got {})", self.level_multiplier));
+        }
+        if self.l0_slowdown_writes_trigger < self.l0_compaction_trigger
+            || self.l0_stop_writes_trigger < self.l0_slowdown_writes_trigger
+        {
+            return Err(format!(
+                "L0 triggers must satisfy compaction ({}) <= slowdown ({}) <= stop ({})",
+                self.l0_compaction_trigger, self.l0_slowdown_writes_trigger, self.l0_stop_writes_trigger
+            ));
+        }
+        if self.bloom_bits_per_key.is_some_and(|b| b > 1000) {
+            return Err("bloom_bits_per_key must be at most 1000".into());
+        }
+        Ok(())
+    }
+}
+
+/// Options for one write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// Sync the WAL before acknowledging: the write survives a machine crash.
+    /// Without it a write survives a process crash only.
+    pub sync: bool,
+}
+
+/// Options for reads and iterators.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// Read as of this snapshot instead of the latest state.
+    pub snapshot: Option<Snapshot>,
+    /// Check the CRC of every block read (blocks already in the cache were
+    /// checked when first read only if this was set then).
+    pub verify_checksums: bool,
+    /// Keep blocks read by this operation in the block cache. Defaults to
+    /// true via [`ReadOptions::new`]; turn off for bulk scans.
+    pub fill_cache: bool,
+    /// Iterators only: first user key to return (inclusive).
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterators only: user keys at or after this one are not returned.
+    pub upper_bound: Option<Vec<u8>>,
+}
+
+impl ReadOptions {
+    /// The usual read: latest state, cache filled.
+    pub fn new() -> ReadOptions {
+        ReadOptions {
+            fill_cache: true,
+            ..ReadOptions::default()
+        }
+    }
+}
