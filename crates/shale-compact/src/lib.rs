@@ -7,7 +7,9 @@
 pub mod boundaries;
 pub mod gc;
 pub mod job;
+pub mod parallel;
 pub mod streaming;
 
 pub use job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, OutputSink};
+pub use parallel::ParallelExecutor;
 pub use streaming::StreamingExecutor;

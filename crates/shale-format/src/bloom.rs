@@ -108,6 +108,22 @@ impl BloomFilterPolicy {
     pub fn bits_per_key(&self) -> u32 {
         self.bits_per_key
     }
+
+    /// Appends a filter for keys given by their [`bloom_hash`]es. The same
+    /// filter as [`FilterPolicy::create_filter`] over those keys: that method
+    /// hashes and calls this one. Lets callers hash keys in parallel.
+    pub fn create_filter_from_hashes(&self, hashes: &[u32], dst: &mut Vec<u8>) {
+        let bits = filter_bits(hashes.len(), self.bits_per_key);
+        let start = dst.len();
+        dst.resize(start + bits / 8, 0);
+        dst.push(self.probes);
+        let array = &mut dst[start..start + bits / 8];
+        for &hash in hashes {
+            for_each_probe(hash, self.probes, bits, |bit| {
+                array[bit / 8] |= 1 << (bit % 8);
+            });
+        }
+    }
 }
 
 impl FilterPolicy for BloomFilterPolicy {
@@ -116,16 +132,8 @@ impl FilterPolicy for BloomFilterPolicy {
     }
 
     fn create_filter(&self, keys: &[&[u8]], dst: &mut Vec<u8>) {
-        let bits = filter_bits(keys.len(), self.bits_per_key);
-        let start = dst.len();
-        dst.resize(start + bits / 8, 0);
-        dst.push(self.probes);
-        let array = &mut dst[start..start + bits / 8];
-        for key in keys {
-            for_each_probe(bloom_hash(key), self.probes, bits, |bit| {
-                array[bit / 8] |= 1 << (bit % 8);
-            });
-        }
+        let hashes: Vec<u32> = keys.iter().map(|key| bloom_hash(key)).collect();
+        self.create_filter_from_hashes(&hashes, dst);
     }
 
     fn key_may_match(&self, key: &[u8], filter: &[u8]) -> bool {

@@ -58,13 +58,7 @@ impl FilterBlockBuilder {
         if !self.starts.is_empty() {
             self.generate_filter();
         }
-        let array_offset = self.result.len() as u32;
-        for &offset in &self.filter_offsets {
-            put_fixed32(&mut self.result, offset);
-        }
-        put_fixed32(&mut self.result, array_offset);
-        self.result.push(FILTER_BASE_LG);
-        self.result
+        append_filter_trailer(self.result, &self.filter_offsets)
     }
 
     fn generate_filter(&mut self) {
@@ -82,6 +76,51 @@ impl FilterBlockBuilder {
         self.keys.clear();
         self.starts.clear();
     }
+}
+
+/// Appends the offset array, its offset and the base to concatenated filters.
+fn append_filter_trailer(mut result: Vec<u8>, filter_offsets: &[u32]) -> Vec<u8> {
+    let array_offset = result.len() as u32;
+    for &offset in filter_offsets {
+        put_fixed32(&mut result, offset);
+    }
+    put_fixed32(&mut result, array_offset);
+    result.push(FILTER_BASE_LG);
+    result
+}
+
+/// Which data blocks each filter covers, for a table whose data blocks occupy
+/// the byte ranges `blocks[i] = (start, end)` (end includes the trailer), in
+/// order. Filter `f` holds the keys of blocks `plan[f]` (an empty range gives
+/// an empty filter). This replays exactly the calls
+/// [`FilterBlockBuilder`] receives from a table builder, so filters built
+/// from the plan and laid out by [`assemble_filters`] equal its output.
+pub fn plan_filters(blocks: &[(u64, u64)]) -> Vec<std::ops::Range<usize>> {
+    let mut plan = Vec::new();
+    let mut group_start = 0;
+    for (i, &(_, end)) in blocks.iter().enumerate() {
+        // Block i's keys were added; the next block starts at `end`.
+        let filter_index = end / FILTER_BASE;
+        while filter_index > plan.len() as u64 {
+            plan.push(group_start..i + 1);
+            group_start = i + 1;
+        }
+    }
+    if group_start < blocks.len() {
+        plan.push(group_start..blocks.len());
+    }
+    plan
+}
+
+/// Lays out finished filters as a filter block.
+pub fn assemble_filters(filters: &[Vec<u8>]) -> Vec<u8> {
+    let mut result = Vec::with_capacity(filters.iter().map(Vec::len).sum::<usize>() + 4 * filters.len() + 5);
+    let mut offsets = Vec::with_capacity(filters.len());
+    for filter in filters {
+        offsets.push(result.len() as u32);
+        result.extend_from_slice(filter);
+    }
+    append_filter_trailer(result, &offsets)
 }
 
 /// Answers filter queries from a filter block. Malformed blocks never fail a
@@ -219,6 +258,41 @@ mod tests {
         assert!(reader.key_may_match(9000, b"box"));
         assert!(reader.key_may_match(9000, b"hello"));
         assert!(!reader.key_may_match(9000, b"foo"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plan_and_assemble_match_the_builder(sizes in proptest::collection::vec((1u64..5000, 1usize..4), 0..40)) {
+            let policy: Arc<dyn FilterPolicy> = Arc::new(HashListPolicy);
+            let mut builder = FilterBlockBuilder::new(policy.clone());
+            builder.start_block(0);
+            let mut offset = 0;
+            let mut blocks = Vec::new();
+            let mut keys_per_block = Vec::new();
+            for (b, &(size, nkeys)) in sizes.iter().enumerate() {
+                let keys: Vec<Vec<u8>> = (0..nkeys).map(|k| format!("{b}-{k}").into_bytes()).collect();
+                for key in &keys {
+                    builder.add_key(key);
+                }
+                blocks.push((offset, offset + size));
+                offset += size;
+                builder.start_block(offset);
+                keys_per_block.push(keys);
+            }
+            let expected = builder.finish();
+            let filters: Vec<Vec<u8>> = plan_filters(&blocks)
+                .into_iter()
+                .map(|range| {
+                    let keys: Vec<&[u8]> = keys_per_block[range].iter().flatten().map(Vec::as_slice).collect();
+                    let mut filter = Vec::new();
+                    if !keys.is_empty() {
+                        policy.create_filter(&keys, &mut filter);
+                    }
+                    filter
+                })
+                .collect();
+            proptest::prop_assert_eq!(assemble_filters(&filters), expected);
+        }
     }
 
     #[test]

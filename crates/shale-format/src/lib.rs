@@ -25,6 +25,7 @@ pub mod log_writer;
 pub mod merging_iterator;
 pub mod options;
 pub mod table;
+pub mod table_assembler;
 pub mod table_builder;
 pub mod vec_iterator;
 pub mod version_edit;

@@ -48,8 +48,14 @@ pub struct Options {
     pub level_multiplier: f64,
     /// Threads running compactions (flushes have their own thread).
     pub max_background_compactions: usize,
-    /// Executor for compactions, by name (`streaming`).
+    /// Executor for compactions, by name: `parallel` (data-parallel phases on
+    /// CPU threads, the default) or `streaming` (the reference).
     pub compaction_executor: String,
+    /// Threads of the `parallel` executor (0: one per available core).
+    pub compaction_threads: usize,
+    /// Memory the `parallel` executor may use for one job, in bytes; larger
+    /// jobs are processed in key-range slices.
+    pub compaction_memory_budget: usize,
     /// Compact a file that has absorbed too many seeks (LevelDB's seek
     /// compaction). Off by default.
     pub seek_compaction: bool,
@@ -76,7 +82,9 @@ impl Default for Options {
             max_bytes_for_level_base: 10 << 20,
             level_multiplier: 10.0,
             max_background_compactions: 1,
-            compaction_executor: shale_compact::streaming::STREAMING.to_string(),
+            compaction_executor: shale_compact::parallel::PARALLEL.to_string(),
+            compaction_threads: 0,
+            compaction_memory_budget: shale_compact::parallel::DEFAULT_MEMORY_BUDGET,
             seek_compaction: false,
         }
     }

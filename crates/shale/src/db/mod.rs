@@ -18,6 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
 use shale_compact::job::{Executor, PhaseStats};
+use shale_compact::parallel::{ParallelExecutor, PARALLEL};
 use shale_compact::streaming::{StreamingExecutor, STREAMING};
 use shale_format::concat_iterator::ConcatIterator;
 use shale_format::comparator::InternalKeyComparator;
@@ -140,12 +141,20 @@ impl Drop for Closer {
     }
 }
 
+/// Names of the compaction executors this build has.
+pub const EXECUTORS: &[&str] = &[PARALLEL, STREAMING];
+
 /// Builds the executor named in the options.
-pub fn executor_by_name(name: &str) -> Result<Arc<dyn Executor>> {
+pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executor>> {
     match name {
         STREAMING => Ok(Arc::new(StreamingExecutor)),
+        PARALLEL => Ok(Arc::new(ParallelExecutor::new(
+            options.compaction_threads,
+            options.compaction_memory_budget,
+        )?)),
         other => Err(Error::InvalidArgument(format!(
-            "unknown compaction executor {other:?} (available: {STREAMING})"
+            "unknown compaction executor {other:?} (available: {})",
+            EXECUTORS.join(", ")
         ))),
     }
 }
@@ -156,7 +165,7 @@ impl DB {
     /// handle or process gives [`Error::Busy`].
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<DB> {
         options.validate().map_err(Error::InvalidArgument)?;
-        let executor = executor_by_name(&options.compaction_executor)?;
+        let executor = executor_by_name(&options.compaction_executor, &options)?;
         let dir = path.as_ref().to_path_buf();
         let env = options.env.clone();
         if options.create_if_missing {

@@ -1,0 +1,438 @@
+//! The `parallel` executor: compaction as data-parallel phases on CPU threads
+//! (rayon), in key-range slices so memory stays within a budget whatever the
+//! job's size.
+//!
+//! For each slice: **read** the input blocks the slice needs (one contiguous
+//! read per file), **unpack** them in parallel (`unpack.rs`), **merge** the
+//! runs (`merge.rs`), decide **gc** per entry in parallel from the entry and
+//! the one before it (`crate::gc::keep_entry`), then **pack** (`pack.rs`).
+//! The state that crosses a slice boundary is small and explicit: the
+//! previous entry (for gc), the grandparent cutter, the open output file and
+//! the entries of its unfinished block.
+//!
+//! Memory: a slice holds its input blocks decompressed, their keys, 16 bytes
+//! per entry for the merge, and its encoded output blocks: about 6 bytes per
+//! input byte in the worst case (Snappy-compressed input of highly
+//! compressible values). Slices are sized to `memory_budget / 6` input bytes.
+
+mod merge;
+mod pack;
+mod unpack;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use shale_format::block::Block;
+use shale_format::bloom::BloomFilterPolicy;
+use shale_format::comparator::compare_internal_keys;
+use shale_format::format::{BlockHandle, Footer, RandomAccess, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use shale_format::internal_key::{ParsedInternalKey, SequenceNumber};
+use shale_format::iterator::KvIterator;
+use shale_format::{Error, Result};
+
+use crate::boundaries::GrandparentCutter;
+use crate::gc::{is_base_level_for, keep_entry};
+use crate::job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, PhaseStats};
+use merge::{item_key, merge_runs, user_key_prefix, Item};
+use pack::{plan_boundaries, write_planned, Kept, OpenFile, ScanState};
+use unpack::{unpack_block, ParsedBlock};
+
+/// Name of this executor.
+pub const PARALLEL: &str = "parallel";
+
+/// Default memory budget for one job.
+pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
+
+/// Bytes of memory a slice needs per input byte, at worst (see the module
+/// documentation).
+const MEMORY_PER_INPUT_BYTE: usize = 6;
+
+/// The data-parallel CPU executor.
+pub struct ParallelExecutor {
+    pool: rayon::ThreadPool,
+    memory_budget: usize,
+}
+
+impl std::fmt::Debug for ParallelExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParallelExecutor")
+            .field("threads", &self.pool.current_num_threads())
+            .field("memory_budget", &self.memory_budget)
+            .finish()
+    }
+}
+
+impl ParallelExecutor {
+    /// An executor with `threads` worker threads (0: one per available core)
+    /// keeping each job's memory near `memory_budget` bytes.
+    pub fn new(threads: usize, memory_budget: usize) -> Result<ParallelExecutor> {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            threads
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("shale-parallel-{i}"))
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("cannot start {threads} compaction threads: {e}")))?;
+        Ok(ParallelExecutor {
+            pool,
+            memory_budget: memory_budget.max(MEMORY_PER_INPUT_BYTE * 4096),
+        })
+    }
+
+    /// Input bytes per slice.
+    fn slice_input_bytes(&self) -> u64 {
+        (self.memory_budget / MEMORY_PER_INPUT_BYTE) as u64
+    }
+}
+
+impl Executor for ParallelExecutor {
+    fn name(&self) -> &'static str {
+        PARALLEL
+    }
+
+    fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
+        self.pool.install(|| run_job(job, io, self.slice_input_bytes()))
+    }
+}
+
+/// One input table: its source and data block handles with index keys.
+struct InputTable {
+    name: String,
+    source: Arc<dyn RandomAccess>,
+    /// (upper bound of the block's keys, handle) per data block: the index
+    /// separator, or the file's largest key for the last block.
+    blocks: Vec<(Vec<u8>, BlockHandle)>,
+}
+
+fn open_table(io: &dyn JobIo, file: &JobFile) -> Result<InputTable> {
+    let name = format!("{:06}.ldb", file.number);
+    let source = io.open_input(file)?;
+    if file.file_size < FOOTER_LEN as u64 {
+        return Err(Error::corruption(0, "file too short to be a table").at(&name, 0));
+    }
+    let mut footer = [0u8; FOOTER_LEN];
+    let footer_offset = file.file_size - FOOTER_LEN as u64;
+    source
+        .read_exact_at(&mut footer, footer_offset)
+        .map_err(|e| Error::io(format!("reading the footer of {name}"), e))?;
+    let footer = Footer::decode(&footer).map_err(|e| e.at(&name, footer_offset))?;
+    let index = shale_format::format::read_block(&*source, &name, file.file_size, footer.index_handle, true)?;
+    let index = Block::new(index).map_err(|e| e.at(&name, footer.index_handle.offset))?;
+    let mut iter = index.iter(Arc::new(shale_format::comparator::InternalKeyComparator));
+    let mut blocks = Vec::new();
+    iter.seek_to_first();
+    while iter.valid() {
+        let handle = BlockHandle::decode(iter.value()).map_err(|e| e.at(&name, footer.index_handle.offset))?;
+        blocks.push((iter.key().to_vec(), handle));
+        iter.next();
+    }
+    iter.status().map_err(|e| e.at(&name, footer.index_handle.offset))?;
+    // The index key of a file's last block is a short successor that may
+    // sort after the next file's first keys; slicing needs upper bounds
+    // that increase along a run, so use the file's largest key instead.
+    if let Some(last) = blocks.last_mut() {
+        last.0 = file.largest.clone();
+    }
+    Ok(InputTable { name, source, blocks })
+}
+
+/// A sorted run's position between slices.
+struct RunCursor {
+    /// (table, block) pairs in key order.
+    blocks: Vec<(usize, usize)>,
+    /// Next block not yet read.
+    next: usize,
+    /// Blocks read by an earlier slice whose entries (from the given index
+    /// on) belong to later slices.
+    leftover: Vec<(Arc<ParsedBlock>, usize)>,
+}
+
+/// What crosses from one slice to the next.
+struct Carry<'a> {
+    cutter: GrandparentCutter<'a>,
+    /// User key and sequence of the last merged entry (kept or not).
+    previous: Option<(Vec<u8>, SequenceNumber)>,
+    /// A grandparent cut seen after the last kept entry.
+    pending_stop: bool,
+    scan: ScanState,
+    open: Option<OpenFile>,
+    /// Kept entries of the unfinished block.
+    unfinished_block: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+fn run_job(job: &CompactionJob, io: &dyn JobIo, slice_input_bytes: u64) -> Result<CompactionOutput> {
+    let started = Instant::now();
+    let mut stats = PhaseStats::default();
+    let options = job.table.table_options();
+    let bloom = job.table.bloom_bits_per_key.map(BloomFilterPolicy::new);
+
+    // Open every input table (footers and index blocks).
+    let t = Instant::now();
+    let mut tables = Vec::new();
+    let mut cursors = Vec::new();
+    for run in &job.inputs {
+        let mut blocks = Vec::new();
+        for file in &run.files {
+            let table = open_table(io, file)?;
+            stats.bytes_read += file.file_size;
+            for b in 0..table.blocks.len() {
+                blocks.push((tables.len(), b));
+            }
+            tables.push(table);
+        }
+        cursors.push(RunCursor {
+            blocks,
+            next: 0,
+            leftover: Vec::new(),
+        });
+    }
+    stats.read_secs += t.elapsed().as_secs_f64();
+
+    let mut carry = Carry {
+        cutter: GrandparentCutter::new(job),
+        previous: None,
+        pending_stop: false,
+        scan: ScanState {
+            file_open: false,
+            raw_data_bytes: 0,
+        },
+        open: None,
+        unfinished_block: Vec::new(),
+    };
+    let mut outputs = Vec::new();
+    let result = (|| {
+        loop {
+            let limit = next_slice_limit(&tables, &cursors, slice_input_bytes);
+            let last = limit.is_none();
+            run_slice(job, io, &tables, &mut cursors, limit.as_deref(), &mut carry, &mut outputs, &options, bloom.as_ref(), &mut stats)?;
+            if last {
+                return Ok(());
+            }
+        }
+    })();
+    if let Err(err) = result {
+        // Drop the open file; the engine deletes every output of a failed job.
+        carry.open = None;
+        return Err(err);
+    }
+    stats.total_secs = started.elapsed().as_secs_f64();
+    Ok(CompactionOutput {
+        executor: PARALLEL.to_string(),
+        outputs,
+        stats,
+    })
+}
+
+/// The exclusive upper key of the next slice: the index key of the block at
+/// which the unread input of all runs, taken in key order, passes
+/// `slice_input_bytes`. `None` when the rest fits in one slice.
+fn next_slice_limit(tables: &[InputTable], cursors: &[RunCursor], slice_input_bytes: u64) -> Option<Vec<u8>> {
+    let mut remaining: Vec<(&[u8], u64)> = cursors
+        .iter()
+        .flat_map(|c| c.blocks[c.next..].iter())
+        .map(|&(t, b)| {
+            let (key, handle) = &tables[t].blocks[b];
+            (key.as_slice(), handle.size + BLOCK_TRAILER_LEN as u64)
+        })
+        .collect();
+    let total: u64 = remaining.iter().map(|r| r.1).sum();
+    if total <= slice_input_bytes {
+        return None;
+    }
+    remaining.sort_by(|a, b| compare_internal_keys(a.0, b.0));
+    let mut sum = 0;
+    for (key, size) in remaining {
+        sum += size;
+        if sum >= slice_input_bytes {
+            return Some(key.to_vec());
+        }
+    }
+    None
+}
+
+#[allow(clippy::too_many_arguments, reason = "the phases' shared state, passed explicitly")]
+fn run_slice(
+    job: &CompactionJob,
+    io: &dyn JobIo,
+    tables: &[InputTable],
+    cursors: &mut [RunCursor],
+    limit: Option<&[u8]>,
+    carry: &mut Carry<'_>,
+    outputs: &mut Vec<crate::job::OutputTable>,
+    options: &shale_format::options::TableOptions,
+    bloom: Option<&BloomFilterPolicy>,
+    stats: &mut PhaseStats,
+) -> Result<()> {
+    // Read: per run, the blocks whose index key is <= limit, plus the first
+    // one past it (which may hold keys <= limit). One read per file range.
+    let t = Instant::now();
+    let mut wanted: Vec<Vec<(usize, usize)>> = Vec::with_capacity(cursors.len());
+    for cursor in cursors.iter_mut() {
+        let mut take = Vec::new();
+        while let Some(&(t, b)) = cursor.blocks.get(cursor.next) {
+            let within = limit.is_none_or(|l| compare_internal_keys(&tables[t].blocks[b].0, l).is_le());
+            take.push((t, b));
+            cursor.next += 1;
+            if !within {
+                break;
+            }
+        }
+        wanted.push(take);
+    }
+    let raw: Vec<Vec<(usize, BlockHandle, Vec<u8>)>> = wanted
+        .par_iter()
+        .map(|take| read_blocks(tables, take))
+        .collect::<Result<_>>()?;
+    stats.read_secs += t.elapsed().as_secs_f64();
+
+    // Unpack every block in parallel.
+    let t = Instant::now();
+    let unpacked: Vec<Vec<ParsedBlock>> = raw
+        .into_par_iter()
+        .map(|blocks| {
+            blocks
+                .into_par_iter()
+                .map(|(table, handle, bytes)| unpack_block(bytes, &tables[table].name, handle))
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<_>>()?;
+
+    // Lay out the slice's blocks: per run, the leftovers from the previous
+    // slice, then the new blocks. Entries past the limit wait for a later
+    // slice, together with every block after them.
+    let mut blocks: Vec<Arc<ParsedBlock>> = Vec::new();
+    let mut runs: Vec<Vec<Item>> = Vec::with_capacity(cursors.len());
+    for (cursor, new_blocks) in cursors.iter_mut().zip(unpacked) {
+        let mut run = Vec::new();
+        let pending: Vec<(Arc<ParsedBlock>, usize)> = std::mem::take(&mut cursor.leftover)
+            .into_iter()
+            .chain(new_blocks.into_iter().map(|b| (Arc::new(b), 0)))
+            .collect();
+        for (block, first) in pending {
+            if !cursor.leftover.is_empty() {
+                cursor.leftover.push((block, first));
+                continue;
+            }
+            let index = blocks.len() as u32;
+            let count = block.entries.len();
+            for e in first..count {
+                let key = block.key(e);
+                if limit.is_some_and(|l| compare_internal_keys(key, l).is_gt()) {
+                    cursor.leftover.push((block.clone(), e));
+                    break;
+                }
+                run.push(Item {
+                    prefix: user_key_prefix(key),
+                    block: index,
+                    entry: e as u32,
+                });
+            }
+            blocks.push(block);
+        }
+        stats.entries_in += run.len() as u64;
+        runs.push(run);
+    }
+    stats.unpack_secs += t.elapsed().as_secs_f64();
+
+    // Merge.
+    let t = Instant::now();
+    let merged = merge_runs(&blocks, runs);
+    stats.merge_secs += t.elapsed().as_secs_f64();
+
+    // GC: keep/drop per entry, in parallel, from the entry and the one before.
+    let t = Instant::now();
+    let smallest_snapshot = job.smallest_snapshot;
+    let previous = carry.previous.clone();
+    let keep: Vec<bool> = (0..merged.len())
+        .into_par_iter()
+        .map(|i| -> Result<bool> {
+            let entry = ParsedInternalKey::parse(item_key(&blocks, &merged[i]))
+                .map_err(|e| Error::corruption(0, format!("compaction input has a bad internal key: {e}")))?;
+            let prev_parsed;
+            let prev = if i == 0 {
+                previous.as_ref().map(|(k, s)| (k.as_slice(), *s))
+            } else {
+                prev_parsed = ParsedInternalKey::parse(item_key(&blocks, &merged[i - 1]))
+                    .map_err(|e| Error::corruption(0, format!("compaction input has a bad internal key: {e}")))?;
+                Some((prev_parsed.user_key, prev_parsed.sequence))
+            };
+            Ok(keep_entry(&entry, prev, smallest_snapshot, |k| is_base_level_for(&job.deeper_levels, k)))
+        })
+        .collect::<Result<_>>()?;
+    if let Some(last) = merged.last() {
+        let parsed = ParsedInternalKey::parse(item_key(&blocks, last))?;
+        carry.previous = Some((parsed.user_key.to_vec(), parsed.sequence));
+    }
+    stats.gc_secs += t.elapsed().as_secs_f64();
+
+    // Pack: kept list = unfinished block from before, then this slice's kept
+    // entries; grandparent cuts are evaluated on every merged entry in order.
+    let t = Instant::now();
+    let carried = std::mem::take(&mut carry.unfinished_block);
+    let carried_block = blocks.len() as u32;
+    blocks.push(Arc::new(ParsedBlock::from_entries(&carried)));
+    let mut kept: Vec<Kept> = (0..carried.len() as u32).map(|e| (carried_block, e)).collect();
+    let mut stops = vec![false; kept.len()];
+    for (item, &keep) in merged.iter().zip(&keep) {
+        if carry.cutter.should_stop_before(item_key(&blocks, item)) {
+            carry.pending_stop = true;
+        }
+        if keep {
+            kept.push((item.block, item.entry));
+            stops.push(std::mem::take(&mut carry.pending_stop));
+        }
+    }
+    let last = limit.is_none();
+    let (files, unfinished) = plan_boundaries(&blocks, &kept, &stops, &mut carry.scan, job, last);
+    stats.pack_secs += t.elapsed().as_secs_f64();
+    write_planned(&blocks, &kept, files, &mut carry.open, outputs, options, bloom, io, stats)?;
+    carry.unfinished_block = kept[unfinished]
+        .iter()
+        .map(|&(b, e)| (blocks[b as usize].key(e as usize).to_vec(), blocks[b as usize].value(e as usize).to_vec()))
+        .collect();
+    Ok(())
+}
+
+/// Reads the given blocks of one run with their trailers, one read per
+/// contiguous stretch of a file.
+fn read_blocks(tables: &[InputTable], take: &[(usize, usize)]) -> Result<Vec<(usize, BlockHandle, Vec<u8>)>> {
+    let mut out = Vec::with_capacity(take.len());
+    let mut i = 0;
+    while i < take.len() {
+        let table_index = take[i].0;
+        let table = &tables[table_index];
+        // The stretch of consecutive blocks of this table.
+        let mut j = i;
+        while j + 1 < take.len() && take[j + 1].0 == table_index && take[j + 1].1 == take[j].1 + 1 {
+            j += 1;
+        }
+        let first = table.blocks[take[i].1].1;
+        let last = table.blocks[take[j].1].1;
+        let start = first.offset;
+        let end = last
+            .offset
+            .checked_add(last.size + BLOCK_TRAILER_LEN as u64)
+            .filter(|&end| end >= start)
+            .ok_or_else(|| Error::corruption(last.offset, "block handle out of range").at(&table.name, 0))?;
+        let mut buf = vec![0u8; (end - start) as usize];
+        table
+            .source
+            .read_exact_at(&mut buf, start)
+            .map_err(|e| Error::io(format!("reading {} at offset {start}", table.name), e))?;
+        for &(_, b) in &take[i..=j] {
+            let handle = table.blocks[b].1;
+            let from = (handle.offset.checked_sub(start))
+                .map(|f| f as usize)
+                .filter(|&f| f as u64 + handle.size + BLOCK_TRAILER_LEN as u64 <= buf.len() as u64)
+                .ok_or_else(|| Error::corruption(handle.offset, "block handles overlap or run backwards").at(&table.name, 0))?;
+            let to = from + handle.size as usize + BLOCK_TRAILER_LEN;
+            out.push((table_index, handle, buf[from..to].to_vec()));
+        }
+        i = j + 1;
+    }
+    Ok(out)
+}

@@ -1,0 +1,314 @@
+//! Pack: kept entries into output tables. A cheap sequential scan over entry
+//! sizes fixes every block and file boundary with the same rules the table
+//! builder applies one entry at a time; blocks are then encoded, compressed
+//! and checksummed in parallel, their keys hashed for the Bloom filter in
+//! parallel, and each file is laid out by the same `TableAssembler` the
+//! table builder uses.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use shale_format::block_builder::{shared_prefix_len, BlockBuilder};
+use shale_format::bloom::{bloom_hash, BloomFilterPolicy};
+use shale_format::coding::varint_length;
+use shale_format::filter_block::{assemble_filters, plan_filters};
+use shale_format::format::{maybe_compress, CompressionType, BLOCK_TRAILER_LEN};
+use shale_format::internal_key::extract_user_key;
+use shale_format::options::TableOptions;
+use shale_format::table_assembler::TableAssembler;
+use shale_format::table_builder::block_is_full;
+use shale_format::Result;
+
+use super::unpack::ParsedBlock;
+use crate::boundaries::output_file_full;
+use crate::job::{CompactionJob, JobIo, OutputSink, OutputTable, PhaseStats};
+
+/// A kept entry: block and entry index in the slice.
+pub type Kept = (u32, u32);
+
+#[inline]
+fn key(blocks: &[Arc<ParsedBlock>], k: Kept) -> &[u8] {
+    blocks[k.0 as usize].key(k.1 as usize)
+}
+
+#[inline]
+fn value(blocks: &[Arc<ParsedBlock>], k: Kept) -> &[u8] {
+    blocks[k.0 as usize].value(k.1 as usize)
+}
+
+/// The size bookkeeping of a `BlockBuilder`, without the bytes.
+#[derive(Debug, Clone, Copy)]
+struct BlockSizer {
+    buffer: usize,
+    restarts: usize,
+    since_restart: usize,
+    entries: usize,
+}
+
+impl BlockSizer {
+    fn new() -> BlockSizer {
+        BlockSizer {
+            buffer: 0,
+            restarts: 1,
+            since_restart: 0,
+            entries: 0,
+        }
+    }
+
+    /// Adds an entry whose key shares `shared_with_previous` bytes with the
+    /// previous entry of the stream.
+    #[inline]
+    fn add(&mut self, restart_interval: usize, shared_with_previous: usize, key_len: usize, value_len: usize) {
+        let shared = if self.since_restart >= restart_interval {
+            self.restarts += 1;
+            self.since_restart = 0;
+            0
+        } else if self.entries == 0 {
+            0
+        } else {
+            shared_with_previous
+        };
+        let non_shared = key_len - shared;
+        self.buffer += varint_length(shared as u64)
+            + varint_length(non_shared as u64)
+            + varint_length(value_len as u64)
+            + non_shared
+            + value_len;
+        self.since_restart += 1;
+        self.entries += 1;
+    }
+
+    #[inline]
+    fn estimate(&self) -> usize {
+        self.buffer + self.restarts * 4 + 4
+    }
+}
+
+/// One output file's share of a slice: complete blocks (ranges into the
+/// kept list) and whether the file ends in this slice.
+#[derive(Debug, Default)]
+pub struct PlannedFile {
+    /// Data blocks, as ranges of the kept list.
+    pub blocks: Vec<Range<usize>>,
+    /// The file ends after these blocks.
+    pub finish: bool,
+}
+
+/// The block/file state carried from one slice to the next.
+#[derive(Debug)]
+pub struct ScanState {
+    /// A file is open (it has at least one entry).
+    pub file_open: bool,
+    /// Uncompressed bytes of the open file's finished data blocks.
+    pub raw_data_bytes: u64,
+}
+
+/// Where blocks and files end. `kept` lists the entries to write in order;
+/// `stops[j]` is true when the file must end before kept entry `j` (a
+/// grandparent cut seen since the previous kept entry). Returns the planned
+/// files and the range of kept entries left in an unfinished block (carried
+/// to the next slice unless `last`).
+pub fn plan_boundaries(
+    blocks: &[Arc<ParsedBlock>],
+    kept: &[Kept],
+    stops: &[bool],
+    state: &mut ScanState,
+    job: &CompactionJob,
+    last: bool,
+) -> (Vec<PlannedFile>, Range<usize>) {
+    let restart_interval = job.table.block_restart_interval.max(1);
+    let block_size = job.table.block_size;
+    // Shared prefixes with the previous kept entry, in parallel.
+    let shared: Vec<usize> = (0..kept.len())
+        .into_par_iter()
+        .map(|j| if j == 0 { 0 } else { shared_prefix_len(key(blocks, kept[j - 1]), key(blocks, kept[j])) })
+        .collect();
+
+    let mut files = Vec::new();
+    let mut current = PlannedFile::default();
+    let mut block = BlockSizer::new();
+    let mut block_start = 0;
+    for j in 0..kept.len() {
+        if stops[j] && state.file_open {
+            if block.entries > 0 {
+                current.blocks.push(block_start..j);
+            }
+            current.finish = true;
+            files.push(std::mem::take(&mut current));
+            state.file_open = false;
+            state.raw_data_bytes = 0;
+            block = BlockSizer::new();
+            block_start = j;
+        }
+        state.file_open = true;
+        let k = kept[j];
+        block.add(restart_interval, shared[j], key(blocks, k).len(), value(blocks, k).len());
+        if block_is_full(block.estimate(), block_size) {
+            current.blocks.push(block_start..j + 1);
+            state.raw_data_bytes += block.estimate() as u64;
+            block = BlockSizer::new();
+            block_start = j + 1;
+            if output_file_full(state.raw_data_bytes, job.max_output_file_size) {
+                current.finish = true;
+                files.push(std::mem::take(&mut current));
+                state.file_open = false;
+                state.raw_data_bytes = 0;
+            }
+        }
+    }
+    let mut carry = block_start..kept.len();
+    if last {
+        if block.entries > 0 {
+            current.blocks.push(carry.clone());
+            carry = kept.len()..kept.len();
+        }
+        current.finish = state.file_open;
+        state.file_open = false;
+    }
+    files.push(current);
+    files.retain(|f| !f.blocks.is_empty() || f.finish);
+    (files, carry)
+}
+
+/// A data block ready to be written.
+#[derive(Debug)]
+struct EncodedBlock {
+    contents: Vec<u8>,
+    compression: CompressionType,
+    first_key: Vec<u8>,
+    last_key: Vec<u8>,
+    entries: u64,
+    /// Bloom hashes of the user keys, when the table has a filter.
+    hashes: Vec<u32>,
+}
+
+fn encode_block(blocks: &[Arc<ParsedBlock>], kept: &[Kept], range: Range<usize>, options: &TableOptions, bloom: bool) -> EncodedBlock {
+    let mut builder = BlockBuilder::new(options.block_restart_interval);
+    let mut hashes = Vec::new();
+    for &k in &kept[range.clone()] {
+        let key = key(blocks, k);
+        builder.add(key, value(blocks, k));
+        if bloom {
+            hashes.push(bloom_hash(extract_user_key(key)));
+        }
+    }
+    let mut scratch = Vec::new();
+    let (contents, compression) = maybe_compress(builder.finish(), options.compression, &mut scratch);
+    EncodedBlock {
+        contents: contents.to_vec(),
+        compression,
+        first_key: key(blocks, kept[range.start]).to_vec(),
+        last_key: key(blocks, kept[range.end - 1]).to_vec(),
+        entries: range.len() as u64,
+        hashes,
+    }
+}
+
+/// An output file being written across slices.
+pub struct OpenFile {
+    number: u64,
+    assembler: TableAssembler<Box<dyn OutputSink>>,
+    smallest: Vec<u8>,
+    largest: Vec<u8>,
+    entries: u64,
+    block_ranges: Vec<(u64, u64)>,
+    block_hashes: Vec<Vec<u32>>,
+}
+
+/// Encodes the planned blocks in parallel and writes them, finishing files
+/// as planned. `open` is the file carried between slices.
+#[allow(clippy::too_many_arguments, reason = "the phases' shared state, passed explicitly")]
+pub fn write_planned(
+    blocks: &[Arc<ParsedBlock>],
+    kept: &[Kept],
+    files: Vec<PlannedFile>,
+    open: &mut Option<OpenFile>,
+    outputs: &mut Vec<OutputTable>,
+    options: &TableOptions,
+    bloom: Option<&BloomFilterPolicy>,
+    io: &dyn JobIo,
+    stats: &mut PhaseStats,
+) -> Result<()> {
+    let started = Instant::now();
+    let ranges: Vec<Range<usize>> = files.iter().flat_map(|f| f.blocks.iter().cloned()).collect();
+    let mut encoded: Vec<EncodedBlock> = ranges
+        .into_par_iter()
+        .map(|range| encode_block(blocks, kept, range, options, bloom.is_some()))
+        .collect();
+    stats.pack_secs += started.elapsed().as_secs_f64();
+
+    let mut encoded = encoded.drain(..);
+    for planned in files {
+        for _ in 0..planned.blocks.len() {
+            let Some(block) = encoded.next() else { break };
+            let file = match open {
+                Some(file) => file,
+                None => {
+                    let (number, sink) = io.create_output()?;
+                    open.insert(OpenFile {
+                        number,
+                        assembler: TableAssembler::new(options.clone(), sink),
+                        smallest: block.first_key.clone(),
+                        largest: Vec::new(),
+                        entries: 0,
+                        block_ranges: Vec::new(),
+                        block_hashes: Vec::new(),
+                    })
+                }
+            };
+            let write_started = Instant::now();
+            let handle = file
+                .assembler
+                .write_data_block(&block.first_key, &block.last_key, &block.contents, block.compression)?;
+            stats.write_secs += write_started.elapsed().as_secs_f64();
+            file.block_ranges
+                .push((handle.offset, handle.offset + handle.size + BLOCK_TRAILER_LEN as u64));
+            file.block_hashes.push(block.hashes);
+            file.largest = block.last_key;
+            file.entries += block.entries;
+        }
+        if planned.finish {
+            if let Some(file) = open.take() {
+                outputs.push(finish_file(file, bloom, stats)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Builds the filters (in parallel, one per filter range), writes the
+/// trailing blocks and syncs the file.
+fn finish_file(file: OpenFile, bloom: Option<&BloomFilterPolicy>, stats: &mut PhaseStats) -> Result<OutputTable> {
+    let started = Instant::now();
+    let filter = bloom.map(|policy| {
+        let plan = plan_filters(&file.block_ranges);
+        let filters: Vec<Vec<u8>> = plan
+            .into_par_iter()
+            .map(|range| {
+                let hashes: Vec<u32> = file.block_hashes[range].iter().flatten().copied().collect();
+                let mut filter = Vec::new();
+                if !hashes.is_empty() {
+                    policy.create_filter_from_hashes(&hashes, &mut filter);
+                }
+                filter
+            })
+            .collect();
+        assemble_filters(&filters)
+    });
+    stats.pack_secs += started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let (sink, file_size) = file.assembler.finish_with_filter_block(filter)?;
+    sink.finish()?;
+    stats.write_secs += started.elapsed().as_secs_f64();
+    stats.bytes_written += file_size;
+    stats.entries_out += file.entries;
+    Ok(OutputTable {
+        number: file.number,
+        file_size,
+        smallest: file.smallest,
+        largest: file.largest,
+        entries: file.entries,
+    })
+}

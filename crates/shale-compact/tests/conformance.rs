@@ -1,0 +1,298 @@
+//! The conformance harness: every executor, on random jobs, must write the
+//! same tables byte for byte as the `streaming` reference, with the same
+//! file numbers, key ranges and entry counts (so the engine's version edits
+//! are the same too).
+//!
+//! Jobs have 1 to 40 input runs (overlapping L0 tables plus level runs of
+//! several files), overwrites and deletions across runs, a random smallest
+//! snapshot, deeper-level ranges that decide tombstone drops, grandparent
+//! files that cut outputs, keys of 0 to 1000 bytes with bytes >= 0x80,
+//! values of 0 bytes to 64 KiB, tiny blocks and file limits, with and
+//! without Snappy and Bloom filters.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use proptest::prelude::*;
+use shale_compact::job::{
+    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, JobIo, OutputSink, TableSettings, UserKeyRange,
+};
+use shale_compact::{ParallelExecutor, StreamingExecutor};
+use shale_format::comparator::compare_internal_keys;
+use shale_format::format::RandomAccess;
+use shale_format::internal_key::{InternalKey, ValueType};
+use shale_format::table_builder::TableBuilder;
+use shale_format::Result;
+
+/// Input files in memory; outputs collected by number.
+#[derive(Default)]
+struct MemIo {
+    inputs: HashMap<u64, Arc<Vec<u8>>>,
+    next_number: Mutex<u64>,
+    outputs: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
+}
+
+struct MemSink {
+    number: u64,
+    bytes: Vec<u8>,
+    outputs: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
+}
+
+impl std::io::Write for MemSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl OutputSink for MemSink {
+    fn finish(self: Box<Self>) -> Result<()> {
+        self.outputs.lock().unwrap().insert(self.number, self.bytes);
+        Ok(())
+    }
+}
+
+impl JobIo for MemIo {
+    fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>> {
+        Ok(Arc::new(self.inputs[&file.number].as_ref().clone()))
+    }
+    fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)> {
+        let mut next = self.next_number.lock().unwrap();
+        let number = *next;
+        *next += 1;
+        Ok((
+            number,
+            Box::new(MemSink {
+                number,
+                bytes: Vec::new(),
+                outputs: self.outputs.clone(),
+            }),
+        ))
+    }
+}
+
+/// A generated job with its input files.
+#[derive(Debug, Clone)]
+struct Case {
+    job: CompactionJob,
+    files: Vec<(u64, Vec<u8>)>,
+}
+
+fn job_file(number: u64, bytes: &[u8], entries: &[(Vec<u8>, Vec<u8>)]) -> JobFile {
+    JobFile {
+        number,
+        file_size: bytes.len() as u64,
+        smallest: entries.first().unwrap().0.clone(),
+        largest: entries.last().unwrap().0.clone(),
+    }
+}
+
+fn build_table(entries: &[(Vec<u8>, Vec<u8>)], settings: &TableSettings) -> Vec<u8> {
+    let mut builder = TableBuilder::new(settings.table_options(), Vec::new());
+    for (k, v) in entries {
+        builder.add(k, v).unwrap();
+    }
+    builder.finish().unwrap().0
+}
+
+fn user_key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => (0u32..400).prop_map(|n| format!("user{n:06}").into_bytes()),
+        2 => proptest::collection::vec(any::<u8>(), 0..16),
+        1 => (0usize..1000, any::<u8>()).prop_map(|(n, b)| vec![b | 0x80; n]),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        10 => proptest::collection::vec(any::<u8>(), 0..64),
+        3 => (0usize..600, any::<u8>()).prop_map(|(n, b)| vec![b; n]),
+        1 => (0usize..(64 << 10), any::<u8>()).prop_map(|(n, b)| (0..n).map(|i| b.wrapping_add((i / 7) as u8)).collect()),
+    ]
+}
+
+fn settings() -> impl Strategy<Value = TableSettings> {
+    (prop_oneof![Just(64usize), Just(256), Just(1024), Just(4096)], 1usize..17, proptest::option::of(1u32..20), any::<bool>())
+        .prop_map(|(block_size, block_restart_interval, bloom_bits_per_key, snappy)| TableSettings {
+            block_size,
+            block_restart_interval,
+            bloom_bits_per_key,
+            snappy,
+        })
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        proptest::collection::vec(proptest::collection::vec((user_key(), any::<bool>(), value()), 1..60), 1..36),
+        0usize..5,
+        proptest::collection::vec((user_key(), user_key(), 1u64..5000), 0..12),
+        proptest::collection::vec(proptest::collection::vec((user_key(), user_key()), 0..6), 0..4),
+        settings(),
+        settings(),
+        prop_oneof![Just(512u64), Just(4096), Just(1 << 20)],
+        0u64..1000,
+        1u64..(1 << 14),
+    )
+        .prop_map(|(runs, level_files, grandparents, deeper, input_settings, settings, max_file, snapshot_at, overlap)| {
+            let mut sequence = 1u64;
+            let mut number = 1u64;
+            let mut files = Vec::new();
+            let mut inputs = Vec::new();
+            let total_runs = runs.len();
+            for (r, entries) in runs.into_iter().enumerate() {
+                let mut table: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+                for (user_key, deletion, value) in entries {
+                    let kind = if deletion { ValueType::Deletion } else { ValueType::Value };
+                    let value = if deletion { Vec::new() } else { value };
+                    table.insert(InternalKey::new(&user_key, sequence, kind).into_encoded(), value);
+                    sequence += 1;
+                }
+                let mut sorted: Vec<(Vec<u8>, Vec<u8>)> = table.into_iter().collect();
+                sorted.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
+                // The last run is a level run cut into several files when asked.
+                let pieces = if r + 1 == total_runs && level_files > 1 { level_files.min(sorted.len()) } else { 1 };
+                let per = sorted.len().div_ceil(pieces);
+                let mut run_files = Vec::new();
+                for chunk in sorted.chunks(per.max(1)) {
+                    let bytes = build_table(chunk, &input_settings);
+                    run_files.push(job_file(number, &bytes, chunk));
+                    files.push((number, bytes));
+                    number += 1;
+                }
+                inputs.push(InputRun { level: if pieces > 1 { 1 } else { 0 }, files: run_files });
+            }
+            let mut grandparent_files: Vec<JobFile> = grandparents
+                .into_iter()
+                .map(|(a, b, size)| {
+                    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                    JobFile {
+                        number: 0,
+                        file_size: size,
+                        smallest: InternalKey::new(&lo, 1, ValueType::Value).into_encoded(),
+                        largest: InternalKey::new(&hi, 1, ValueType::Value).into_encoded(),
+                    }
+                })
+                .collect();
+            grandparent_files.sort_by(|a, b| compare_internal_keys(&a.smallest, &b.smallest));
+            // Grandparents of one level do not overlap: keep a disjoint subset.
+            let mut disjoint: Vec<JobFile> = Vec::new();
+            for file in grandparent_files {
+                if disjoint.last().is_none_or(|last| compare_internal_keys(&last.largest, &file.smallest).is_lt()) {
+                    disjoint.push(file);
+                }
+            }
+            let deeper_levels = deeper
+                .into_iter()
+                .map(|ranges| {
+                    let mut ranges: Vec<UserKeyRange> = ranges
+                        .into_iter()
+                        .map(|(a, b)| if a <= b { UserKeyRange { smallest: a, largest: b } } else { UserKeyRange { smallest: b, largest: a } })
+                        .collect();
+                    ranges.sort_by(|a, b| a.smallest.cmp(&b.smallest));
+                    let mut disjoint: Vec<UserKeyRange> = Vec::new();
+                    for range in ranges {
+                        if disjoint.last().is_none_or(|last| last.largest < range.smallest) {
+                            disjoint.push(range);
+                        }
+                    }
+                    disjoint
+                })
+                .collect();
+            let job = CompactionJob {
+                id: 7,
+                inputs,
+                output_level: 1,
+                max_output_file_size: max_file,
+                grandparents: disjoint,
+                max_grandparent_overlap_bytes: overlap,
+                smallest_snapshot: sequence * snapshot_at / 1000,
+                deeper_levels,
+                table: settings,
+            };
+            Case { job, files }
+        })
+}
+
+fn run(executor: &dyn Executor, case: &Case) -> (CompactionOutput, BTreeMap<u64, Vec<u8>>) {
+    let io = MemIo {
+        inputs: case.files.iter().map(|(n, b)| (*n, Arc::new(b.clone()))).collect(),
+        next_number: Mutex::new(1000),
+        outputs: Arc::new(Mutex::new(BTreeMap::new())),
+    };
+    let output = executor.run(&case.job, &io).unwrap();
+    let files = io.outputs.lock().unwrap().clone();
+    (output, files)
+}
+
+/// Runs `executor` and the reference on `case` and demands identical output.
+fn check_against_reference(executor: &dyn Executor, case: &Case) {
+    let (expected, expected_files) = run(&StreamingExecutor, case);
+    let (actual, actual_files) = run(executor, case);
+    if actual.outputs != expected.outputs {
+        let summary = |o: &CompactionOutput| -> Vec<(u64, u64, u64)> { o.outputs.iter().map(|t| (t.number, t.file_size, t.entries)).collect() };
+        let first = actual.outputs.iter().zip(&expected.outputs).position(|(a, e)| a != e);
+        panic!(
+            "{:?}: output tables differ (first at {first:?})\n  actual:   {:?}\n  expected: {:?}",
+            executor,
+            summary(&actual),
+            summary(&expected)
+        );
+    }
+    assert_eq!(actual_files.len(), expected_files.len());
+    for (number, bytes) in &expected_files {
+        assert!(actual_files[number] == *bytes, "{}: table {number} differs ({} vs {} bytes)", executor.name(), actual_files[number].len(), bytes.len());
+    }
+    assert_eq!(actual.stats.entries_out, expected.stats.entries_out);
+    assert_eq!(actual.stats.bytes_written, expected.stats.bytes_written);
+}
+
+fn executors() -> Vec<Box<dyn Executor>> {
+    vec![
+        Box::new(ParallelExecutor::new(2, 256 << 20).unwrap()),
+        // A tiny budget: every job is cut into many slices.
+        Box::new(ParallelExecutor::new(3, 6 * 4096).unwrap()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(std::env::var("SHALE_CONFORMANCE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48)))]
+
+    #[test]
+    fn every_executor_matches_streaming(case in case()) {
+        for executor in executors() {
+            check_against_reference(executor.as_ref(), &case);
+        }
+    }
+}
+
+#[test]
+fn single_run_without_drops_rewrites_the_same_entries() {
+    let settings = TableSettings::default();
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..5000u32)
+        .map(|i| (InternalKey::new(format!("{i:016}").as_bytes(), 10_000 + u64::from(i), ValueType::Value).into_encoded(), vec![b'x'; 100]))
+        .collect();
+    let bytes = build_table(&entries, &settings);
+    let job = CompactionJob {
+        id: 1,
+        inputs: vec![InputRun { level: 0, files: vec![job_file(1, &bytes, &entries)] }],
+        output_level: 1,
+        max_output_file_size: 64 << 10,
+        grandparents: vec![],
+        max_grandparent_overlap_bytes: 1 << 30,
+        smallest_snapshot: 0,
+        deeper_levels: vec![],
+        table: settings,
+    };
+    let case = Case { job, files: vec![(1, bytes)] };
+    let (output, _) = run(&StreamingExecutor, &case);
+    assert_eq!(output.outputs.iter().map(|o| o.entries).sum::<u64>(), 5000);
+    assert!(output.outputs.len() > 5, "file limit cuts outputs: {}", output.outputs.len());
+    for executor in executors() {
+        check_against_reference(executor.as_ref(), &case);
+    }
+}

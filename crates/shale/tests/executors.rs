@@ -1,0 +1,99 @@
+//! The same database, fully compacted by each executor, gives identical
+//! files: same names, same bytes. Automatic compactions are switched off so
+//! that the only compactions are the manual ones under test.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use shale::{Options, ReadOptions, WriteOptions, DB};
+
+fn options(executor: &str) -> Options {
+    Options {
+        create_if_missing: true,
+        write_buffer_size: 64 << 10,
+        max_file_size: 32 << 10,
+        block_size: 1024,
+        l0_compaction_trigger: 1000,
+        l0_slowdown_writes_trigger: 1000,
+        l0_stop_writes_trigger: 1000,
+        max_bytes_for_level_base: 1 << 40,
+        compaction_executor: executor.to_string(),
+        compaction_memory_budget: 64 << 10,
+        ..Options::default()
+    }
+}
+
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".ldb"))
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "LOCK" {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn full_compaction_is_identical_with_every_executor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("source");
+    {
+        let db = DB::open(&source, options("streaming")).unwrap();
+        let write = WriteOptions::default();
+        for round in 0..6u32 {
+            for i in 0..3000u32 {
+                let key = format!("key{:06}", (i * 7919 + round * 13) % 9000);
+                if i % 11 == 3 {
+                    db.delete(&write, key.as_bytes()).unwrap();
+                } else {
+                    db.put(&write, key.as_bytes(), format!("{round}:{i}:{}", "v".repeat((i % 50) as usize)).as_bytes())
+                        .unwrap();
+                }
+            }
+            db.flush().unwrap();
+        }
+        assert!(db.property("shale.num-files-at-level0").unwrap().parse::<u32>().unwrap() >= 6);
+    }
+
+    let mut results = Vec::new();
+    for executor in shale::db::EXECUTORS {
+        let dir = tmp.path().join(executor);
+        copy_dir(&source, &dir);
+        let db = DB::open(&dir, options(executor)).unwrap();
+        db.compact_range(None, None).unwrap();
+        let (_, jobs, _) = db.executor_stats().into_iter().find(|(name, _, _)| name == executor).unwrap();
+        assert!(jobs > 0, "{executor} ran no job");
+        let contents: Vec<(Vec<u8>, Vec<u8>)> = {
+            let mut iter = db.iter(&ReadOptions::new()).unwrap();
+            let mut out = Vec::new();
+            iter.seek_to_first();
+            while iter.valid() {
+                out.push((iter.key().to_vec(), iter.value().to_vec()));
+                iter.next();
+            }
+            out
+        };
+        drop(db);
+        results.push((executor, files(&dir), contents));
+    }
+    let (reference_name, reference_files, reference_contents) = &results[0];
+    assert!(reference_files.len() > 3, "compaction should cut several files");
+    for (name, files, contents) in &results[1..] {
+        assert_eq!(contents, reference_contents, "{name} vs {reference_name}: contents");
+        assert_eq!(files.keys().collect::<Vec<_>>(), reference_files.keys().collect::<Vec<_>>(), "{name}: file names");
+        for (file, bytes) in files {
+            assert!(bytes == &reference_files[file], "{name}: {file} differs from {reference_name}'s");
+        }
+    }
+}
