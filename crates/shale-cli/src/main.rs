@@ -1,1 +1,66 @@
-fn main() {}
+//! `shale`: the command-line tool for ShaleDB databases.
+//!
+//! This file only parses the command line and dispatches; each subcommand
+//! lives in its own module under `commands/`, and the db_bench-style option
+//! flags they share are in `db_flags.rs`.
+
+mod commands;
+mod db_flags;
+mod error;
+mod hex;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::commands::{compact, dump, get_put_delete, load, scan, stats, verify};
+
+/// ShaleDB: an embeddable LSM key-value store whose files are LevelDB 1.23's.
+#[derive(Debug, Parser)]
+#[command(name = "shale", version, about, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Set KEY to VALUE.
+    Put(get_put_delete::PutArgs),
+    /// Print the value of KEY (exit 1 with `not found` when absent).
+    Get(get_put_delete::GetArgs),
+    /// Remove KEY (not an error when it is absent).
+    Delete(get_put_delete::DeleteArgs),
+    /// Apply `KEY<TAB>VALUE` (put) and `KEY` (delete) lines from stdin.
+    Load(load::LoadArgs),
+    /// Print `KEY<TAB>VALUE` lines in key order.
+    Scan(scan::ScanArgs),
+    /// Compact the whole database and report the compaction speed.
+    Compact(compact::CompactArgs),
+    /// Check every table, the MANIFEST and the logs without opening the
+    /// database.
+    Verify(verify::VerifyArgs),
+    /// Print the per-level statistics and the list of tables.
+    Stats(stats::StatsArgs),
+    /// Print a table, a write-ahead log or a MANIFEST, as LevelDB's dumpfile.
+    Dump(dump::DumpArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Put(args) => get_put_delete::put(&args),
+        Command::Get(args) => get_put_delete::get(&args),
+        Command::Delete(args) => get_put_delete::delete(&args),
+        Command::Load(args) => load::run(&args),
+        Command::Scan(args) => scan::run(&args),
+        Command::Compact(args) => compact::run(&args),
+        Command::Verify(args) => verify::run(&args),
+        Command::Stats(args) => stats::run(&args),
+        Command::Dump(args) => dump::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => err.report(),
+    }
+}

@@ -188,9 +188,7 @@ impl Table {
         self.inner.metaindex_handle.offset
     }
 
-    /// Every block handle of the table: data blocks from the index, then the
-    /// filter (if named in the metaindex), metaindex and index blocks. For
-    /// verification tools.
+    /// The handles of the table's data blocks, in order, from the index.
     pub fn block_handles(&self) -> Result<Vec<BlockHandle>> {
         let mut handles = Vec::new();
         let mut index = self.inner.index.iter(self.inner.options.comparator.clone());

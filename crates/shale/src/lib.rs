@@ -22,6 +22,7 @@ pub mod memtable;
 pub mod options;
 pub mod snapshot;
 pub mod table_cache;
+pub mod verify;
 pub mod version;
 pub mod version_set;
 

@@ -1,0 +1,90 @@
+//! `shale compact`: a full manual compaction (`compact_range(None, None)`),
+//! with its speed.
+//!
+//! Output: the per-executor lines of `shale.executors` (job counts and time
+//! per phase), then exactly one summary line
+//!
+//! ```text
+//! compact: read <bytes> bytes, wrote <bytes> bytes, <seconds> s, <MB/s> MB/s, executor <name>
+//! ```
+//!
+//! where read and written are summed over the levels from
+//! `DB::level_stats()` differences across the compaction (the memtable flush
+//! it starts with included), and MB/s is (read + written) / seconds / 10^6.
+
+use std::io::Write;
+use std::time::Instant;
+
+use clap::Args;
+use shale::db::LevelStats;
+
+use super::Target;
+use crate::error::{CliError, CliResult};
+
+/// Arguments of `shale compact`.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// Compaction executor (same as --compaction_executor).
+    #[arg(long, value_name = "NAME")]
+    executor: Option<String>,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// Bytes read and written, summed over the levels.
+fn totals(stats: &[LevelStats]) -> (u64, u64) {
+    stats.iter().fold((0, 0), |(read, written), level| {
+        (read + level.bytes_read, written + level.bytes_written)
+    })
+}
+
+/// Compacts everything and prints the speed.
+pub fn run(args: &CompactArgs) -> CliResult {
+    let mut target = args.target.clone();
+    if let Some(name) = &args.executor {
+        match &target.flags.compaction_executor {
+            Some(other) if other != name => {
+                return Err(CliError::Usage(format!(
+                    "--executor={name} and --compaction_executor={other} disagree"
+                )))
+            }
+            _ => target.flags.compaction_executor = Some(name.clone()),
+        }
+    }
+    let options = target.options(false)?;
+    let executor = options.compaction_executor.clone();
+    let db = target.open(options)?;
+
+    // Let compactions the open itself triggered finish first, so that the
+    // numbers are those of the manual compaction alone.
+    db.wait_for_compactions()?;
+    let (read_before, written_before) = totals(&db.level_stats());
+    let started = Instant::now();
+    db.compact_range(None, None)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let (read_after, written_after) = totals(&db.level_stats());
+    let read = read_after.saturating_sub(read_before);
+    let written = written_after.saturating_sub(written_before);
+    // Decimal megabytes (10^6 bytes), as db_bench's MB/s; note that the
+    // `shale.stats` and `shale.executors` properties count MiB instead.
+    let megabytes_per_second = if seconds > 0.0 {
+        (read + written) as f64 / seconds / 1e6
+    } else {
+        0.0
+    };
+
+    let mut out = std::io::stdout().lock();
+    if let Some(lines) = db.property("shale.executors") {
+        write!(out, "{lines}")?;
+        if !lines.is_empty() && !lines.ends_with('\n') {
+            writeln!(out)?;
+        }
+    }
+    writeln!(
+        out,
+        "compact: read {read} bytes, wrote {written} bytes, {seconds:.3} s, \
+         {megabytes_per_second:.1} MB/s, executor {executor}"
+    )?;
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,317 @@
+//! The database option flags every subcommand shares, spelled as LevelDB's
+//! db_bench spells them (`--write_buffer_size=N`, `--bloom_bits=-1`, ...) so
+//! that one command line works against LevelDB, RocksDB and ShaleDB. A flag
+//! left out keeps the [`shale::Options`] default.
+
+use clap::builder::BoolishValueParser;
+use clap::{Args, ValueEnum};
+use shale::Options;
+
+/// Block compression, as db_bench's `--compression`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Compression {
+    /// Blocks are stored as is.
+    None,
+    /// Snappy, kept for a block when it saves at least 1/8.
+    Snappy,
+}
+
+/// db_bench's option flags. Flatten into a subcommand with
+/// `#[command(flatten)]`, then call [`DbFlags::to_options`].
+///
+/// Numeric flags take a value starting with `-` (`--bloom_bits -1`), so that
+/// a negative size is refused with a message naming its flag rather than
+/// read as an unknown flag.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Database options (db_bench flags)")]
+pub struct DbFlags {
+    /// Bytes buffered in the memtable before it is written to L0.
+    #[arg(
+        long = "write_buffer_size",
+        value_name = "BYTES",
+        allow_negative_numbers = true
+    )]
+    pub write_buffer_size: Option<usize>,
+    /// Compaction output files are cut at about this many bytes.
+    #[arg(
+        long = "max_file_size",
+        value_name = "BYTES",
+        allow_negative_numbers = true
+    )]
+    pub max_file_size: Option<u64>,
+    /// Target size of a data block before compression.
+    #[arg(
+        long = "block_size",
+        value_name = "BYTES",
+        allow_negative_numbers = true
+    )]
+    pub block_size: Option<usize>,
+    /// Entries between restart points in a data block.
+    #[arg(
+        long = "block_restart_interval",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub block_restart_interval: Option<usize>,
+    /// Bloom filter bits per key; 0 or negative: no filter.
+    #[arg(long = "bloom_bits", value_name = "N", allow_negative_numbers = true)]
+    pub bloom_bits: Option<i64>,
+    /// Block compression.
+    #[arg(long = "compression", value_name = "KIND")]
+    pub compression: Option<Compression>,
+    /// Bytes of block cache; negative: the default.
+    #[arg(
+        long = "cache_size",
+        value_name = "BYTES",
+        allow_negative_numbers = true
+    )]
+    pub cache_size: Option<i64>,
+    /// Most table files kept open at once.
+    #[arg(long = "open_files", value_name = "N", allow_negative_numbers = true)]
+    pub open_files: Option<usize>,
+    /// Number of L0 files that triggers a compaction.
+    #[arg(
+        long = "l0_compaction_trigger",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub l0_compaction_trigger: Option<usize>,
+    /// Number of L0 files at which writes are slowed down.
+    #[arg(
+        long = "l0_slowdown_writes_trigger",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub l0_slowdown_writes_trigger: Option<usize>,
+    /// Number of L0 files at which writes stop.
+    #[arg(
+        long = "l0_stop_writes_trigger",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub l0_stop_writes_trigger: Option<usize>,
+    /// Target size of L1 in bytes.
+    #[arg(
+        long = "max_bytes_for_level_base",
+        value_name = "BYTES",
+        allow_negative_numbers = true
+    )]
+    pub max_bytes_for_level_base: Option<u64>,
+    /// Size ratio between adjacent levels.
+    #[arg(
+        long = "level_multiplier",
+        value_name = "X",
+        allow_negative_numbers = true
+    )]
+    pub level_multiplier: Option<f64>,
+    /// Threads running compactions.
+    #[arg(
+        long = "max_background_compactions",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub max_background_compactions: Option<usize>,
+    /// Compaction executor, by name.
+    #[arg(long = "compaction_executor", value_name = "NAME")]
+    pub compaction_executor: Option<String>,
+    /// Create the database when it does not exist (default: true for put
+    /// and load, false otherwise). `--create_if_missing` alone means true.
+    #[arg(
+        long = "create_if_missing",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub create_if_missing: Option<bool>,
+}
+
+impl DbFlags {
+    /// The options these flags describe, checked with
+    /// [`Options::validate`] and with the executor name resolved, so that a
+    /// bad value is reported before anything is opened or written.
+    /// `create_if_missing` is the flag's value or the `Options` default
+    /// (false); see [`DbFlags::create_if_missing_or`].
+    pub fn to_options(&self) -> Result<Options, String> {
+        let mut options = Options::default();
+        if let Some(bytes) = self.write_buffer_size {
+            options.write_buffer_size = bytes;
+        }
+        if let Some(bytes) = self.max_file_size {
+            options.max_file_size = bytes;
+        }
+        if let Some(bytes) = self.block_size {
+            options.block_size = bytes;
+        }
+        if let Some(n) = self.block_restart_interval {
+            options.block_restart_interval = n;
+        }
+        if let Some(bits) = self.bloom_bits {
+            // db_bench: a negative value (its default) or 0 means no filter.
+            options.bloom_bits_per_key = if bits <= 0 {
+                None
+            } else {
+                Some(u32::try_from(bits).map_err(|_| format!("--bloom_bits={bits} is too large"))?)
+            };
+        }
+        if let Some(compression) = self.compression {
+            options.snappy = compression == Compression::Snappy;
+        }
+        if let Some(bytes) = self.cache_size {
+            // db_bench: negative means "the default cache".
+            if bytes >= 0 {
+                options.block_cache_size = usize::try_from(bytes)
+                    .map_err(|_| format!("--cache_size={bytes} is too large"))?;
+            }
+        }
+        if let Some(n) = self.open_files {
+            options.max_open_files = n;
+        }
+        if let Some(n) = self.l0_compaction_trigger {
+            options.l0_compaction_trigger = n;
+        }
+        if let Some(n) = self.l0_slowdown_writes_trigger {
+            options.l0_slowdown_writes_trigger = n;
+        }
+        if let Some(n) = self.l0_stop_writes_trigger {
+            options.l0_stop_writes_trigger = n;
+        }
+        if let Some(bytes) = self.max_bytes_for_level_base {
+            options.max_bytes_for_level_base = bytes;
+        }
+        if let Some(x) = self.level_multiplier {
+            options.level_multiplier = x;
+        }
+        if let Some(n) = self.max_background_compactions {
+            options.max_background_compactions = n;
+        }
+        if let Some(name) = &self.compaction_executor {
+            options.compaction_executor = name.clone();
+        }
+        if let Some(create) = self.create_if_missing {
+            options.create_if_missing = create;
+        }
+        options.validate()?;
+        // By name only: building an executor may start threads.
+        if !shale::db::EXECUTORS.contains(&options.compaction_executor.as_str()) {
+            return Err(format!(
+                "unknown compaction executor {:?} (available: {})",
+                options.compaction_executor,
+                shale::db::EXECUTORS.join(", ")
+            ));
+        }
+        Ok(options)
+    }
+
+    /// `--create_if_missing` when given, else `default` (the subcommand's).
+    pub fn create_if_missing_or(&self, default: bool) -> bool {
+        self.create_if_missing.unwrap_or(default)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Harness {
+        #[command(flatten)]
+        flags: DbFlags,
+        rest: Vec<String>,
+    }
+
+    fn parse(args: &[&str]) -> Result<DbFlags, clap::Error> {
+        Harness::try_parse_from(std::iter::once("test").chain(args.iter().copied()))
+            .map(|h| h.flags)
+    }
+
+    #[test]
+    fn defaults_are_the_engine_defaults() {
+        let options = parse(&[]).unwrap().to_options().unwrap();
+        let default = Options::default();
+        assert_eq!(options.write_buffer_size, default.write_buffer_size);
+        assert_eq!(options.bloom_bits_per_key, default.bloom_bits_per_key);
+        assert_eq!(options.snappy, default.snappy);
+        assert!(!options.create_if_missing);
+    }
+
+    #[test]
+    fn db_bench_spellings() {
+        let flags = parse(&[
+            "--write_buffer_size=1000000",
+            "--max_file_size=3000000",
+            "--block_size=512",
+            "--block_restart_interval=4",
+            "--bloom_bits=-1",
+            "--compression=none",
+            "--cache_size=0",
+            "--open_files=50",
+            "--l0_compaction_trigger=2",
+            "--l0_slowdown_writes_trigger=3",
+            "--l0_stop_writes_trigger=5",
+            "--max_bytes_for_level_base=1048576",
+            "--level_multiplier=8",
+            "--max_background_compactions=2",
+            "--create_if_missing=0",
+        ])
+        .unwrap();
+        let o = flags.to_options().unwrap();
+        assert_eq!(o.write_buffer_size, 1_000_000);
+        assert_eq!(o.max_file_size, 3_000_000);
+        assert_eq!(o.block_size, 512);
+        assert_eq!(o.block_restart_interval, 4);
+        assert_eq!(o.bloom_bits_per_key, None);
+        assert!(!o.snappy);
+        assert_eq!(o.block_cache_size, 0);
+        assert_eq!(o.max_open_files, 50);
+        assert_eq!(
+            (
+                o.l0_compaction_trigger,
+                o.l0_slowdown_writes_trigger,
+                o.l0_stop_writes_trigger
+            ),
+            (2, 3, 5)
+        );
+        assert_eq!(o.max_bytes_for_level_base, 1 << 20);
+        assert_eq!(o.level_multiplier, 8.0);
+        assert_eq!(o.max_background_compactions, 2);
+        assert!(!flags.create_if_missing_or(true));
+
+        let o = parse(&["--bloom_bits", "0"]).unwrap().to_options().unwrap();
+        assert_eq!(o.bloom_bits_per_key, None);
+        let o = parse(&["--bloom_bits=12"]).unwrap().to_options().unwrap();
+        assert_eq!(o.bloom_bits_per_key, Some(12));
+        let flags = parse(&["--create_if_missing", "positional"]).unwrap();
+        assert!(flags.create_if_missing_or(false));
+        assert!(parse(&[]).unwrap().create_if_missing_or(true));
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(parse(&["--compression=zstd"]).is_err());
+        assert!(parse(&["--block_size=big"]).is_err());
+        assert!(parse(&["--block_size=-1"]).is_err());
+        let message = parse(&["--block_size=0"])
+            .unwrap()
+            .to_options()
+            .unwrap_err();
+        assert!(message.contains("block_size"), "{message}");
+        let message = parse(&["--l0_slowdown_writes_trigger=1"])
+            .unwrap()
+            .to_options()
+            .unwrap_err();
+        assert!(message.contains("L0"), "{message}");
+        let message = parse(&["--compaction_executor=warp"])
+            .unwrap()
+            .to_options()
+            .unwrap_err();
+        assert!(message.contains("warp"), "{message}");
+        let message = parse(&["--level_multiplier=NaN"])
+            .unwrap()
+            .to_options()
+            .unwrap_err();
+        assert!(message.contains("level_multiplier"), "{message}");
+    }
+}
