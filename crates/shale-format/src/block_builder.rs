@@ -85,6 +85,12 @@ impl BlockBuilder {
         self.entries_since_restart += 1;
     }
 
+    /// Finishes the block and hands over its contents.
+    pub fn into_contents(mut self) -> Vec<u8> {
+        self.finish();
+        self.buffer
+    }
+
     /// Appends the restart array and returns the finished block contents.
     /// The builder stays finished until [`BlockBuilder::reset`].
     pub fn finish(&mut self) -> &[u8] {

@@ -100,6 +100,19 @@ impl Error {
         }
     }
 
+    /// Names the file an error happened in: an I/O error's context gets
+    /// "in FILE" appended, a corruption without a file gets `file`.
+    #[must_use]
+    pub fn in_file(self, file: &str) -> Error {
+        match self {
+            Error::Io { context, source } => Error::Io {
+                context: format!("{context} in {file}"),
+                source,
+            },
+            other => other.at(file, 0),
+        }
+    }
+
     /// An I/O error with the action that failed.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
         Error::Io {

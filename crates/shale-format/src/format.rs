@@ -141,6 +141,23 @@ pub fn block_trailer(contents: &[u8], compression: CompressionType) -> [u8; BLOC
     [compression as u8, crc[0], crc[1], crc[2], crc[3]]
 }
 
+/// LevelDB's rule for keeping a compressed block: it must save at least 1/8
+/// of the raw size.
+#[inline]
+pub fn compression_pays(raw_len: usize, compressed_len: usize) -> bool {
+    compressed_len < raw_len - raw_len / 8
+}
+
+/// Snappy-compresses `raw` into `out` (resized as needed) with a per-thread
+/// encoder; the compressed length, or `None` on failure.
+fn snappy_compress(raw: &[u8], out: &mut Vec<u8>) -> Option<usize> {
+    thread_local! {
+        static ENCODER: std::cell::RefCell<snap::raw::Encoder> = std::cell::RefCell::new(snap::raw::Encoder::new());
+    }
+    out.resize(snap::raw::max_compress_len(raw.len()), 0);
+    ENCODER.with(|encoder| encoder.borrow_mut().compress(raw, out).ok())
+}
+
 /// Compresses `raw` with Snappy when that saves at least 1/8 of its size;
 /// returns the bytes to store and how. `scratch` is reused between calls.
 pub fn maybe_compress<'a>(
@@ -149,10 +166,24 @@ pub fn maybe_compress<'a>(
     scratch: &'a mut Vec<u8>,
 ) -> (&'a [u8], CompressionType) {
     if compression == CompressionType::Snappy {
-        scratch.resize(snap::raw::max_compress_len(raw.len()), 0);
-        if let Ok(n) = snap::raw::Encoder::new().compress(raw, scratch) {
-            if n < raw.len() - raw.len() / 8 {
+        if let Some(n) = snappy_compress(raw, scratch) {
+            if compression_pays(raw.len(), n) {
                 return (&scratch[..n], CompressionType::Snappy);
+            }
+        }
+    }
+    (raw, CompressionType::None)
+}
+
+/// [`maybe_compress`] for an owned block: returns the bytes to store without
+/// copying them when they stay uncompressed.
+pub fn maybe_compress_owned(raw: Vec<u8>, compression: CompressionType) -> (Vec<u8>, CompressionType) {
+    if compression == CompressionType::Snappy {
+        let mut out = Vec::new();
+        if let Some(n) = snappy_compress(&raw, &mut out) {
+            if compression_pays(raw.len(), n) {
+                out.truncate(n);
+                return (out, CompressionType::Snappy);
             }
         }
     }
@@ -236,26 +267,44 @@ pub fn decode_block(
     handle: BlockHandle,
     verify_checksum: bool,
 ) -> Result<Vec<u8>> {
+    match check_and_decompress(&buf, file, handle, verify_checksum)? {
+        Some(decompressed) => Ok(decompressed),
+        None => {
+            buf.truncate(buf.len() - BLOCK_TRAILER_LEN);
+            Ok(buf)
+        }
+    }
+}
+
+/// Like [`decode_block`] for a block that is part of a larger buffer: the
+/// contents are copied (or decompressed) once into a new vector.
+pub fn decode_block_slice(raw: &[u8], file: &str, handle: BlockHandle, verify_checksum: bool) -> Result<Vec<u8>> {
+    match check_and_decompress(raw, file, handle, verify_checksum)? {
+        Some(decompressed) => Ok(decompressed),
+        None => Ok(raw[..raw.len() - BLOCK_TRAILER_LEN].to_vec()),
+    }
+}
+
+/// Checks the trailer of `raw` (contents + trailer). Returns the
+/// decompressed contents, or `None` when the contents are stored as is.
+fn check_and_decompress(raw: &[u8], file: &str, handle: BlockHandle, verify_checksum: bool) -> Result<Option<Vec<u8>>> {
     let corrupt = |at: u64, reason: String| Error::corruption(at, reason).at(file, 0);
-    let len = buf.len().saturating_sub(BLOCK_TRAILER_LEN);
-    if buf.len() < BLOCK_TRAILER_LEN {
+    if raw.len() < BLOCK_TRAILER_LEN {
         return Err(corrupt(handle.offset, "block shorter than its trailer".into()));
     }
-    let type_byte = buf[len];
+    let len = raw.len() - BLOCK_TRAILER_LEN;
+    let type_byte = raw[len];
     if verify_checksum {
-        let stored = u32::from_le_bytes([buf[len + 1], buf[len + 2], buf[len + 3], buf[len + 4]]);
-        let actual = crc::mask(crc::extend(crc::value(&buf[..len]), &[type_byte]));
+        let stored = u32::from_le_bytes([raw[len + 1], raw[len + 2], raw[len + 3], raw[len + 4]]);
+        let actual = crc::mask(crc::extend(crc::value(&raw[..len]), &[type_byte]));
         if stored != actual {
             return Err(corrupt(handle.offset, "block checksum mismatch".into()));
         }
     }
     match CompressionType::from_u8(type_byte) {
-        Some(CompressionType::None) => {
-            buf.truncate(len);
-            Ok(buf)
-        }
+        Some(CompressionType::None) => Ok(None),
         Some(CompressionType::Snappy) => {
-            let compressed = &buf[..len];
+            let compressed = &raw[..len];
             let raw_len = snap::raw::decompress_len(compressed)
                 .map_err(|e| corrupt(handle.offset, format!("bad Snappy header: {e}")))?;
             if raw_len > len.saturating_mul(MAX_SNAPPY_EXPANSION) + 64 {
@@ -268,7 +317,7 @@ pub fn decode_block(
             snap::raw::Decoder::new()
                 .decompress(compressed, &mut out)
                 .map_err(|e| corrupt(handle.offset, format!("corrupted Snappy block: {e}")))?;
-            Ok(out)
+            Ok(Some(out))
         }
         None => Err(corrupt(
             handle.offset + len as u64,

@@ -22,6 +22,24 @@ pub trait BlockCache: Send + Sync {
     fn insert(&self, table_id: u64, offset: u64, block: Block);
 }
 
+/// Per-read choices for data blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockReadOptions {
+    /// Check each block's CRC (in addition to the table's own setting).
+    pub verify_checksums: bool,
+    /// Offer blocks read from disk to the block cache.
+    pub fill_cache: bool,
+}
+
+impl Default for BlockReadOptions {
+    fn default() -> BlockReadOptions {
+        BlockReadOptions {
+            verify_checksums: false,
+            fill_cache: true,
+        }
+    }
+}
+
 /// How to open and read a table.
 #[derive(Clone)]
 pub struct ReadTableOptions {
@@ -29,7 +47,8 @@ pub struct ReadTableOptions {
     pub comparator: Arc<dyn Comparator>,
     /// Used when the table has a filter of the same name.
     pub filter_policy: Option<Arc<dyn FilterPolicy>>,
-    /// Check the CRC of every block read.
+    /// Check the CRC of every data block, whatever a read asks. (The index,
+    /// metaindex and filter blocks are always checked when the table opens.)
     pub verify_checksums: bool,
     /// Cache for data blocks, with this table's id in it.
     pub block_cache: Option<(Arc<dyn BlockCache>, u64)>,
@@ -107,8 +126,7 @@ impl Table {
             .map_err(|e| Error::io(format!("reading the footer of {name}"), e))?;
         let footer = Footer::decode(&footer_bytes).map_err(|e| e.at(name, footer_offset))?;
 
-        let verify = options.verify_checksums;
-        let index_bytes = read_block(&*source, name, file_size, footer.index_handle, verify)?;
+        let index_bytes = read_block(&*source, name, file_size, footer.index_handle, true)?;
         let index = Block::new(index_bytes).map_err(|e| e.at(name, footer.index_handle.offset))?;
 
         let mut table = TableInner {
@@ -138,7 +156,13 @@ impl Table {
 
     /// A cursor over every entry.
     pub fn iter(&self) -> TableIter {
+        self.iter_with(BlockReadOptions::default())
+    }
+
+    /// A cursor over every entry, reading blocks as `read` says.
+    pub fn iter_with(&self, read: BlockReadOptions) -> TableIter {
         TableIter {
+            read,
             table: self.clone(),
             index: self.inner.index.iter(self.inner.options.comparator.clone()),
             data: None,
@@ -151,6 +175,11 @@ impl Table {
     /// it, skipping the block read when the filter rules the key out. Returns
     /// that entry (the caller checks whether its user key matches).
     pub fn get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.get_with(key, BlockReadOptions::default())
+    }
+
+    /// [`Table::get`], reading blocks as `read` says.
+    pub fn get_with(&self, key: &[u8], read: BlockReadOptions) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let mut index = self.inner.index.iter(self.inner.options.comparator.clone());
         index.seek(key);
         if !index.valid() {
@@ -163,7 +192,7 @@ impl Table {
                 return Ok(None);
             }
         }
-        let block = self.read_data_block(handle)?;
+        let block = self.read_data_block(handle, read)?;
         let mut iter = block.iter(self.inner.options.comparator.clone());
         iter.seek(key);
         if iter.valid() {
@@ -202,7 +231,7 @@ impl Table {
     }
 
     /// Reads and decodes a data block, through the cache when there is one.
-    pub fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
+    pub fn read_data_block(&self, handle: BlockHandle, read: BlockReadOptions) -> Result<Block> {
         let inner = &self.inner;
         if let Some((cache, id)) = &inner.options.block_cache {
             if let Some(block) = cache.get(*id, handle.offset) {
@@ -214,10 +243,10 @@ impl Table {
             &inner.name,
             inner.file_size,
             handle,
-            inner.options.verify_checksums,
+            inner.options.verify_checksums || read.verify_checksums,
         )?;
         let block = Block::new(bytes).map_err(|e| e.at(&inner.name, handle.offset))?;
-        if let Some((cache, id)) = &inner.options.block_cache {
+        if let (Some((cache, id)), true) = (&inner.options.block_cache, read.fill_cache) {
             cache.insert(*id, handle.offset, block.clone());
         }
         Ok(block)
@@ -236,7 +265,7 @@ impl TableInner {
         let Some(policy) = &self.options.filter_policy else {
             return Ok(None);
         };
-        let verify = self.options.verify_checksums;
+        let verify = true;
         let Ok(bytes) = read_block(&*self.source, &self.name, self.file_size, self.metaindex_handle, verify)
         else {
             return Ok(None);
@@ -264,6 +293,7 @@ impl TableInner {
 /// cursor walks it (LevelDB's two-level iterator).
 #[derive(Debug)]
 pub struct TableIter {
+    read: BlockReadOptions,
     table: Table,
     index: BlockIter,
     data: Option<BlockIter>,
@@ -302,7 +332,7 @@ impl TableIter {
         if self.data.is_some() && self.data_handle == Some(handle) {
             return;
         }
-        match self.table.read_data_block(handle) {
+        match self.table.read_data_block(handle, self.read) {
             Ok(block) => {
                 self.data = Some(block.iter(self.table.inner.options.comparator.clone()));
                 self.data_handle = Some(handle);

@@ -56,9 +56,6 @@ pub struct Options {
     /// Memory the `parallel` executor may use for one job, in bytes; larger
     /// jobs are processed in key-range slices.
     pub compaction_memory_budget: usize,
-    /// Compact a file that has absorbed too many seeks (LevelDB's seek
-    /// compaction). Off by default.
-    pub seek_compaction: bool,
 }
 
 impl Default for Options {
@@ -85,7 +82,6 @@ impl Default for Options {
             compaction_executor: shale_compact::parallel::PARALLEL.to_string(),
             compaction_threads: 0,
             compaction_memory_budget: shale_compact::parallel::DEFAULT_MEMORY_BUDGET,
-            seek_compaction: false,
         }
     }
 }
@@ -155,15 +151,18 @@ pub struct WriteOptions {
 }
 
 /// Options for reads and iterators.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ReadOptions {
     /// Read as of this snapshot instead of the latest state.
     pub snapshot: Option<Snapshot>,
-    /// Check the CRC of every block read (blocks already in the cache were
-    /// checked when first read only if this was set then).
+    /// Check the CRC of every data block read from disk. On by default
+    /// (LevelDB's default is off; CRC32C costs little next to a disk read).
+    /// Blocks found in the block cache were checked when they were read if
+    /// the read that brought them asked for it. With `paranoid_checks`
+    /// every block is checked whatever this says.
     pub verify_checksums: bool,
-    /// Keep blocks read by this operation in the block cache. Defaults to
-    /// true via [`ReadOptions::new`]; turn off for bulk scans.
+    /// Keep blocks read by this operation in the block cache (on by
+    /// default; turn off for bulk scans).
     pub fill_cache: bool,
     /// Iterators only: first user key to return (inclusive).
     pub lower_bound: Option<Vec<u8>>,
@@ -172,11 +171,20 @@ pub struct ReadOptions {
 }
 
 impl ReadOptions {
-    /// The usual read: latest state, cache filled.
+    /// The usual read: latest state, checksums verified, cache filled.
     pub fn new() -> ReadOptions {
+        ReadOptions::default()
+    }
+}
+
+impl Default for ReadOptions {
+    fn default() -> ReadOptions {
         ReadOptions {
+            snapshot: None,
+            verify_checksums: true,
             fill_cache: true,
-            ..ReadOptions::default()
+            lower_bound: None,
+            upper_bound: None,
         }
     }
 }

@@ -65,6 +65,7 @@ pub struct TableCache {
     tables: Cache<u64, Table>,
     block_cache: Arc<SharedBlockCache>,
     bloom_bits_per_key: Option<u32>,
+    paranoid_checks: bool,
 }
 
 impl std::fmt::Debug for TableCache {
@@ -81,6 +82,7 @@ impl TableCache {
         max_open: usize,
         block_cache: Arc<SharedBlockCache>,
         bloom_bits_per_key: Option<u32>,
+        paranoid_checks: bool,
     ) -> TableCache {
         TableCache {
             dir: dir.to_path_buf(),
@@ -88,27 +90,22 @@ impl TableCache {
             tables: Cache::new(max_open.max(1)),
             block_cache,
             bloom_bits_per_key,
+            paranoid_checks,
         }
     }
 
     /// The table `number` of `file_size` bytes, opened if needed. Tables
     /// written by older LevelDB releases as `.sst` are found too.
-    /// `fill_cache` decides whether blocks read through the returned handle
-    /// go into the block cache (a handle opened for a bulk scan does not).
-    pub fn table(&self, number: u64, file_size: u64, fill_cache: bool) -> Result<Table> {
-        if fill_cache {
-            if let Some(table) = self.tables.get(&number) {
-                return Ok(table);
-            }
+    pub fn table(&self, number: u64, file_size: u64) -> Result<Table> {
+        if let Some(table) = self.tables.get(&number) {
+            return Ok(table);
         }
-        let table = self.open(number, file_size, fill_cache)?;
-        if fill_cache {
-            self.tables.insert(number, table.clone());
-        }
+        let table = self.open(number, file_size)?;
+        self.tables.insert(number, table.clone());
         Ok(table)
     }
 
-    fn open(&self, number: u64, file_size: u64, fill_cache: bool) -> Result<Table> {
+    fn open(&self, number: u64, file_size: u64) -> Result<Table> {
         let mut path = filename::table_file_name(&self.dir, number);
         let source = match self.env.new_random_access_file(&path) {
             Ok(source) => source,
@@ -130,10 +127,11 @@ impl TableCache {
             }
             .table_options(),
         );
-        options.verify_checksums = true;
-        if fill_cache {
-            options.block_cache = Some((self.block_cache.clone() as Arc<dyn BlockCache>, number));
-        }
+        // Data blocks are checked as each read asks (ReadOptions), and
+        // always with paranoid checks; the table checks its index and
+        // filter blocks when it opens.
+        options.verify_checksums = self.paranoid_checks;
+        options.block_cache = Some((self.block_cache.clone() as Arc<dyn BlockCache>, number));
         Table::open(source, file_size, &name, options)
     }
 

@@ -56,9 +56,9 @@ impl FileMeta {
     }
 }
 
-/// The live tables per level. L0 files may overlap and are kept newest first
-/// (by file number, descending); files of L1 and deeper are disjoint and kept
-/// in key order.
+/// The live tables per level, each level in order of smallest key (as
+/// LevelDB keeps them). L0 files may overlap (readers that need them newest
+/// first sort by file number); files of L1 and deeper are disjoint.
 #[derive(Debug, Clone, Default)]
 pub struct Version {
     /// Files of each level.
@@ -180,10 +180,10 @@ impl VersionBuilder {
                 .cloned()
                 .chain(self.added[level].values().cloned())
                 .collect();
-            if level == 0 {
-                files.sort_by_key(|f| std::cmp::Reverse(f.number));
-            } else {
-                files.sort_by(|a, b| compare_internal_keys(a.smallest.encoded(), b.smallest.encoded()));
+            files.sort_by(|a, b| {
+                compare_internal_keys(a.smallest.encoded(), b.smallest.encoded()).then(a.number.cmp(&b.number))
+            });
+            if level > 0 {
                 for pair in files.windows(2) {
                     if compare_internal_keys(pair[0].largest.encoded(), pair[1].smallest.encoded()) != Ordering::Less {
                         return Err(Error::corruption(
@@ -233,7 +233,7 @@ mod tests {
         let mut builder = VersionBuilder::new(Arc::new(Version::default()));
         builder.apply(&edit).unwrap();
         let v = Arc::new(builder.build().unwrap());
-        assert_eq!(v.files[0].iter().map(|f| f.number).collect::<Vec<_>>(), vec![7, 3]);
+        assert_eq!(v.files[0].iter().map(|f| f.number).collect::<Vec<_>>(), vec![3, 7]);
         assert_eq!(v.files[1].iter().map(|f| f.number).collect::<Vec<_>>(), vec![4, 5]);
 
         let mut edit = VersionEdit::default();

@@ -51,6 +51,15 @@ impl std::fmt::Debug for VersionSet {
     }
 }
 
+/// Where a MANIFEST write failed.
+#[derive(Debug, Clone, Copy)]
+enum WriteStage {
+    /// Appending or syncing the record (CURRENT untouched).
+    Record,
+    /// Switching CURRENT to the new MANIFEST (the rename may have happened).
+    Current,
+}
+
 /// What recovery found.
 #[derive(Debug)]
 pub struct Recovered {
@@ -238,9 +247,13 @@ impl VersionSet {
         }
 
         let result = self.write_edit(edit, new_manifest.as_ref().map(|(n, _)| *n));
-        if let Err(err) = result {
+        if let Err((err, stage)) = result {
+            // Start a fresh MANIFEST next time. The new one may be deleted
+            // only while CURRENT cannot name it: once the rename of CURRENT
+            // may have happened, it stays (an unreferenced MANIFEST is
+            // removed as obsolete later).
             self.manifest = None;
-            if let Some((_, path)) = new_manifest {
+            if let (Some((_, path)), WriteStage::Record) = (new_manifest, stage) {
                 let _ = self.env.remove_file(&path);
             }
             return Err(err);
@@ -262,18 +275,29 @@ impl VersionSet {
         Ok(version)
     }
 
-    fn write_edit(&mut self, edit: &VersionEdit, new_manifest: Option<u64>) -> Result<()> {
+    /// Appends and syncs `edit`, makes the directory durable (new tables
+    /// the edit names, a new MANIFEST), and points CURRENT at a new MANIFEST.
+    /// On failure says which stage failed.
+    fn write_edit(&mut self, edit: &VersionEdit, new_manifest: Option<u64>) -> std::result::Result<(), (Error, WriteStage)> {
+        let record = WriteStage::Record;
+        let number = new_manifest.unwrap_or(self.manifest_file_number);
+        let name = format!("MANIFEST-{number:06}");
         let writer = self
             .manifest
             .as_mut()
-            .ok_or_else(|| Error::InvalidArgument("no MANIFEST open".into()))?;
-        writer.add_record(&edit.encode())?;
+            .ok_or_else(|| (Error::InvalidArgument("no MANIFEST open".into()), record))?;
+        writer
+            .add_record(&edit.encode())
+            .map_err(|e| (e.in_file(&name), record))?;
         writer
             .get_mut()
             .sync()
-            .map_err(|e| Error::io("syncing the MANIFEST", e))?;
+            .map_err(|e| (Error::io(format!("syncing {name}"), e), record))?;
+        // Tables named by the edit were created since the last directory
+        // sync: make their names durable before anyone relies on the edit.
+        self.env.sync_dir(&self.dir).map_err(|e| (e, record))?;
         if let Some(number) = new_manifest {
-            filename::set_current_file(&*self.env, &self.dir, number)?;
+            filename::set_current_file(&*self.env, &self.dir, number).map_err(|e| (e, WriteStage::Current))?;
         }
         Ok(())
     }

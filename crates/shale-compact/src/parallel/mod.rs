@@ -35,7 +35,7 @@ use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, PhaseStats};
 use merge::{item_key, merge_runs, user_key_prefix, Item};
-use pack::{plan_boundaries, write_planned, Kept, OpenFile, ScanState};
+use pack::{plan_boundaries, write_planned, Kept, OpenFile, ScanState, Syncer};
 use unpack::{unpack_block, ParsedBlock};
 
 /// Name of this executor.
@@ -204,20 +204,23 @@ fn run_job(job: &CompactionJob, io: &dyn JobIo, slice_input_bytes: u64) -> Resul
         unfinished_block: Vec::new(),
     };
     let mut outputs = Vec::new();
-    let result = (|| {
-        loop {
-            let limit = next_slice_limit(&tables, &cursors, slice_input_bytes);
-            let last = limit.is_none();
-            run_slice(job, io, &tables, &mut cursors, limit.as_deref(), &mut carry, &mut outputs, &options, bloom.as_ref(), &mut stats)?;
-            if last {
-                return Ok(());
-            }
+    let result = Syncer::scope(|syncer| loop {
+        let limit = next_slice_limit(&tables, &cursors, slice_input_bytes);
+        let last = limit.is_none();
+        let slice = SliceContext { job, io, tables: &tables, options: &options, bloom: bloom.as_ref(), syncer };
+        run_slice(&slice, &mut cursors, limit.as_deref(), &mut carry, &mut outputs, &mut stats)?;
+        if last {
+            return Ok(());
         }
-    })();
-    if let Err(err) = result {
-        // Drop the open file; the engine deletes every output of a failed job.
-        carry.open = None;
-        return Err(err);
+    });
+    match result {
+        // Syncs overlapped the computation; count them as write time.
+        Ok(((), sync_secs)) => stats.write_secs += sync_secs,
+        Err(err) => {
+            // Drop the open file; the engine deletes every output of a failed job.
+            carry.open = None;
+            return Err(err);
+        }
     }
     stats.total_secs = started.elapsed().as_secs_f64();
     Ok(CompactionOutput {
@@ -254,19 +257,25 @@ fn next_slice_limit(tables: &[InputTable], cursors: &[RunCursor], slice_input_by
     None
 }
 
-#[allow(clippy::too_many_arguments, reason = "the phases' shared state, passed explicitly")]
+/// What every slice of a job shares.
+struct SliceContext<'a> {
+    job: &'a CompactionJob,
+    io: &'a dyn JobIo,
+    tables: &'a [InputTable],
+    options: &'a shale_format::options::TableOptions,
+    bloom: Option<&'a BloomFilterPolicy>,
+    syncer: &'a Syncer,
+}
+
 fn run_slice(
-    job: &CompactionJob,
-    io: &dyn JobIo,
-    tables: &[InputTable],
+    slice: &SliceContext<'_>,
     cursors: &mut [RunCursor],
     limit: Option<&[u8]>,
     carry: &mut Carry<'_>,
     outputs: &mut Vec<crate::job::OutputTable>,
-    options: &shale_format::options::TableOptions,
-    bloom: Option<&BloomFilterPolicy>,
     stats: &mut PhaseStats,
 ) -> Result<()> {
+    let (job, tables) = (slice.job, slice.tables);
     // Read: per run, the blocks whose index key is <= limit, plus the first
     // one past it (which may hold keys <= limit). One read per file range.
     let t = Instant::now();
@@ -283,7 +292,7 @@ fn run_slice(
         }
         wanted.push(take);
     }
-    let raw: Vec<Vec<(usize, BlockHandle, Vec<u8>)>> = wanted
+    let raw: Vec<Vec<RawBlock>> = wanted
         .par_iter()
         .map(|take| read_blocks(tables, take))
         .collect::<Result<_>>()?;
@@ -296,7 +305,7 @@ fn run_slice(
         .map(|blocks| {
             blocks
                 .into_par_iter()
-                .map(|(table, handle, bytes)| unpack_block(bytes, &tables[table].name, handle))
+                .map(|raw| unpack_block(&raw.buffer[raw.range.clone()], &tables[raw.table].name, raw.handle))
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<_>>()?;
@@ -389,7 +398,18 @@ fn run_slice(
     let last = limit.is_none();
     let (files, unfinished) = plan_boundaries(&blocks, &kept, &stops, &mut carry.scan, job, last);
     stats.pack_secs += t.elapsed().as_secs_f64();
-    write_planned(&blocks, &kept, files, &mut carry.open, outputs, options, bloom, io, stats)?;
+    write_planned(
+        &blocks,
+        &kept,
+        files,
+        &mut carry.open,
+        outputs,
+        slice.options,
+        slice.bloom,
+        slice.io,
+        slice.syncer,
+        stats,
+    )?;
     carry.unfinished_block = kept[unfinished]
         .iter()
         .map(|&(b, e)| (blocks[b as usize].key(e as usize).to_vec(), blocks[b as usize].value(e as usize).to_vec()))
@@ -397,9 +417,17 @@ fn run_slice(
     Ok(())
 }
 
+/// A block read with its trailer: a range of a shared read buffer.
+struct RawBlock {
+    table: usize,
+    handle: BlockHandle,
+    buffer: Arc<Vec<u8>>,
+    range: std::ops::Range<usize>,
+}
+
 /// Reads the given blocks of one run with their trailers, one read per
 /// contiguous stretch of a file.
-fn read_blocks(tables: &[InputTable], take: &[(usize, usize)]) -> Result<Vec<(usize, BlockHandle, Vec<u8>)>> {
+fn read_blocks(tables: &[InputTable], take: &[(usize, usize)]) -> Result<Vec<RawBlock>> {
     let mut out = Vec::with_capacity(take.len());
     let mut i = 0;
     while i < take.len() {
@@ -423,6 +451,7 @@ fn read_blocks(tables: &[InputTable], take: &[(usize, usize)]) -> Result<Vec<(us
             .source
             .read_exact_at(&mut buf, start)
             .map_err(|e| Error::io(format!("reading {} at offset {start}", table.name), e))?;
+        let buf = Arc::new(buf);
         for &(_, b) in &take[i..=j] {
             let handle = table.blocks[b].1;
             let from = (handle.offset.checked_sub(start))
@@ -430,7 +459,12 @@ fn read_blocks(tables: &[InputTable], take: &[(usize, usize)]) -> Result<Vec<(us
                 .filter(|&f| f as u64 + handle.size + BLOCK_TRAILER_LEN as u64 <= buf.len() as u64)
                 .ok_or_else(|| Error::corruption(handle.offset, "block handles overlap or run backwards").at(&table.name, 0))?;
             let to = from + handle.size as usize + BLOCK_TRAILER_LEN;
-            out.push((table_index, handle, buf[from..to].to_vec()));
+            out.push(RawBlock {
+                table: table_index,
+                handle,
+                buffer: buf.clone(),
+                range: from..to,
+            });
         }
         i = j + 1;
     }

@@ -14,7 +14,7 @@ use shale_format::block_builder::{shared_prefix_len, BlockBuilder};
 use shale_format::bloom::{bloom_hash, BloomFilterPolicy};
 use shale_format::coding::varint_length;
 use shale_format::filter_block::{assemble_filters, plan_filters};
-use shale_format::format::{maybe_compress, CompressionType, BLOCK_TRAILER_LEN};
+use shale_format::format::{maybe_compress_owned, CompressionType, BLOCK_TRAILER_LEN};
 use shale_format::internal_key::extract_user_key;
 use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
@@ -194,10 +194,9 @@ fn encode_block(blocks: &[Arc<ParsedBlock>], kept: &[Kept], range: Range<usize>,
             hashes.push(bloom_hash(extract_user_key(key)));
         }
     }
-    let mut scratch = Vec::new();
-    let (contents, compression) = maybe_compress(builder.finish(), options.compression, &mut scratch);
+    let (contents, compression) = maybe_compress_owned(builder.into_contents(), options.compression);
     EncodedBlock {
-        contents: contents.to_vec(),
+        contents,
         compression,
         first_key: key(blocks, kept[range.start]).to_vec(),
         last_key: key(blocks, kept[range.end - 1]).to_vec(),
@@ -217,6 +216,47 @@ pub struct OpenFile {
     block_hashes: Vec<Vec<u32>>,
 }
 
+/// Makes finished output files durable on a thread of its own, so syncs
+/// overlap the computation of later files (the pipeline mechanism).
+pub struct Syncer {
+    sender: std::sync::mpsc::Sender<Box<dyn OutputSink>>,
+}
+
+impl Syncer {
+    /// Runs `body` with a syncer; returns the first error of either.
+    pub fn scope<T>(body: impl FnOnce(&Syncer) -> Result<T>) -> Result<(T, f64)> {
+        let (sender, receiver) = std::sync::mpsc::channel::<Box<dyn OutputSink>>();
+        std::thread::scope(|scope| {
+            let worker = scope.spawn(move || -> Result<f64> {
+                let mut seconds = 0.0;
+                let mut first_error = None;
+                for sink in receiver {
+                    let started = Instant::now();
+                    if let Err(err) = sink.finish() {
+                        first_error.get_or_insert(err);
+                    }
+                    seconds += started.elapsed().as_secs_f64();
+                }
+                first_error.map_or(Ok(seconds), Err)
+            });
+            let syncer = Syncer { sender };
+            let result = body(&syncer);
+            drop(syncer);
+            let synced = worker
+                .join()
+                .unwrap_or_else(|_| Err(shale_format::Error::InvalidArgument("the sync thread panicked".into())));
+            let value = result?;
+            Ok((value, synced?))
+        })
+    }
+
+    fn submit(&self, sink: Box<dyn OutputSink>) -> Result<()> {
+        self.sender
+            .send(sink)
+            .map_err(|_| shale_format::Error::InvalidArgument("the sync thread stopped".into()))
+    }
+}
+
 /// Encodes the planned blocks in parallel and writes them, finishing files
 /// as planned. `open` is the file carried between slices.
 #[allow(clippy::too_many_arguments, reason = "the phases' shared state, passed explicitly")]
@@ -229,6 +269,7 @@ pub fn write_planned(
     options: &TableOptions,
     bloom: Option<&BloomFilterPolicy>,
     io: &dyn JobIo,
+    syncer: &Syncer,
     stats: &mut PhaseStats,
 ) -> Result<()> {
     let started = Instant::now();
@@ -271,7 +312,7 @@ pub fn write_planned(
         }
         if planned.finish {
             if let Some(file) = open.take() {
-                outputs.push(finish_file(file, bloom, stats)?);
+                outputs.push(finish_file(file, bloom, syncer, stats)?);
             }
         }
     }
@@ -280,7 +321,12 @@ pub fn write_planned(
 
 /// Builds the filters (in parallel, one per filter range), writes the
 /// trailing blocks and syncs the file.
-fn finish_file(file: OpenFile, bloom: Option<&BloomFilterPolicy>, stats: &mut PhaseStats) -> Result<OutputTable> {
+fn finish_file(
+    file: OpenFile,
+    bloom: Option<&BloomFilterPolicy>,
+    syncer: &Syncer,
+    stats: &mut PhaseStats,
+) -> Result<OutputTable> {
     let started = Instant::now();
     let filter = bloom.map(|policy| {
         let plan = plan_filters(&file.block_ranges);
@@ -300,7 +346,7 @@ fn finish_file(file: OpenFile, bloom: Option<&BloomFilterPolicy>, stats: &mut Ph
     stats.pack_secs += started.elapsed().as_secs_f64();
     let started = Instant::now();
     let (sink, file_size) = file.assembler.finish_with_filter_block(filter)?;
-    sink.finish()?;
+    syncer.submit(sink)?;
     stats.write_secs += started.elapsed().as_secs_f64();
     stats.bytes_written += file_size;
     stats.entries_out += file.entries;

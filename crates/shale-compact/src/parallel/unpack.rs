@@ -6,7 +6,7 @@
 //! that parses one restart group per work item.
 
 use shale_format::coding::{decode_fixed32, decode_varint32};
-use shale_format::format::{decode_block, BlockHandle};
+use shale_format::format::{decode_block_slice, BlockHandle};
 use shale_format::{Error, Result};
 
 /// Where one entry's key and value are.
@@ -66,8 +66,8 @@ impl ParsedBlock {
 }
 
 /// Checks, decompresses and parses one block read with its trailer.
-pub fn unpack_block(raw: Vec<u8>, file: &str, handle: BlockHandle) -> Result<ParsedBlock> {
-    let contents = decode_block(raw, file, handle, true)?;
+pub fn unpack_block(raw: &[u8], file: &str, handle: BlockHandle) -> Result<ParsedBlock> {
+    let contents = decode_block_slice(raw, file, handle, true)?;
     let corrupt = |offset: usize, reason: &str| Error::corruption(offset as u64, reason.to_string()).at(file, handle.offset);
     let size = contents.len();
     if size < 4 {
@@ -165,13 +165,13 @@ mod tests {
         let contents = builder.finish().to_vec();
         let mut raw = contents.clone();
         raw.extend_from_slice(&block_trailer(&contents, CompressionType::None));
-        let block = unpack_block(raw.clone(), "t", BlockHandle::new(0, contents.len() as u64)).unwrap();
+        let block = unpack_block(&raw, "t", BlockHandle::new(0, contents.len() as u64)).unwrap();
         assert_eq!(block.entries.len(), 50);
         for (i, (k, v)) in entries.iter().enumerate() {
             assert_eq!(block.key(i), k.as_slice());
             assert_eq!(block.value(i), v.as_slice());
         }
         raw[5] ^= 1;
-        assert!(unpack_block(raw, "t", BlockHandle::new(0, contents.len() as u64)).is_err());
+        assert!(unpack_block(&raw, "t", BlockHandle::new(0, contents.len() as u64)).is_err());
     }
 }

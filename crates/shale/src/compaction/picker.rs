@@ -191,7 +191,7 @@ pub fn pick_compaction(
         let files = &version.files[level];
         // Files in rotation order after the compact pointer; L0 has one
         // candidate (the expansion takes every overlapping L0 file).
-        let start = if compact_pointers[level].is_empty() || level == 0 {
+        let start = if compact_pointers[level].is_empty() {
             0
         } else {
             files

@@ -58,20 +58,31 @@ struct EngineJobIo<'a> {
     created: std::sync::Mutex<Vec<u64>>,
 }
 
-struct TableSink(Box<dyn WritableFile>);
+/// A compaction output file; its I/O errors name the file.
+struct TableSink {
+    file: Box<dyn WritableFile>,
+    path: std::path::PathBuf,
+}
+
+impl TableSink {
+    fn name_error(&self, err: std::io::Error) -> std::io::Error {
+        std::io::Error::new(err.kind(), format!("{}: {err}", self.path.display()))
+    }
+}
 
 impl std::io::Write for TableSink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.write(buf)
+        self.file.write(buf).map_err(|e| self.name_error(e))
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
+        self.file.flush().map_err(|e| self.name_error(e))
     }
 }
 
 impl OutputSink for TableSink {
     fn finish(mut self: Box<Self>) -> Result<()> {
-        self.0.sync().map_err(|e| Error::io("syncing a compaction output", e))
+        let path = self.path.display().to_string();
+        self.file.sync().map_err(|e| Error::io(format!("syncing {path}"), e))
     }
 }
 
@@ -92,12 +103,9 @@ impl JobIo for EngineJobIo<'_> {
         let number = self.inner.new_file_number();
         self.inner.lock_state().pending_outputs.insert(number);
         self.created.lock().unwrap_or_else(|e| e.into_inner()).push(number);
-        let file = self
-            .inner
-            .options
-            .env
-            .new_writable_file(&filename::table_file_name(&self.inner.dir, number))?;
-        Ok((number, Box::new(TableSink(file))))
+        let path = filename::table_file_name(&self.inner.dir, number);
+        let file = self.inner.options.env.new_writable_file(&path)?;
+        Ok((number, Box::new(TableSink { file, path })))
     }
 }
 
@@ -166,6 +174,7 @@ impl DbInner {
         };
         let number = self.new_file_number();
         self.lock_state().pending_outputs.insert(number);
+        let mut manifest_attempted = false;
         let result = (|| {
             let meta = self.write_level0_table(&imm, number)?;
             let mut versions = self.lock_versions();
@@ -179,6 +188,7 @@ impl DbInner {
             edit.log_number = Some(log_number);
             edit.prev_log_number = Some(0);
             let last_sequence = self.lock_state().last_sequence;
+            manifest_attempted = true;
             let version = versions.log_and_apply(&mut edit, last_sequence)?;
             let mut state = self.lock_state();
             self.install_version(&mut state, version);
@@ -196,8 +206,15 @@ impl DbInner {
             Ok(())
         })();
         if result.is_err() {
-            self.lock_state().pending_outputs.remove(&number);
-            let _ = self.options.env.remove_file(&filename::table_file_name(&self.dir, number));
+            // Once the MANIFEST write was attempted its record may be on disk
+            // and name the table: keep the file (the database is in error
+            // and the next open decides whether it is live).
+            let mut state = self.lock_state();
+            if !manifest_attempted {
+                state.pending_outputs.remove(&number);
+                drop(state);
+                let _ = self.options.env.remove_file(&filename::table_file_name(&self.dir, number));
+            }
         }
         result
     }
@@ -212,7 +229,8 @@ impl DbInner {
             return Ok(None);
         }
         let file = self.options.env.new_writable_file(&path)?;
-        let mut builder = TableBuilder::new(self.options.table_settings().table_options(), file);
+        let sink = TableSink { file, path: path.clone() };
+        let mut builder = TableBuilder::new(self.options.table_settings().table_options(), sink);
         let smallest = iter.key().to_vec();
         let mut largest = Vec::new();
         while iter.valid() {
@@ -222,12 +240,11 @@ impl DbInner {
             iter.next();
         }
         iter.status()?;
-        let (mut file, file_size) = builder.finish()?;
-        file.sync().map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
-        drop(file);
+        let (sink, file_size) = builder.finish()?;
+        Box::new(sink).finish()?;
         // Read it back before it is recorded: a table that cannot be opened
         // must never enter the MANIFEST.
-        self.table_cache.table(number, file_size, true)?;
+        self.table_cache.table(number, file_size)?;
         Ok(Some(FileMetaData {
             number,
             file_size,
@@ -304,11 +321,14 @@ impl DbInner {
             return Ok(());
         }
 
-        let (version, smallest_snapshot) = {
+        // The version is needed only to describe the job; holding it longer
+        // would keep the inputs alive past the install that obsoletes them.
+        let job = {
             let state = self.lock_state();
-            (state.current.clone(), self.smallest_snapshot(&state))
+            let (version, smallest_snapshot) = (state.current.clone(), self.smallest_snapshot(&state));
+            drop(state);
+            plan.to_job(self.next_job_id.fetch_add(1, Ordering::SeqCst), &version, smallest_snapshot, &self.options)
         };
-        let job = plan.to_job(self.next_job_id.fetch_add(1, Ordering::SeqCst), &version, smallest_snapshot, &self.options);
         shale_log!(
             self.info_log,
             "Compaction #{}: {}@{} + {}@{} files, {} bytes, executor {}",
@@ -333,7 +353,16 @@ impl DbInner {
             }
         };
         let result = self.install_compaction(plan, &job, &output, started);
-        io.release(result.is_err());
+        // A failed install may still have written the MANIFEST record that
+        // names the outputs, so they are kept while the database is in
+        // error; the next open deletes them if they are not live.
+        io.release(false);
+        if result.is_err() {
+            let mut state = self.lock_state();
+            for table in &output.outputs {
+                state.pending_outputs.insert(table.number);
+            }
+        }
         result
     }
 

@@ -26,6 +26,7 @@ use shale_format::internal_key::{InternalKey, ParsedInternalKey, SequenceNumber,
 use shale_format::iterator::KvIterator;
 use shale_format::log_writer::LogWriter;
 use shale_format::merging_iterator::merging_iterator;
+use shale_format::table::BlockReadOptions;
 use shale_format::version_edit::NUM_LEVELS;
 use shale_format::write_batch::WriteBatch;
 use shale_format::{Error, Result};
@@ -188,6 +189,7 @@ impl DB {
             options.max_open_files.saturating_sub(10).max(16),
             block_cache,
             options.bloom_bits_per_key,
+            options.paranoid_checks,
         ));
         let versions = VersionSet::new(&dir, env.clone());
         let file_numbers = versions.file_numbers();
@@ -358,6 +360,14 @@ pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
     Ok(())
 }
 
+/// The block-level part of read options.
+fn block_read_options(options: &ReadOptions) -> BlockReadOptions {
+    BlockReadOptions {
+        verify_checksums: options.verify_checksums,
+        fill_cache: options.fill_cache,
+    }
+}
+
 impl DbInner {
     pub(crate) fn lock_state(&self) -> MutexGuard<'_, State> {
         // A panic in a thread holding the state lock is a bug; the data it
@@ -411,11 +421,14 @@ impl DbInner {
         let lookup = InternalKey::new(user_key, sequence, ValueType::VALUE_FOR_SEEK);
         for level in 0..NUM_LEVELS {
             let candidates: Vec<_> = if level == 0 {
-                version.files[0]
+                let mut overlapping: Vec<_> = version.files[0]
                     .iter()
                     .filter(|f| f.smallest.user_key() <= user_key && user_key <= f.largest.user_key())
                     .cloned()
-                    .collect()
+                    .collect();
+                // Newest first: a newer file's entry hides an older one's.
+                overlapping.sort_by_key(|f| std::cmp::Reverse(f.number));
+                overlapping
             } else {
                 let index = version.find_file(level, lookup.encoded());
                 version.files[level]
@@ -426,8 +439,8 @@ impl DbInner {
                     .collect()
             };
             for file in candidates {
-                let table = self.table_cache.table(file.number, file.file_size, options.fill_cache)?;
-                if let Some((found_key, value)) = table.get(lookup.encoded())? {
+                let table = self.table_cache.table(file.number, file.file_size)?;
+                if let Some((found_key, value)) = table.get_with(lookup.encoded(), block_read_options(options))? {
                     let parsed = ParsedInternalKey::parse(&found_key).map_err(|e| e.at(table.name(), 0))?;
                     if parsed.user_key == user_key {
                         return Ok(match parsed.value_type {
@@ -447,15 +460,15 @@ impl DbInner {
         mem: &Arc<MemTable>,
         imm: Option<&Arc<MemTable>>,
         version: &Arc<Version>,
-        fill_cache: bool,
+        read: BlockReadOptions,
     ) -> Result<Box<dyn KvIterator + Send>> {
         let mut children: Vec<Box<dyn KvIterator + Send>> = vec![Box::new(mem.iter())];
         if let Some(imm) = imm {
             children.push(Box::new(imm.iter()));
         }
         for file in &version.files[0] {
-            let table = self.table_cache.table(file.number, file.file_size, fill_cache)?;
-            children.push(Box::new(table.iter()));
+            let table = self.table_cache.table(file.number, file.file_size)?;
+            children.push(Box::new(table.iter_with(read)));
         }
         for level in 1..NUM_LEVELS {
             let files = version.files[level].clone();
@@ -471,8 +484,8 @@ impl DbInner {
                 largest,
                 Box::new(move |i| {
                     let file = &pinned.files[level][i];
-                    let table = table_cache.table(file.number, file.file_size, fill_cache)?;
-                    Ok(Box::new(table.iter()) as Box<dyn KvIterator + Send>)
+                    let table = table_cache.table(file.number, file.file_size)?;
+                    Ok(Box::new(table.iter_with(read)) as Box<dyn KvIterator + Send>)
                 }),
             )));
         }
@@ -485,7 +498,7 @@ impl DbInner {
             let sequence = self.read_sequence(&state, options);
             (state.mem.clone(), state.imm.clone(), Self::pin_current(&mut state), sequence)
         };
-        let internal = self.internal_iter(&mem, imm.as_ref(), &version, options.fill_cache)?;
+        let internal = self.internal_iter(&mem, imm.as_ref(), &version, block_read_options(options))?;
         let mut iter = DbIterator::new(internal, sequence);
         if let Some(lower) = &options.lower_bound {
             iter = iter.with_lower_bound(lower.clone());
@@ -580,7 +593,7 @@ impl DbInner {
                 if shale_format::comparator::compare_internal_keys(file.largest.encoded(), key.encoded()).is_le() {
                     total += file.file_size;
                 } else if shale_format::comparator::compare_internal_keys(file.smallest.encoded(), key.encoded()).is_lt() {
-                    if let Ok(table) = self.table_cache.table(file.number, file.file_size, true) {
+                    if let Ok(table) = self.table_cache.table(file.number, file.file_size) {
                         total += table.approximate_offset_of(key.encoded());
                     }
                 }

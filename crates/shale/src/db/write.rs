@@ -192,9 +192,19 @@ impl DbInner {
     /// Starts a new WAL and memtable; the old memtable becomes immutable and
     /// the flush thread is woken.
     fn switch_memtable(&self, state: &mut State) -> Result<()> {
+        // Writes before a later synced write must be durable too, even when
+        // they sit in the WAL being retired: sync it before moving on.
+        if let Some(log) = state.log.as_mut() {
+            log.get_mut()
+                .sync()
+                .map_err(|e| Error::io(format!("syncing WAL #{}", state.log_number), e))?;
+        }
         let number = self.new_file_number();
         let path = filename::log_file_name(&self.dir, number);
         let file = self.options.env.new_writable_file(&path)?;
+        // A synced write to this WAL must survive a power loss: its name
+        // must be durable first.
+        self.options.env.sync_dir(&self.dir)?;
         state.log = Some(LogWriter::new(file));
         state.log_number = number;
         let old = std::mem::replace(&mut state.mem, Arc::new(MemTable::new()));
