@@ -166,6 +166,9 @@ pub struct PhaseStats {
     pub pack_secs: f64,
     /// Seconds writing and syncing output files.
     pub write_secs: f64,
+    /// Of the I/O seconds, those that ran while computation went on (the
+    /// pipeline hid them); 0 for executors that do I/O in line.
+    pub overlapped_secs: f64,
     /// Wall-clock seconds for the whole job.
     pub total_secs: f64,
 }
@@ -183,6 +186,7 @@ impl PhaseStats {
         self.gc_secs += other.gc_secs;
         self.pack_secs += other.pack_secs;
         self.write_secs += other.write_secs;
+        self.overlapped_secs += other.overlapped_secs;
         self.total_secs += other.total_secs;
     }
 }

@@ -149,10 +149,11 @@ impl<W: Write> TableAssembler<W> {
 
     fn write_raw_block(&mut self, contents: &[u8], compression: CompressionType) -> Result<BlockHandle> {
         let handle = BlockHandle::new(self.offset, contents.len() as u64);
+        // No flush per block (LevelDB flushes its own buffer here): the
+        // writer's buffering decides, and `finish` flushes.
         self.dest
             .write_all(contents)
             .and_then(|()| self.dest.write_all(&block_trailer(contents, compression)))
-            .and_then(|()| self.dest.flush())
             .map_err(|e| Error::io("writing a table block", e))?;
         self.offset += (contents.len() + BLOCK_TRAILER_LEN) as u64;
         Ok(handle)

@@ -21,6 +21,10 @@ use std::time::Instant;
 
 use shale::{Options, WriteBatch, WriteOptions, DB};
 
+// The same allocator as the `shale` binary.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Args {
     num: u64,
     repeats: usize,

@@ -27,14 +27,18 @@ pub struct Item {
     pub entry: u32,
 }
 
-/// The first 8 bytes of the user key of `internal_key`, big-endian, padded
-/// with zeros: `prefix(a) < prefix(b)` implies `a < b` in internal-key order.
+/// 8 bytes of the user key of `internal_key` from `offset` on, big-endian,
+/// padded with zeros. When every key of a job shares its first `offset`
+/// bytes, `prefix(a) < prefix(b)` implies `a < b` in internal-key order; the
+/// offset skips a shared prefix (such as the zeros of db_bench's padded
+/// decimal keys) that would make every prefix equal.
 #[inline]
-pub fn user_key_prefix(internal_key: &[u8]) -> u64 {
+pub fn user_key_prefix(internal_key: &[u8], offset: usize) -> u64 {
     let user_key = extract_user_key(internal_key);
+    let tail = user_key.get(offset..).unwrap_or_default();
     let mut bytes = [0u8; 8];
-    let n = user_key.len().min(8);
-    bytes[..n].copy_from_slice(&user_key[..n]);
+    let n = tail.len().min(8);
+    bytes[..n].copy_from_slice(&tail[..n]);
     u64::from_be_bytes(bytes)
 }
 

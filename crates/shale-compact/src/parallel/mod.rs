@@ -27,7 +27,7 @@ use shale_format::block::Block;
 use shale_format::bloom::BloomFilterPolicy;
 use shale_format::comparator::compare_internal_keys;
 use shale_format::format::{BlockHandle, Footer, RandomAccess, BLOCK_TRAILER_LEN, FOOTER_LEN};
-use shale_format::internal_key::{ParsedInternalKey, SequenceNumber};
+use shale_format::internal_key::{extract_user_key, ParsedInternalKey, SequenceNumber};
 use shale_format::iterator::KvIterator;
 use shale_format::{Error, Result};
 
@@ -36,6 +36,7 @@ use crate::gc::{is_base_level_for, keep_entry};
 use crate::job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, PhaseStats};
 use merge::{item_key, merge_runs, user_key_prefix, Item};
 use pack::{plan_boundaries, write_planned, Kept, OpenFile, ScanState, Syncer};
+pub use pack::IoTime;
 use unpack::{unpack_block, ParsedBlock};
 
 /// Name of this executor.
@@ -204,18 +205,31 @@ fn run_job(job: &CompactionJob, io: &dyn JobIo, slice_input_bytes: u64) -> Resul
         unfinished_block: Vec::new(),
     };
     let mut outputs = Vec::new();
+    let prefix_offset = shared_user_key_prefix(job);
     let result = Syncer::scope(|syncer| loop {
         let limit = next_slice_limit(&tables, &cursors, slice_input_bytes);
         let last = limit.is_none();
-        let slice = SliceContext { job, io, tables: &tables, options: &options, bloom: bloom.as_ref(), syncer };
+        let slice = SliceContext {
+            job,
+            io,
+            tables: &tables,
+            options: &options,
+            bloom: bloom.as_ref(),
+            syncer,
+            prefix_offset,
+        };
         run_slice(&slice, &mut cursors, limit.as_deref(), &mut carry, &mut outputs, &mut stats)?;
         if last {
             return Ok(());
         }
     });
     match result {
-        // Syncs overlapped the computation; count them as write time.
-        Ok(((), sync_secs)) => stats.write_secs += sync_secs,
+        Ok(((), io)) => {
+            stats.write_secs += io.busy;
+            stats.overlapped_secs += (io.busy - io.waited).max(0.0);
+            // Waiting in the queue was counted inside pack; it was I/O.
+            stats.pack_secs = (stats.pack_secs - io.waited).max(0.0);
+        }
         Err(err) => {
             // Drop the open file; the engine deletes every output of a failed job.
             carry.open = None;
@@ -257,6 +271,18 @@ fn next_slice_limit(tables: &[InputTable], cursors: &[RunCursor], slice_input_by
     None
 }
 
+/// Length of the user-key prefix every key of `job` shares: that of its
+/// smallest and largest input keys, since every key sorts between them.
+fn shared_user_key_prefix(job: &CompactionJob) -> usize {
+    let files = job.inputs.iter().flat_map(|run| &run.files);
+    let smallest = files.clone().map(|f| extract_user_key(&f.smallest)).min();
+    let largest = files.map(|f| extract_user_key(&f.largest)).max();
+    match (smallest, largest) {
+        (Some(a), Some(b)) => shale_format::block_builder::shared_prefix_len(a, b),
+        _ => 0,
+    }
+}
+
 /// What every slice of a job shares.
 struct SliceContext<'a> {
     job: &'a CompactionJob,
@@ -265,6 +291,8 @@ struct SliceContext<'a> {
     options: &'a shale_format::options::TableOptions,
     bloom: Option<&'a BloomFilterPolicy>,
     syncer: &'a Syncer,
+    /// Bytes every user key of the job starts with (skipped by prefixes).
+    prefix_offset: usize,
 }
 
 fn run_slice(
@@ -335,7 +363,7 @@ fn run_slice(
                     break;
                 }
                 run.push(Item {
-                    prefix: user_key_prefix(key),
+                    prefix: user_key_prefix(key, slice.prefix_offset),
                     block: index,
                     entry: e as u32,
                 });

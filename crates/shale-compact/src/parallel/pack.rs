@@ -208,7 +208,9 @@ fn encode_block(blocks: &[Arc<ParsedBlock>], kept: &[Kept], range: Range<usize>,
 /// An output file being written across slices.
 pub struct OpenFile {
     number: u64,
-    assembler: TableAssembler<Box<dyn OutputSink>>,
+    sink: Box<dyn OutputSink>,
+    /// The file is assembled in memory and written when finished.
+    assembler: TableAssembler<Vec<u8>>,
     smallest: Vec<u8>,
     largest: Vec<u8>,
     entries: u64,
@@ -216,44 +218,74 @@ pub struct OpenFile {
     block_hashes: Vec<Vec<u32>>,
 }
 
-/// Makes finished output files durable on a thread of its own, so syncs
-/// overlap the computation of later files (the pipeline mechanism).
+/// Files assembled in memory, waiting to be written and synced.
+const WRITE_QUEUE_FILES: usize = 4;
+
+/// Writes finished output files and makes them durable on a thread of its
+/// own, so file I/O overlaps the computation of later files (the pipeline
+/// mechanism). At most a few files wait, which bounds the memory it holds.
 pub struct Syncer {
-    sender: std::sync::mpsc::Sender<Box<dyn OutputSink>>,
+    sender: std::sync::mpsc::SyncSender<(Box<dyn OutputSink>, Vec<u8>)>,
+    /// Nanoseconds the computation waited for a place in the queue.
+    blocked_nanos: std::sync::atomic::AtomicU64,
+}
+
+/// What the I/O thread did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IoTime {
+    /// Seconds writing and syncing.
+    pub busy: f64,
+    /// Seconds the computation waited for it (queue full, or at the end).
+    pub waited: f64,
 }
 
 impl Syncer {
-    /// Runs `body` with a syncer; returns the first error of either.
-    pub fn scope<T>(body: impl FnOnce(&Syncer) -> Result<T>) -> Result<(T, f64)> {
-        let (sender, receiver) = std::sync::mpsc::channel::<Box<dyn OutputSink>>();
+    /// Runs `body` with a syncer; returns the first error of either and the
+    /// time spent writing and syncing.
+    pub fn scope<T>(body: impl FnOnce(&Syncer) -> Result<T>) -> Result<(T, IoTime)> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<(Box<dyn OutputSink>, Vec<u8>)>(WRITE_QUEUE_FILES);
         std::thread::scope(|scope| {
             let worker = scope.spawn(move || -> Result<f64> {
                 let mut seconds = 0.0;
                 let mut first_error = None;
-                for sink in receiver {
+                for (mut sink, bytes) in receiver {
                     let started = Instant::now();
-                    if let Err(err) = sink.finish() {
+                    let written = std::io::Write::write_all(&mut sink, &bytes)
+                        .and_then(|()| std::io::Write::flush(&mut sink))
+                        .map_err(|e| shale_format::Error::io("writing a compaction output", e));
+                    if let Err(err) = written.and_then(|()| sink.finish()) {
                         first_error.get_or_insert(err);
                     }
                     seconds += started.elapsed().as_secs_f64();
                 }
                 first_error.map_or(Ok(seconds), Err)
             });
-            let syncer = Syncer { sender };
+            let syncer = Syncer {
+                sender,
+                blocked_nanos: std::sync::atomic::AtomicU64::new(0),
+            };
             let result = body(&syncer);
+            let blocked = syncer.blocked_nanos.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e9;
             drop(syncer);
-            let synced = worker
+            let joined = Instant::now();
+            let busy = worker
                 .join()
                 .unwrap_or_else(|_| Err(shale_format::Error::InvalidArgument("the sync thread panicked".into())));
+            let waited = blocked + joined.elapsed().as_secs_f64();
             let value = result?;
-            Ok((value, synced?))
+            Ok((value, IoTime { busy: busy?, waited }))
         })
     }
 
-    fn submit(&self, sink: Box<dyn OutputSink>) -> Result<()> {
-        self.sender
-            .send(sink)
-            .map_err(|_| shale_format::Error::InvalidArgument("the sync thread stopped".into()))
+    fn submit(&self, sink: Box<dyn OutputSink>, bytes: Vec<u8>) -> Result<()> {
+        let started = Instant::now();
+        let sent = self
+            .sender
+            .send((sink, bytes))
+            .map_err(|_| shale_format::Error::InvalidArgument("the sync thread stopped".into()));
+        self.blocked_nanos
+            .fetch_add(started.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+        sent
     }
 }
 
@@ -272,13 +304,14 @@ pub fn write_planned(
     syncer: &Syncer,
     stats: &mut PhaseStats,
 ) -> Result<()> {
+    // All of this is pack time; waiting for the I/O thread is accounted by
+    // the syncer.
     let started = Instant::now();
     let ranges: Vec<Range<usize>> = files.iter().flat_map(|f| f.blocks.iter().cloned()).collect();
     let mut encoded: Vec<EncodedBlock> = ranges
         .into_par_iter()
         .map(|range| encode_block(blocks, kept, range, options, bloom.is_some()))
         .collect();
-    stats.pack_secs += started.elapsed().as_secs_f64();
 
     let mut encoded = encoded.drain(..);
     for planned in files {
@@ -290,7 +323,8 @@ pub fn write_planned(
                     let (number, sink) = io.create_output()?;
                     open.insert(OpenFile {
                         number,
-                        assembler: TableAssembler::new(options.clone(), sink),
+                        sink,
+                        assembler: TableAssembler::new(options.clone(), Vec::with_capacity(options.block_size * 64)),
                         smallest: block.first_key.clone(),
                         largest: Vec::new(),
                         entries: 0,
@@ -299,11 +333,9 @@ pub fn write_planned(
                     })
                 }
             };
-            let write_started = Instant::now();
             let handle = file
                 .assembler
                 .write_data_block(&block.first_key, &block.last_key, &block.contents, block.compression)?;
-            stats.write_secs += write_started.elapsed().as_secs_f64();
             file.block_ranges
                 .push((handle.offset, handle.offset + handle.size + BLOCK_TRAILER_LEN as u64));
             file.block_hashes.push(block.hashes);
@@ -316,6 +348,7 @@ pub fn write_planned(
             }
         }
     }
+    stats.pack_secs += started.elapsed().as_secs_f64();
     Ok(())
 }
 
@@ -327,7 +360,6 @@ fn finish_file(
     syncer: &Syncer,
     stats: &mut PhaseStats,
 ) -> Result<OutputTable> {
-    let started = Instant::now();
     let filter = bloom.map(|policy| {
         let plan = plan_filters(&file.block_ranges);
         let filters: Vec<Vec<u8>> = plan
@@ -343,11 +375,8 @@ fn finish_file(
             .collect();
         assemble_filters(&filters)
     });
-    stats.pack_secs += started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    let (sink, file_size) = file.assembler.finish_with_filter_block(filter)?;
-    syncer.submit(sink)?;
-    stats.write_secs += started.elapsed().as_secs_f64();
+    let (bytes, file_size) = file.assembler.finish_with_filter_block(filter)?;
+    syncer.submit(file.sink, bytes)?;
     stats.bytes_written += file_size;
     stats.entries_out += file.entries;
     Ok(OutputTable {

@@ -115,7 +115,8 @@ fn executor_lines(stats: &std::collections::HashMap<String, (u64, shale_compact:
         let _ = writeln!(
             out,
             "Executor {name}: {jobs} jobs, read {:.1} MB, wrote {:.1} MB, {:.3} s ({speed:.1} MB/s); \
-             phases: read {:.3} s, unpack {:.3} s, merge {:.3} s, gc {:.3} s, pack {:.3} s, write {:.3} s",
+             phases: read {:.3} s, unpack {:.3} s, merge {:.3} s, gc {:.3} s, pack {:.3} s, write {:.3} s \
+             ({:.3} s of it overlapped with compute)",
             s.bytes_read as f64 / MB,
             s.bytes_written as f64 / MB,
             s.total_secs,
@@ -124,7 +125,8 @@ fn executor_lines(stats: &std::collections::HashMap<String, (u64, shale_compact:
             s.merge_secs,
             s.gc_secs,
             s.pack_secs,
-            s.write_secs
+            s.write_secs,
+            s.overlapped_secs
         );
     }
     out
