@@ -1,0 +1,141 @@
+//! The public API beyond the model test: concurrent writers (group commit),
+//! `DB: Send + Sync`, `destroy`, the info log, properties and approximate
+//! sizes.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::sync::Arc;
+
+use shale::env::{Env, MemEnv};
+use shale::{Options, ReadOptions, WriteOptions, DB};
+
+fn options(env: &Arc<dyn Env>) -> Options {
+    Options {
+        create_if_missing: true,
+        env: env.clone(),
+        write_buffer_size: 32 << 10,
+        max_file_size: 16 << 10,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn db_is_send_sync_and_cheap_to_share() {
+    fn assert_send_sync<T: Send + Sync + Clone>() {}
+    assert_send_sync::<DB>();
+}
+
+#[test]
+fn concurrent_writers_all_land() {
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let db = DB::open("/concurrent", options(&env)).unwrap();
+    std::thread::scope(|scope| {
+        for t in 0..8u32 {
+            let db = db.clone();
+            scope.spawn(move || {
+                for i in 0..500u32 {
+                    let sync = i % 50 == 0;
+                    db.put(&WriteOptions { sync }, format!("t{t}-{i:04}").as_bytes(), &i.to_le_bytes())
+                        .unwrap();
+                }
+            });
+        }
+    });
+    for t in 0..8u32 {
+        for i in (0..500u32).step_by(37) {
+            let got = db.get(&ReadOptions::new(), format!("t{t}-{i:04}").as_bytes()).unwrap();
+            assert_eq!(got, Some(i.to_le_bytes().to_vec()));
+        }
+    }
+    let mut iter = db.iter(&ReadOptions::new()).unwrap();
+    iter.seek_to_first();
+    let mut count = 0;
+    while iter.valid() {
+        count += 1;
+        iter.next();
+    }
+    assert_eq!(count, 8 * 500);
+}
+
+#[test]
+fn destroy_removes_the_database_and_refuses_an_open_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("db");
+    let opts = Options {
+        create_if_missing: true,
+        ..Options::default()
+    };
+    let db = DB::open(&path, opts.clone()).unwrap();
+    db.put(&WriteOptions::default(), b"k", b"v").unwrap();
+    assert!(matches!(shale::destroy(&path, &opts), Err(shale::Error::Busy(_))));
+    drop(db);
+    // The info log is kept in the directory, with the previous one as LOG.old.
+    let db = DB::open(&path, opts.clone()).unwrap();
+    drop(db);
+    assert!(path.join("LOG").exists());
+    assert!(path.join("LOG.old").exists());
+    let log = std::fs::read_to_string(path.join("LOG")).unwrap();
+    assert!(log.contains("Recovering log"), "{log}");
+    shale::destroy(&path, &opts).unwrap();
+    assert!(!path.exists());
+    // Destroying what is not there is fine.
+    shale::destroy(&path, &opts).unwrap();
+}
+
+#[test]
+fn properties_and_approximate_sizes() {
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let db = DB::open("/props", options(&env)).unwrap();
+    // Keys in scattered order, so flushed tables overlap and compactions run.
+    for i in 0..5000u32 {
+        let k = (i * 7919) % 5000;
+        db.put(&WriteOptions::default(), format!("key{k:06}").as_bytes(), &[b'x'; 100]).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let stats = db.property("shale.stats").unwrap();
+    assert!(stats.contains("Level  Files"), "{stats}");
+    assert!(stats.contains("Executor parallel"), "{stats}");
+    assert_eq!(db.property("leveldb.num-files-at-level0").unwrap(), "0");
+    assert!(db.property("shale.sstables").unwrap().contains("--- level 6 ---"));
+    assert_eq!(db.get(&ReadOptions::new(), b"key000042").unwrap(), Some(vec![b'x'; 100]));
+    // The block just read is in the block cache.
+    assert!(db.property("shale.approximate-memory-usage").unwrap().parse::<u64>().unwrap() > 0);
+    assert!(db.property("shale.nosuch").is_none());
+    assert!(db.property("shale.num-files-at-level9").is_none());
+    let sizes = db.approximate_sizes(&[(b"key000000", b"key002500"), (b"key002500", b"key005000"), (b"zzz", b"zzzz")]);
+    // Values compress well with Snappy: about 15 bytes per entry on disk.
+    assert!(sizes[0] > 20_000 && sizes[1] > 20_000, "{sizes:?}");
+    assert_eq!(sizes[2], 0);
+}
+
+#[test]
+fn iterators_honour_bounds_and_snapshots() {
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let db = DB::open("/iter", options(&env)).unwrap();
+    for i in 0..100u32 {
+        db.put(&WriteOptions::default(), format!("k{i:03}").as_bytes(), b"old").unwrap();
+    }
+    let snapshot = db.snapshot();
+    for i in 0..100u32 {
+        db.put(&WriteOptions::default(), format!("k{i:03}").as_bytes(), b"new").unwrap();
+    }
+    db.flush().unwrap();
+    let read = ReadOptions {
+        snapshot: Some(snapshot),
+        lower_bound: Some(b"k010".to_vec()),
+        upper_bound: Some(b"k020".to_vec()),
+        ..ReadOptions::new()
+    };
+    let mut iter = db.iter(&read).unwrap();
+    iter.seek_to_last();
+    assert_eq!(iter.key(), b"k019");
+    assert_eq!(iter.value(), b"old");
+    iter.seek(b"k000");
+    assert_eq!(iter.key(), b"k010");
+    let mut n = 0;
+    while iter.valid() {
+        n += 1;
+        iter.next();
+    }
+    assert_eq!(n, 10);
+}
