@@ -15,9 +15,11 @@
 //! input byte in the worst case (Snappy-compressed input of highly
 //! compressible values). Slices are sized to `memory_budget / 6` input bytes.
 
-mod merge;
-mod pack;
-mod unpack;
+pub(crate) mod merge;
+pub(crate) mod pack;
+pub(crate) mod plan;
+pub mod twins;
+pub(crate) mod unpack;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -48,6 +50,9 @@ pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
 /// Bytes of memory a slice needs per input byte, at worst (see the module
 /// documentation).
 const MEMORY_PER_INPUT_BYTE: usize = 6;
+
+/// Upper bound on a slice's input, whatever the budget.
+const MAX_SLICE_INPUT_BYTES: usize = 2 << 20;
 
 /// The data-parallel CPU executor.
 pub struct ParallelExecutor {
@@ -84,9 +89,13 @@ impl ParallelExecutor {
         })
     }
 
-    /// Input bytes per slice.
+    /// Input bytes per slice: what the budget allows, but no more than
+    /// `MAX_SLICE_INPUT_BYTES`. Small slices keep the working set in cache
+    /// and let the allocator reuse the same pages slice after slice (fresh
+    /// pages cost a page fault and zeroing each: a third of the time with
+    /// whole-job slices).
     fn slice_input_bytes(&self) -> u64 {
-        (self.memory_budget / MEMORY_PER_INPUT_BYTE) as u64
+        (self.memory_budget / MEMORY_PER_INPUT_BYTE).min(MAX_SLICE_INPUT_BYTES) as u64
     }
 }
 
@@ -96,20 +105,23 @@ impl Executor for ParallelExecutor {
     }
 
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
-        self.pool.install(|| run_job(job, io, self.slice_input_bytes()))
+        // Long-lived loops run on plain threads and only short, non-blocking
+        // parallel sections run in the pool: a pool thread that blocked on
+        // a channel could be stolen into by the stage it waits for.
+        run_job(&self.pool, job, io, self.slice_input_bytes())
     }
 }
 
 /// One input table: its source and data block handles with index keys.
-struct InputTable {
-    name: String,
-    source: Arc<dyn RandomAccess>,
+pub(crate) struct InputTable {
+    pub(crate) name: String,
+    pub(crate) source: Arc<dyn RandomAccess>,
     /// (upper bound of the block's keys, handle) per data block: the index
     /// separator, or the file's largest key for the last block.
-    blocks: Vec<(Vec<u8>, BlockHandle)>,
+    pub(crate) blocks: Vec<(Vec<u8>, BlockHandle)>,
 }
 
-fn open_table(io: &dyn JobIo, file: &JobFile) -> Result<InputTable> {
+pub(crate) fn open_table(io: &dyn JobIo, file: &JobFile) -> Result<InputTable> {
     let name = format!("{:06}.ldb", file.number);
     let source = io.open_input(file)?;
     if file.file_size < FOOTER_LEN as u64 {
@@ -160,12 +172,11 @@ struct Carry<'a> {
     /// A grandparent cut seen after the last kept entry.
     pending_stop: bool,
     scan: ScanState,
-    open: Option<OpenFile>,
     /// Kept entries of the unfinished block.
     unfinished_block: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-fn run_job(job: &CompactionJob, io: &dyn JobIo, slice_input_bytes: u64) -> Result<CompactionOutput> {
+fn run_job(pool: &rayon::ThreadPool, job: &CompactionJob, io: &dyn JobIo, slice_input_bytes: u64) -> Result<CompactionOutput> {
     let started = Instant::now();
     let mut stats = PhaseStats::default();
     let options = job.table.table_options();
@@ -201,41 +212,74 @@ fn run_job(job: &CompactionJob, io: &dyn JobIo, slice_input_bytes: u64) -> Resul
             file_open: false,
             raw_data_bytes: 0,
         },
-        open: None,
         unfinished_block: Vec::new(),
     };
-    let mut outputs = Vec::new();
     let prefix_offset = shared_user_key_prefix(job);
-    let result = Syncer::scope(|syncer| loop {
-        let limit = next_slice_limit(&tables, &cursors, slice_input_bytes);
-        let last = limit.is_none();
-        let slice = SliceContext {
-            job,
-            io,
-            tables: &tables,
-            options: &options,
-            bloom: bloom.as_ref(),
-            syncer,
-            prefix_offset,
-        };
-        run_slice(&slice, &mut cursors, limit.as_deref(), &mut carry, &mut outputs, &mut stats)?;
-        if last {
-            return Ok(());
-        }
+    let mut pack_stats = PhaseStats::default();
+    // Two stages overlap (the pipeline): this thread reads, unpacks, merges
+    // and decides one slice while the packer encodes and lays out the one
+    // before; finished files go to the I/O thread of the syncer.
+    let result = Syncer::scope(|syncer| {
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<PackWork>(1);
+        std::thread::scope(|scope| {
+            let (options, bloom) = (&options, bloom.as_ref());
+            let pack_stats = &mut pack_stats;
+            let packer = scope.spawn(move || -> Result<Vec<crate::job::OutputTable>> {
+                let mut open: Option<OpenFile> = None;
+                let mut outputs = Vec::new();
+                for work in receiver {
+                    write_planned(
+                        pool,
+                        &work.blocks,
+                        &work.kept,
+                        work.files,
+                        &mut open,
+                        &mut outputs,
+                        options,
+                        bloom,
+                        io,
+                        syncer,
+                        pack_stats,
+                    )?;
+                }
+                Ok(outputs)
+            });
+            let produced = (|| -> Result<()> {
+                loop {
+                    let limit = next_slice_limit(&tables, &cursors, slice_input_bytes);
+                    let last = limit.is_none();
+                    let slice = SliceContext {
+                        job,
+                        tables: &tables,
+                        prefix_offset,
+                    };
+                    let work = pool.install(|| run_slice(&slice, &mut cursors, limit.as_deref(), &mut carry, &mut stats))?;
+                    if sender.send(work).is_err() || last {
+                        // A closed channel means the packer failed: its
+                        // error is reported below.
+                        return Ok(());
+                    }
+                }
+            })();
+            drop(sender);
+            let packed = packer
+                .join()
+                .unwrap_or_else(|_| Err(Error::InvalidArgument("the pack thread panicked".into())));
+            produced.and(packed)
+        })
     });
-    match result {
-        Ok(((), io)) => {
+    let outputs = match result {
+        Ok((outputs, io)) => {
+            stats.accumulate(&pack_stats);
             stats.write_secs += io.busy;
             stats.overlapped_secs += (io.busy - io.waited).max(0.0);
             // Waiting in the queue was counted inside pack; it was I/O.
             stats.pack_secs = (stats.pack_secs - io.waited).max(0.0);
+            outputs
         }
-        Err(err) => {
-            // Drop the open file; the engine deletes every output of a failed job.
-            carry.open = None;
-            return Err(err);
-        }
-    }
+        // The engine deletes every output of a failed job.
+        Err(err) => return Err(err),
+    };
     stats.total_secs = started.elapsed().as_secs_f64();
     Ok(CompactionOutput {
         executor: PARALLEL.to_string(),
@@ -273,7 +317,7 @@ fn next_slice_limit(tables: &[InputTable], cursors: &[RunCursor], slice_input_by
 
 /// Length of the user-key prefix every key of `job` shares: that of its
 /// smallest and largest input keys, since every key sorts between them.
-fn shared_user_key_prefix(job: &CompactionJob) -> usize {
+pub(crate) fn shared_user_key_prefix(job: &CompactionJob) -> usize {
     let files = job.inputs.iter().flat_map(|run| &run.files);
     let smallest = files.clone().map(|f| extract_user_key(&f.smallest)).min();
     let largest = files.map(|f| extract_user_key(&f.largest)).max();
@@ -286,13 +330,17 @@ fn shared_user_key_prefix(job: &CompactionJob) -> usize {
 /// What every slice of a job shares.
 struct SliceContext<'a> {
     job: &'a CompactionJob,
-    io: &'a dyn JobIo,
     tables: &'a [InputTable],
-    options: &'a shale_format::options::TableOptions,
-    bloom: Option<&'a BloomFilterPolicy>,
-    syncer: &'a Syncer,
     /// Bytes every user key of the job starts with (skipped by prefixes).
     prefix_offset: usize,
+}
+
+/// A slice's entries and boundaries, handed from the deciding stage to the
+/// packing stage.
+struct PackWork {
+    blocks: Vec<Arc<ParsedBlock>>,
+    kept: Vec<Kept>,
+    files: Vec<pack::PlannedFile>,
 }
 
 fn run_slice(
@@ -300,9 +348,8 @@ fn run_slice(
     cursors: &mut [RunCursor],
     limit: Option<&[u8]>,
     carry: &mut Carry<'_>,
-    outputs: &mut Vec<crate::job::OutputTable>,
     stats: &mut PhaseStats,
-) -> Result<()> {
+) -> Result<PackWork> {
     let (job, tables) = (slice.job, slice.tables);
     // Read: per run, the blocks whose index key is <= limit, plus the first
     // one past it (which may hold keys <= limit). One read per file range.
@@ -425,24 +472,13 @@ fn run_slice(
     }
     let last = limit.is_none();
     let (files, unfinished) = plan_boundaries(&blocks, &kept, &stops, &mut carry.scan, job, last);
-    stats.pack_secs += t.elapsed().as_secs_f64();
-    write_planned(
-        &blocks,
-        &kept,
-        files,
-        &mut carry.open,
-        outputs,
-        slice.options,
-        slice.bloom,
-        slice.io,
-        slice.syncer,
-        stats,
-    )?;
-    carry.unfinished_block = kept[unfinished]
+    carry.unfinished_block = kept[unfinished.clone()]
         .iter()
         .map(|&(b, e)| (blocks[b as usize].key(e as usize).to_vec(), blocks[b as usize].value(e as usize).to_vec()))
         .collect();
-    Ok(())
+    kept.truncate(unfinished.start);
+    stats.pack_secs += t.elapsed().as_secs_f64();
+    Ok(PackWork { blocks, kept, files })
 }
 
 /// A block read with its trailer: a range of a shared read buffer.

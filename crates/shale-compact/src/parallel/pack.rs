@@ -40,15 +40,15 @@ fn value(blocks: &[Arc<ParsedBlock>], k: Kept) -> &[u8] {
 
 /// The size bookkeeping of a `BlockBuilder`, without the bytes.
 #[derive(Debug, Clone, Copy)]
-struct BlockSizer {
+pub(crate) struct BlockSizer {
     buffer: usize,
     restarts: usize,
     since_restart: usize,
-    entries: usize,
+    pub(crate) entries: usize,
 }
 
 impl BlockSizer {
-    fn new() -> BlockSizer {
+    pub(crate) fn new() -> BlockSizer {
         BlockSizer {
             buffer: 0,
             restarts: 1,
@@ -60,7 +60,7 @@ impl BlockSizer {
     /// Adds an entry whose key shares `shared_with_previous` bytes with the
     /// previous entry of the stream.
     #[inline]
-    fn add(&mut self, restart_interval: usize, shared_with_previous: usize, key_len: usize, value_len: usize) {
+    pub(crate) fn add(&mut self, restart_interval: usize, shared_with_previous: usize, key_len: usize, value_len: usize) {
         let shared = if self.since_restart >= restart_interval {
             self.restarts += 1;
             self.since_restart = 0;
@@ -81,7 +81,7 @@ impl BlockSizer {
     }
 
     #[inline]
-    fn estimate(&self) -> usize {
+    pub(crate) fn estimate(&self) -> usize {
         self.buffer + self.restarts * 4 + 4
     }
 }
@@ -293,6 +293,7 @@ impl Syncer {
 /// as planned. `open` is the file carried between slices.
 #[allow(clippy::too_many_arguments, reason = "the phases' shared state, passed explicitly")]
 pub fn write_planned(
+    pool: &rayon::ThreadPool,
     blocks: &[Arc<ParsedBlock>],
     kept: &[Kept],
     files: Vec<PlannedFile>,
@@ -308,10 +309,12 @@ pub fn write_planned(
     // the syncer.
     let started = Instant::now();
     let ranges: Vec<Range<usize>> = files.iter().flat_map(|f| f.blocks.iter().cloned()).collect();
-    let mut encoded: Vec<EncodedBlock> = ranges
-        .into_par_iter()
-        .map(|range| encode_block(blocks, kept, range, options, bloom.is_some()))
-        .collect();
+    let mut encoded: Vec<EncodedBlock> = pool.install(|| {
+        ranges
+            .into_par_iter()
+            .map(|range| encode_block(blocks, kept, range, options, bloom.is_some()))
+            .collect()
+    });
 
     let mut encoded = encoded.drain(..);
     for planned in files {
@@ -344,7 +347,7 @@ pub fn write_planned(
         }
         if planned.finish {
             if let Some(file) = open.take() {
-                outputs.push(finish_file(file, bloom, syncer, stats)?);
+                outputs.push(finish_file(pool, file, bloom, syncer, stats)?);
             }
         }
     }
@@ -355,6 +358,7 @@ pub fn write_planned(
 /// Builds the filters (in parallel, one per filter range), writes the
 /// trailing blocks and syncs the file.
 fn finish_file(
+    pool: &rayon::ThreadPool,
     file: OpenFile,
     bloom: Option<&BloomFilterPolicy>,
     syncer: &Syncer,
@@ -362,17 +366,18 @@ fn finish_file(
 ) -> Result<OutputTable> {
     let filter = bloom.map(|policy| {
         let plan = plan_filters(&file.block_ranges);
-        let filters: Vec<Vec<u8>> = plan
-            .into_par_iter()
-            .map(|range| {
-                let hashes: Vec<u32> = file.block_hashes[range].iter().flatten().copied().collect();
-                let mut filter = Vec::new();
-                if !hashes.is_empty() {
-                    policy.create_filter_from_hashes(&hashes, &mut filter);
-                }
-                filter
-            })
-            .collect();
+        let filters: Vec<Vec<u8>> = pool.install(|| {
+            plan.into_par_iter()
+                .map(|range| {
+                    let hashes: Vec<u32> = file.block_hashes[range].iter().flatten().copied().collect();
+                    let mut filter = Vec::new();
+                    if !hashes.is_empty() {
+                        policy.create_filter_from_hashes(&hashes, &mut filter);
+                    }
+                    filter
+                })
+                .collect()
+        });
         assemble_filters(&filters)
     });
     let (bytes, file_size) = file.assembler.finish_with_filter_block(filter)?;

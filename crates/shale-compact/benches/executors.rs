@@ -1,0 +1,156 @@
+//! Executors on one job in memory (no file system, no fsync): the pure
+//! compaction work, `streaming` vs `parallel`, side by side in one run.
+//! A job like an L0->L1 compaction of db_bench data: `--runs` overlapping
+//! L0 tables of `--entries` random 16-byte keys each, values of
+//! `--value-size` bytes, half compressible, Snappy on.
+//!
+//! `cargo bench -p shale-compact --bench executors -- [--runs 5] [--entries 200000] [--value-size 128] [--repeats 5]`
+
+#![allow(clippy::unwrap_used, reason = "benchmark program")]
+#![allow(clippy::print_stdout, reason = "benchmark program")]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use shale_compact::job::{CompactionJob, Executor, InputRun, JobFile, JobIo, OutputSink, TableSettings};
+use shale_compact::{ParallelExecutor, StreamingExecutor};
+use shale_format::format::RandomAccess;
+use shale_format::internal_key::{InternalKey, ValueType};
+use shale_format::table_builder::TableBuilder;
+use shale_format::Result;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+struct MemIo {
+    inputs: BTreeMap<u64, Arc<Vec<u8>>>,
+    next: Mutex<u64>,
+}
+
+struct Sink(Vec<u8>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl OutputSink for Sink {
+    fn finish(self: Box<Self>) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl JobIo for MemIo {
+    fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>> {
+        Ok(Arc::new(Arc::clone(&self.inputs[&file.number]).as_ref().clone()))
+    }
+    fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)> {
+        let mut next = self.next.lock().unwrap();
+        *next += 1;
+        Ok((*next, Box::new(Sink(Vec::with_capacity(3 << 20)))))
+    }
+}
+
+fn arg(name: &str, default: usize) -> usize {
+    let argv: Vec<String> = std::env::args().collect();
+    argv.iter()
+        .position(|a| a == name)
+        .and_then(|i| argv.get(i + 1))
+        .map_or(default, |v| v.parse().expect("a number"))
+}
+
+fn main() {
+    let (runs, entries, value_size, repeats) =
+        (arg("--runs", 5), arg("--entries", 200_000), arg("--value-size", 128), arg("--repeats", 5));
+    let settings = TableSettings::default();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let piece: Vec<u8> = (0..value_size / 2 + 1).map(|_| b' ' + (next() % 95) as u8).collect();
+    let mut inputs = BTreeMap::new();
+    let mut job_runs = Vec::new();
+    let mut sequence = 1;
+    let mut input_bytes = 0;
+    for run in 0..runs as u64 {
+        let mut keys: Vec<u64> = (0..entries).map(|_| next() % (entries as u64 * runs as u64)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut builder = TableBuilder::new(settings.table_options(), Vec::new());
+        let (mut smallest, mut largest) = (Vec::new(), Vec::new());
+        for k in keys {
+            let key = InternalKey::new(format!("{k:016}").as_bytes(), sequence, ValueType::Value).into_encoded();
+            sequence += 1;
+            let mut value = piece.clone();
+            value.extend_from_slice(&piece);
+            value.truncate(value_size);
+            value[0] = (next() % 256) as u8;
+            builder.add(&key, &value).unwrap();
+            if smallest.is_empty() {
+                smallest = key.clone();
+            }
+            largest = key;
+        }
+        let (bytes, size) = builder.finish().unwrap();
+        input_bytes += size;
+        inputs.insert(run + 1, Arc::new(bytes));
+        job_runs.push(InputRun { level: 0, files: vec![JobFile { number: run + 1, file_size: size, smallest, largest }] });
+    }
+    let job = CompactionJob {
+        id: 1,
+        inputs: job_runs,
+        output_level: 1,
+        max_output_file_size: 2 << 20,
+        grandparents: vec![],
+        max_grandparent_overlap_bytes: 20 << 20,
+        smallest_snapshot: sequence,
+        deeper_levels: vec![],
+        table: settings,
+    };
+    let io = MemIo { inputs, next: Mutex::new(1000) };
+    println!(
+        "job: {runs} runs x {entries} entries, {value_size}-byte values, {:.1} MB of input, {} threads available",
+        input_bytes as f64 / 1e6,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let executors: Vec<(String, Box<dyn Executor>)> = vec![
+        ("streaming".into(), Box::new(StreamingExecutor)),
+        ("parallel-1".into(), Box::new(ParallelExecutor::new(1, 256 << 20).unwrap())),
+        ("parallel".into(), Box::new(ParallelExecutor::new(0, 256 << 20).unwrap())),
+        ("par-6MiB".into(), Box::new(ParallelExecutor::new(0, 6 << 20).unwrap())),
+    ];
+    let mut medians = Vec::new();
+    for (name, executor) in &executors {
+        let mut times = Vec::new();
+        let mut last = None;
+        for _ in 0..repeats {
+            let started = Instant::now();
+            let output = executor.run(&job, &io).unwrap();
+            times.push(started.elapsed().as_secs_f64());
+            last = Some(output);
+        }
+        times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let median = times[times.len() / 2];
+        let output = last.unwrap();
+        let moved = (output.stats.bytes_read + output.stats.bytes_written) as f64 / 1e6;
+        let s = &output.stats;
+        println!(
+            "{name:>11}: {median:.3} s median of {repeats} ({:.0} MB/s); last run phases: read {:.3} unpack {:.3} merge {:.3} gc {:.3} pack {:.3} write {:.3}",
+            moved / median, s.read_secs, s.unpack_secs, s.merge_secs, s.gc_secs, s.pack_secs, s.write_secs
+        );
+        medians.push((name.clone(), median));
+    }
+    let streaming = medians[0].1;
+    for (name, median) in &medians[1..] {
+        println!("{name} / streaming speed: {:.2}x", streaming / median);
+    }
+}
