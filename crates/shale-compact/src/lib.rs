@@ -7,6 +7,7 @@
 pub mod boundaries;
 pub mod gc;
 pub mod job;
+pub mod opencl;
 pub mod parallel;
 pub mod streaming;
 

@@ -252,11 +252,33 @@ fn check_against_reference(executor: &dyn Executor, case: &Case) {
 }
 
 fn executors() -> Vec<Box<dyn Executor>> {
-    vec![
+    use shale_compact::opencl::{OnDeviceError, OpenClExecutor, OpenClOptions, PlacementPolicy};
+    let mut executors: Vec<Box<dyn Executor>> = vec![
         Box::new(ParallelExecutor::new(2, 256 << 20).unwrap()),
         // A tiny budget: every job is cut into many slices.
         Box::new(ParallelExecutor::new(3, 6 * 4096).unwrap()),
-    ]
+    ];
+    // The OpenCL executor (PoCL in CI). Without a device its variants are
+    // skipped, unless SHALE_REQUIRE_OPENCL=1 makes that a failure.
+    let opencl = |options: OpenClOptions| OpenClExecutor::new(OpenClOptions { cpu_threads: 2, ..options });
+    let strict = OpenClOptions { max_device_files: usize::MAX, on_device_error: OnDeviceError::Fail, ..OpenClOptions::default() };
+    match opencl(strict.clone()) {
+        Ok(all_device) => {
+            executors.push(Box::new(all_device));
+            // Everything on the device, gc on the host (C-Compaction).
+            executors.push(Box::new(opencl(OpenClOptions { policy: PlacementPolicy::CCompaction, ..strict }).unwrap()));
+            // Forced fallbacks: placement on the CPU, a failing kernel, and a
+            // budget small jobs pass at placement and may then run past.
+            executors.push(Box::new(opencl(OpenClOptions { max_device_files: 0, ..OpenClOptions::default() }).unwrap()));
+            executors.push(Box::new(opencl(OpenClOptions { inject_kernel_failure: Some("rank_merge".into()), ..OpenClOptions::default() }).unwrap()));
+            executors.push(Box::new(opencl(OpenClOptions { memory_budget: Some(64 << 10), ..OpenClOptions::default() }).unwrap()));
+        }
+        Err(reason) => {
+            assert!(std::env::var("SHALE_REQUIRE_OPENCL").as_deref() != Ok("1"), "SHALE_REQUIRE_OPENCL=1 but {reason}");
+            eprintln!("conformance: skipping the opencl executor: {reason}");
+        }
+    }
+    executors
 }
 
 proptest! {

@@ -68,11 +68,19 @@ fn full_compaction_is_identical_with_every_executor() {
 
     let mut results = Vec::new();
     for executor in shale::db::EXECUTORS {
+        if let Err(err) = shale::db::executor_by_name(executor, &options(executor)) {
+            // Only opencl can be missing: no OpenCL platform on this machine.
+            assert_eq!(*executor, "opencl", "{err}");
+            assert!(std::env::var_os("SHALE_REQUIRE_OPENCL").is_none(), "OpenCL required: {err}");
+            eprintln!("skipping opencl: {err}");
+            continue;
+        }
         let dir = tmp.path().join(executor);
         copy_dir(&source, &dir);
         let db = DB::open(&dir, options(executor)).unwrap();
         db.compact_range(None, None).unwrap();
-        let (_, jobs, _) = db.executor_stats().into_iter().find(|(name, _, _)| name == executor).unwrap();
+        // `auto` runs as opencl or parallel; opencl may hand a job to parallel.
+        let jobs: u64 = db.executor_stats().iter().map(|(_, jobs, _)| jobs).sum();
         assert!(jobs > 0, "{executor} ran no job");
         let contents: Vec<(Vec<u8>, Vec<u8>)> = {
             let mut iter = db.iter(&ReadOptions::new()).unwrap();

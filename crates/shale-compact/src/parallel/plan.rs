@@ -55,7 +55,12 @@ pub fn plan_boundaries_from_sizes(
             block_start = j;
         }
         state.file_open = true;
-        block.add(restart_interval, size.shared as usize, size.key_len as usize, size.value_len as usize);
+        block.add(
+            restart_interval,
+            size.shared as usize,
+            size.key_len as usize,
+            size.value_len as usize,
+        );
         if block_is_full(block.estimate(), block_size) {
             current.blocks.push(block_start..j + 1);
             state.raw_data_bytes += block.estimate() as u64;
@@ -195,11 +200,20 @@ mod tests {
             let job = job(&mut state);
             let n = (next(&mut state) % 300) as usize;
             let mut keys: Vec<Vec<u8>> = (0..n)
-                .map(|i| InternalKey::new(format!("k{:04}", next(&mut state) % 200).as_bytes(), i as u64 + 1, ValueType::Value).into_encoded())
+                .map(|i| {
+                    InternalKey::new(
+                        format!("k{:04}", next(&mut state) % 200).as_bytes(),
+                        i as u64 + 1,
+                        ValueType::Value,
+                    )
+                    .into_encoded()
+                })
                 .collect();
             keys.sort_by(|a, b| compare_internal_keys(a, b));
-            let entries: Vec<(Vec<u8>, Vec<u8>)> =
-                keys.iter().map(|k| (k.clone(), vec![7; (next(&mut state) % 200) as usize])).collect();
+            let entries: Vec<(Vec<u8>, Vec<u8>)> = keys
+                .iter()
+                .map(|k| (k.clone(), vec![7; (next(&mut state) % 200) as usize]))
+                .collect();
             let blocks = vec![Arc::new(ParsedBlock::from_entries(&entries))];
             let kept: Vec<(u32, u32)> = (0..n as u32).map(|e| (0, e)).collect();
             let stops: Vec<bool> = (0..n).map(|_| next(&mut state) % 17 == 0).collect();
@@ -207,16 +221,31 @@ mod tests {
                 .map(|j| EntrySize {
                     key_len: entries[j].0.len() as u32,
                     value_len: entries[j].1.len() as u32,
-                    shared: if j == 0 { 0 } else { shared_prefix_len(&entries[j - 1].0, &entries[j].0) as u32 },
+                    shared: if j == 0 {
+                        0
+                    } else {
+                        shared_prefix_len(&entries[j - 1].0, &entries[j].0) as u32
+                    },
                 })
                 .collect();
             for last in [false, true] {
-                let mut a = ScanState { file_open: false, raw_data_bytes: 0 };
-                let mut b = ScanState { file_open: false, raw_data_bytes: 0 };
-                let (files_a, carry_a) = plan_boundaries(&blocks, &kept, &stops, &mut a, &job, last);
-                let (files_b, carry_b) = plan_boundaries_from_sizes(&sizes, &stops, &mut b, &job, last);
+                let mut a = ScanState {
+                    file_open: false,
+                    raw_data_bytes: 0,
+                };
+                let mut b = ScanState {
+                    file_open: false,
+                    raw_data_bytes: 0,
+                };
+                let (files_a, carry_a) =
+                    plan_boundaries(&blocks, &kept, &stops, &mut a, &job, last);
+                let (files_b, carry_b) =
+                    plan_boundaries_from_sizes(&sizes, &stops, &mut b, &job, last);
                 assert_eq!(carry_a, carry_b);
-                assert_eq!((a.file_open, a.raw_data_bytes), (b.file_open, b.raw_data_bytes));
+                assert_eq!(
+                    (a.file_open, a.raw_data_bytes),
+                    (b.file_open, b.raw_data_bytes)
+                );
                 let shape = |files: &[PlannedFile]| -> Vec<(Vec<Range<usize>>, bool)> {
                     files.iter().map(|f| (f.blocks.clone(), f.finish)).collect()
                 };
@@ -232,14 +261,26 @@ mod tests {
             let job = job(&mut state);
             assert!(grandparents_in_order(&job));
             let mut keys: Vec<Vec<u8>> = (0..next(&mut state) % 100)
-                .map(|i| InternalKey::new(format!("k{:04}", next(&mut state) % 300).as_bytes(), i + 1, ValueType::Value).into_encoded())
+                .map(|i| {
+                    InternalKey::new(
+                        format!("k{:04}", next(&mut state) % 300).as_bytes(),
+                        i + 1,
+                        ValueType::Value,
+                    )
+                    .into_encoded()
+                })
                 .collect();
             keys.sort_by(|a, b| compare_internal_keys(a, b));
             let mut by_key = GrandparentCutter::new(&job);
             let mut by_index = GrandparentIndexCutter::new(&job);
             for key in &keys {
-                let passed = job.grandparents.partition_point(|g| compare_internal_keys(key, &g.largest).is_gt());
-                assert_eq!(by_key.should_stop_before(key), by_index.should_stop_before(passed));
+                let passed = job
+                    .grandparents
+                    .partition_point(|g| compare_internal_keys(key, &g.largest).is_gt());
+                assert_eq!(
+                    by_key.should_stop_before(key),
+                    by_index.should_stop_before(passed)
+                );
             }
         }
     }

@@ -17,7 +17,10 @@ use shale_format::bloom::{filter_bits, for_each_probe, probes_for_bits_per_key};
 /// `s` that sort before it (those comparing less, and equal ones when
 /// `s < r`). `compare(a, b)` orders two elements by number. Returns the
 /// merged order (element numbers by rank).
-pub fn rank_merge(run_lengths: &[usize], compare: impl Fn(usize, usize) -> Ordering + Sync) -> Vec<u32> {
+pub fn rank_merge(
+    run_lengths: &[usize],
+    compare: impl Fn(usize, usize) -> Ordering + Sync,
+) -> Vec<u32> {
     let mut starts = Vec::with_capacity(run_lengths.len() + 1);
     let mut total = 0;
     for &len in run_lengths {
@@ -97,7 +100,12 @@ pub fn bloom_filter_by_bytes(hashes: &[u32], bits_per_key: u32) -> Vec<u8> {
     }
     let mut filter: Vec<u8> = bytes
         .chunks_exact(8)
-        .map(|eight| eight.iter().enumerate().fold(0u8, |acc, (k, &b)| acc | (u8::from(b != 0) << k)))
+        .map(|eight| {
+            eight
+                .iter()
+                .enumerate()
+                .fold(0u8, |acc, (k, &b)| acc | (u8::from(b != 0) << k))
+        })
         .collect();
     filter.push(probes);
     filter
@@ -152,14 +160,23 @@ mod tests {
             let blocks: Vec<Arc<ParsedBlock>> = runs
                 .iter()
                 .map(|run| {
-                    let entries: Vec<(Vec<u8>, Vec<u8>)> = run.iter().map(|k| (k.clone(), Vec::new())).collect();
+                    let entries: Vec<(Vec<u8>, Vec<u8>)> =
+                        run.iter().map(|k| (k.clone(), Vec::new())).collect();
                     Arc::new(ParsedBlock::from_entries(&entries))
                 })
                 .collect();
             let items: Vec<Vec<Item>> = runs
                 .iter()
                 .enumerate()
-                .map(|(b, run)| (0..run.len()).map(|e| Item { prefix: 0, block: b as u32, entry: e as u32 }).collect())
+                .map(|(b, run)| {
+                    (0..run.len())
+                        .map(|e| Item {
+                            prefix: 0,
+                            block: b as u32,
+                            entry: e as u32,
+                        })
+                        .collect()
+                })
                 .collect();
             let slices: Vec<&[Item]> = items.iter().map(Vec::as_slice).collect();
             let heap: Vec<&[u8]> = merge_sequential(&blocks, &slices)
@@ -185,18 +202,40 @@ mod tests {
         assert_eq!(exclusive_scan(&[3, 0, 2]), (vec![0, 3, 3], 5));
         // The scan-and-scatter form of gc equals the predicate applied in order.
         let keys: Vec<Vec<u8>> = (0..40u64)
-            .map(|i| InternalKey::new(format!("{}", i / 3).as_bytes(), 100 - i, if i % 5 == 0 { ValueType::Deletion } else { ValueType::Value }).into_encoded())
+            .map(|i| {
+                InternalKey::new(
+                    format!("{}", i / 3).as_bytes(),
+                    100 - i,
+                    if i % 5 == 0 {
+                        ValueType::Deletion
+                    } else {
+                        ValueType::Value
+                    },
+                )
+                .into_encoded()
+            })
             .collect();
         let keep: Vec<u32> = (0..keys.len())
             .map(|i| {
                 let entry = ParsedInternalKey::parse(&keys[i]).unwrap_or_else(|_| unreachable!());
-                let previous = (i > 0).then(|| ParsedInternalKey::parse(&keys[i - 1]).unwrap_or_else(|_| unreachable!()));
-                u32::from(keep_entry(&entry, previous.map(|p| (p.user_key, p.sequence)), 90, |k| is_base_level_for(&[], k)))
+                let previous = (i > 0).then(|| {
+                    ParsedInternalKey::parse(&keys[i - 1]).unwrap_or_else(|_| unreachable!())
+                });
+                u32::from(keep_entry(
+                    &entry,
+                    previous.map(|p| (p.user_key, p.sequence)),
+                    90,
+                    |k| is_base_level_for(&[], k),
+                ))
             })
             .collect();
         let order: Vec<u32> = (0..keys.len() as u32).collect();
         let kept = compact(&order, &keep);
-        let expected: Vec<u32> = order.iter().copied().filter(|&i| keep[i as usize] != 0).collect();
+        let expected: Vec<u32> = order
+            .iter()
+            .copied()
+            .filter(|&i| keep[i as usize] != 0)
+            .collect();
         assert_eq!(kept, expected);
     }
 
@@ -205,10 +244,17 @@ mod tests {
         let mut state = 7;
         for n in [0usize, 1, 2, 7, 8, 63, 64, 100, 1000] {
             for bits_per_key in [1u32, 5, 10, 16, 23] {
-                let hashes: Vec<u32> = (0..n).map(|_| bloom_hash(&next(&mut state).to_le_bytes())).collect();
+                let hashes: Vec<u32> = (0..n)
+                    .map(|_| bloom_hash(&next(&mut state).to_le_bytes()))
+                    .collect();
                 let mut expected = Vec::new();
-                BloomFilterPolicy::new(bits_per_key).create_filter_from_hashes(&hashes, &mut expected);
-                assert_eq!(bloom_filter_by_bytes(&hashes, bits_per_key), expected, "n={n} bits={bits_per_key}");
+                BloomFilterPolicy::new(bits_per_key)
+                    .create_filter_from_hashes(&hashes, &mut expected);
+                assert_eq!(
+                    bloom_filter_by_bytes(&hashes, bits_per_key),
+                    expected,
+                    "n={n} bits={bits_per_key}"
+                );
             }
         }
     }

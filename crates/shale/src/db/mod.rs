@@ -18,6 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
 use shale_compact::job::{Executor, PhaseStats};
+use shale_compact::opencl::{OpenClExecutor, OpenClOptions, OPENCL};
 use shale_compact::parallel::{ParallelExecutor, PARALLEL};
 use shale_compact::streaming::{StreamingExecutor, STREAMING};
 use shale_format::concat_iterator::ConcatIterator;
@@ -142,17 +143,41 @@ impl Drop for Closer {
     }
 }
 
-/// Names of the compaction executors this build has.
-pub const EXECUTORS: &[&str] = &[PARALLEL, STREAMING];
+/// Names of the compaction executors this build has. `auto` is `opencl`
+/// when an OpenCL device is usable, else `parallel`.
+pub const EXECUTORS: &[&str] = &[PARALLEL, STREAMING, OPENCL, AUTO];
 
-/// Builds the executor named in the options.
+/// The executor that picks `opencl` when it can and `parallel` otherwise.
+pub const AUTO: &str = "auto";
+
+fn opencl_executor(options: &Options) -> std::result::Result<OpenClExecutor, String> {
+    OpenClExecutor::new(OpenClOptions {
+        cpu_threads: options.compaction_threads,
+        cpu_memory_budget: options.compaction_memory_budget,
+        ..OpenClOptions::default()
+    })
+    .map_err(|unavailable| unavailable.to_string())
+}
+
+/// Builds the executor named in the options. `opencl` on a machine without
+/// a usable OpenCL device is an error that says why.
 pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executor>> {
-    match name {
-        STREAMING => Ok(Arc::new(StreamingExecutor)),
-        PARALLEL => Ok(Arc::new(ParallelExecutor::new(
+    let parallel = || -> Result<Arc<dyn Executor>> {
+        Ok(Arc::new(ParallelExecutor::new(
             options.compaction_threads,
             options.compaction_memory_budget,
-        )?)),
+        )?))
+    };
+    match name {
+        STREAMING => Ok(Arc::new(StreamingExecutor)),
+        PARALLEL => parallel(),
+        OPENCL => opencl_executor(options)
+            .map(|e| Arc::new(e) as Arc<dyn Executor>)
+            .map_err(|reason| Error::NotSupported(format!("the opencl executor is unavailable: {reason}"))),
+        AUTO => match opencl_executor(options) {
+            Ok(executor) => Ok(Arc::new(executor)),
+            Err(_) => parallel(),
+        },
         other => Err(Error::InvalidArgument(format!(
             "unknown compaction executor {other:?} (available: {})",
             EXECUTORS.join(", ")

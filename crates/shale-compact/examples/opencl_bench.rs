@@ -1,0 +1,288 @@
+//! The `opencl` executor against `parallel` on the same jobs in memory (no
+//! file system), and the device time of every kernel. A benchmark program,
+//! not a test (STYLE.md habit 14). Jobs like the executors benchmark's:
+//! `--runs` overlapping L0 tables of `--entries` random 16-byte keys,
+//! `--value-size`-byte values (half compressible), Snappy and Bloom on;
+//! `--overwrite-percent` of each run's keys also appear in the next run.
+//!
+//! `cargo run --release -p shale-compact --example opencl_bench -- [--runs 5] [--entries 100000] [--value-size 128] [--repeats 3] [--threads 0]`
+//!
+//! Prints, per executor, the median wall time and input MB/s; for the
+//! OpenCL executor the phase times of the last run and, over the measured
+//! runs, each kernel's device time, launches and bytes/s (from OpenCL
+//! profiling events), and the host<->device transfer rates.
+
+#![allow(clippy::unwrap_used, reason = "benchmark program")]
+#![allow(clippy::print_stdout, reason = "benchmark program")]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use shale_compact::job::{
+    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, JobIo, OutputSink, TableSettings,
+};
+use shale_compact::opencl::{KernelTime, OpenClExecutor, OpenClOptions, PlacementPolicy};
+use shale_compact::ParallelExecutor;
+use shale_format::format::RandomAccess;
+use shale_format::internal_key::{InternalKey, ValueType};
+use shale_format::table_builder::TableBuilder;
+use shale_format::Result;
+
+struct MemIo {
+    inputs: BTreeMap<u64, Arc<Vec<u8>>>,
+    next: Mutex<u64>,
+    written: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
+}
+
+struct Sink {
+    number: u64,
+    bytes: Vec<u8>,
+    written: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
+}
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl OutputSink for Sink {
+    fn finish(self: Box<Self>) -> Result<()> {
+        self.written.lock().unwrap().insert(self.number, self.bytes);
+        Ok(())
+    }
+}
+
+impl JobIo for MemIo {
+    fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>> {
+        Ok(Arc::new(self.inputs[&file.number].as_ref().clone()))
+    }
+    fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)> {
+        let mut next = self.next.lock().unwrap();
+        *next += 1;
+        Ok((
+            *next,
+            Box::new(Sink {
+                number: *next,
+                bytes: Vec::new(),
+                written: self.written.clone(),
+            }),
+        ))
+    }
+}
+
+fn arg(name: &str, default: usize) -> usize {
+    let argv: Vec<String> = std::env::args().collect();
+    argv.iter()
+        .position(|a| a == name)
+        .and_then(|i| argv.get(i + 1))
+        .map_or(default, |v| v.parse().expect("a number"))
+}
+
+fn make_job(
+    runs: usize,
+    entries: usize,
+    value_size: usize,
+    overwrite_percent: usize,
+) -> (CompactionJob, BTreeMap<u64, Arc<Vec<u8>>>, u64) {
+    let settings = TableSettings::default();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let piece: Vec<u8> = (0..value_size / 2 + 1)
+        .map(|_| b' ' + (next() % 95) as u8)
+        .collect();
+    let mut inputs = BTreeMap::new();
+    let mut job_runs = Vec::new();
+    let mut sequence = 1;
+    let mut input_bytes = 0;
+    let mut previous: Vec<u64> = Vec::new();
+    for run in 0..runs as u64 {
+        let mut keys: Vec<u64> = (0..entries)
+            .map(|i| match previous.get(i) {
+                Some(&k) if next() % 100 < overwrite_percent as u64 => k,
+                _ => next() % (entries as u64 * runs as u64 * 4),
+            })
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut builder = TableBuilder::new(settings.table_options(), Vec::new());
+        let (mut smallest, mut largest) = (Vec::new(), Vec::new());
+        for &k in &keys {
+            let key = InternalKey::new(format!("{k:016}").as_bytes(), sequence, ValueType::Value)
+                .into_encoded();
+            sequence += 1;
+            let mut value = piece.clone();
+            value.extend_from_slice(&piece);
+            value.truncate(value_size);
+            value[0] = (next() % 256) as u8;
+            builder.add(&key, &value).unwrap();
+            if smallest.is_empty() {
+                smallest = key.clone();
+            }
+            largest = key;
+        }
+        let (bytes, size) = builder.finish().unwrap();
+        input_bytes += size;
+        inputs.insert(run + 1, Arc::new(bytes));
+        job_runs.push(InputRun {
+            level: 0,
+            files: vec![JobFile {
+                number: run + 1,
+                file_size: size,
+                smallest,
+                largest,
+            }],
+        });
+        previous = keys;
+    }
+    let job = CompactionJob {
+        id: 1,
+        inputs: job_runs,
+        output_level: 1,
+        max_output_file_size: 2 << 20,
+        grandparents: vec![],
+        max_grandparent_overlap_bytes: 20 << 20,
+        smallest_snapshot: sequence,
+        deeper_levels: vec![],
+        table: settings,
+    };
+    (job, inputs, input_bytes)
+}
+
+fn main() {
+    let (runs, entries, value_size, repeats, threads, overwrite) = (
+        arg("--runs", 5),
+        arg("--entries", 100_000),
+        arg("--value-size", 128),
+        arg("--repeats", 3),
+        arg("--threads", 0),
+        arg("--overwrite-percent", 30),
+    );
+    let (job, inputs, input_bytes) = make_job(runs, entries, value_size, overwrite);
+    let new_io = || MemIo {
+        inputs: inputs.clone(),
+        next: Mutex::new(1000),
+        written: Arc::new(Mutex::new(BTreeMap::new())),
+    };
+    let opencl = |policy| {
+        OpenClExecutor::new(OpenClOptions {
+            policy,
+            cpu_threads: threads,
+            max_device_files: usize::MAX,
+            ..OpenClOptions::default()
+        })
+    };
+    let all_device = match opencl(PlacementPolicy::AllDevice) {
+        Ok(executor) => executor,
+        Err(reason) => {
+            println!("no OpenCL device: {reason}");
+            return;
+        }
+    };
+    let info = all_device.device_info().clone();
+    println!(
+        "job: {runs} runs x {entries} entries, {value_size}-byte values, {overwrite}% overwritten, {:.1} MB of input; device: {} ({}, {} compute units); host threads: {}",
+        input_bytes as f64 / 1e6,
+        info.name,
+        info.platform,
+        info.compute_units,
+        if threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { threads }
+    );
+    let parallel = ParallelExecutor::new(threads, 256 << 20).unwrap();
+    let c_compaction = opencl(PlacementPolicy::CCompaction).unwrap();
+    let executors: Vec<(&str, &dyn Executor, Option<&OpenClExecutor>)> = vec![
+        ("parallel", &parallel, None),
+        ("opencl", &all_device, Some(&all_device)),
+        ("opencl-c", &c_compaction, Some(&c_compaction)),
+    ];
+    let mut reference: Option<BTreeMap<u64, Vec<u8>>> = None;
+    for &(name, executor, device) in &executors {
+        // One warm-up run (PoCL builds each kernel's work-group function on
+        // first use), then the measured ones.
+        let io = new_io();
+        let warm: CompactionOutput = executor.run(&job, &io).unwrap();
+        let written = io.written.lock().unwrap().clone();
+        match &reference {
+            None => reference = Some(written),
+            Some(expected) => assert!(written == *expected, "{name} wrote different tables"),
+        }
+        assert_eq!(
+            warm.executor,
+            if name.starts_with("opencl") {
+                "opencl"
+            } else {
+                "parallel"
+            },
+            "{name} ran where expected"
+        );
+        let kernels_before = device.map(|d| d.stats().kernels);
+        let mut times = Vec::new();
+        let mut last = warm;
+        for _ in 0..repeats {
+            let io = new_io();
+            let started = Instant::now();
+            last = executor.run(&job, &io).unwrap();
+            times.push(started.elapsed().as_secs_f64());
+        }
+        times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let median = times[times.len() / 2];
+        let s = &last.stats;
+        println!(
+            "{name:>9}: {median:.3} s median of {repeats} ({:.1} MB/s of input); last run: read {:.3} unpack {:.3} merge {:.3} gc {:.3} pack {:.3} write {:.3}; {} -> {} entries",
+            input_bytes as f64 / 1e6 / median,
+            s.read_secs,
+            s.unpack_secs,
+            s.merge_secs,
+            s.gc_secs,
+            s.pack_secs,
+            s.write_secs,
+            s.entries_in,
+            s.entries_out
+        );
+        if let (Some(before), Some(device)) = (kernels_before, device) {
+            let after = device.stats().kernels;
+            println!(
+                "    {:<24} {:>9} {:>12} {:>14} {:>10}",
+                "kernel / transfer", "launches", "device ms", "MB processed", "MB/s"
+            );
+            let mut rows: Vec<(String, KernelTime)> = after
+                .into_iter()
+                .map(|(k, mut t)| {
+                    if let Some(b) = before.get(&k) {
+                        t.launches -= b.launches;
+                        t.items -= b.items;
+                        t.bytes -= b.bytes;
+                        t.seconds -= b.seconds;
+                    }
+                    (k, t)
+                })
+                .filter(|(_, t)| t.launches > 0)
+                .collect();
+            rows.sort_by(|a, b| b.1.seconds.partial_cmp(&a.1.seconds).unwrap());
+            let per_run = repeats as f64;
+            for (kernel, t) in rows {
+                println!(
+                    "    {kernel:<24} {:>9.0} {:>12.2} {:>14.1} {:>10.0}",
+                    t.launches as f64 / per_run,
+                    t.seconds * 1e3 / per_run,
+                    t.bytes as f64 / 1e6 / per_run,
+                    if t.seconds > 0.0 {
+                        t.bytes as f64 / 1e6 / t.seconds
+                    } else {
+                        0.0
+                    }
+                );
+            }
+        }
+    }
+}

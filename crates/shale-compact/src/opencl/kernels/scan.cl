@@ -1,0 +1,58 @@
+// Exclusive prefix sums (the "scan" of stream compaction), in three steps the
+// host chains (opencl/scan.rs): scan each work group's slice in local memory
+// and write the group's total; scan the totals (recursively); add each
+// group's scanned total to its slice. Sums are 64-bit so the host can detect
+// totals that would overflow 32-bit offsets.
+
+// Inclusive Hillis-Steele scan of one work group's values in `tmp`.
+inline ulong scan_local(ulong value, __local ulong* tmp) {
+    uint lid = get_local_id(0);
+    uint size = get_local_size(0);
+    tmp[lid] = value;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint offset = 1; offset < size; offset <<= 1) {
+        ulong add = lid >= offset ? tmp[lid - offset] : 0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        tmp[lid] += add;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    return tmp[lid];
+}
+
+// out[i] = sum of values[j] for j < i within the work group; block_sums[g]
+// = the group's total.
+__kernel void scan_groups_u32(__global const uint* values, uint n, __global ulong* out,
+                              __global ulong* block_sums, __local ulong* tmp) {
+    uint i = get_global_id(0);
+    ulong value = i < n ? (ulong)values[i] : 0;
+    ulong inclusive = scan_local(value, tmp);
+    if (i < n) {
+        out[i] = inclusive - value;
+    }
+    if (get_local_id(0) == get_local_size(0) - 1) {
+        block_sums[get_group_id(0)] = inclusive;
+    }
+}
+
+// The same over 64-bit values (the upper levels of the scan).
+__kernel void scan_groups_u64(__global const ulong* values, uint n, __global ulong* out,
+                              __global ulong* block_sums, __local ulong* tmp) {
+    uint i = get_global_id(0);
+    ulong value = i < n ? values[i] : 0;
+    ulong inclusive = scan_local(value, tmp);
+    if (i < n) {
+        out[i] = inclusive - value;
+    }
+    if (get_local_id(0) == get_local_size(0) - 1) {
+        block_sums[get_group_id(0)] = inclusive;
+    }
+}
+
+// out[i] += scanned_sums[i / group_size].
+__kernel void scan_add_group_offsets(__global ulong* out, uint n, uint group_size,
+                                     __global const ulong* scanned_sums) {
+    uint i = get_global_id(0);
+    if (i < n) {
+        out[i] += scanned_sums[i / group_size];
+    }
+}

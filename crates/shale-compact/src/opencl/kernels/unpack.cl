@@ -1,0 +1,109 @@
+// Unpack: one work item per restart group of an input data block (the
+// smallest unit whose keys do not depend on another: keys are
+// prefix-compressed only within a group). CPU twin:
+// shale_compact::parallel::unpack::parse_restart_group.
+//
+// Two passes: unpack_count sizes every group (entries, bytes of full keys)
+// and validates it; after an exclusive scan of both counts, unpack_parse
+// writes the full keys into the key arena and one tuple per entry
+// <key offset, key length, value offset, value length, user-key prefix>.
+// Values are not copied: value offsets point into `data`, where the blocks
+// were uploaded (lazy value movement).
+
+// Largest full-key bytes one group may expand to; larger groups are sent
+// back to the CPU (prefix compression can make keys far longer than the
+// bytes stored).
+#define MAX_GROUP_KEY_BYTES (1u << 24)
+
+__kernel void unpack_count(__global const uchar* data, __global const uint* group_start,
+                           __global const uint* group_limit, uint groups,
+                           __global uint* entry_count, __global uint* key_bytes,
+                           __global uint* error) {
+    uint g = get_global_id(0);
+    if (g >= groups) {
+        return;
+    }
+    uint pos = group_start[g];
+    uint limit = group_limit[g];
+    uint count = 0;
+    uint bytes = 0;
+    uint previous_len = 0;
+    int ok = 1;
+    while (pos < limit) {
+        uint shared, non_shared, value_len;
+        if (!decode_varint32(data, &pos, limit, &shared) ||
+            !decode_varint32(data, &pos, limit, &non_shared) ||
+            !decode_varint32(data, &pos, limit, &value_len)) {
+            ok = 0;
+            break;
+        }
+        if ((ulong)non_shared + (ulong)value_len > (ulong)(limit - pos)) {
+            ok = 0;
+            break;
+        }
+        if (count == 0 ? shared != 0 : shared > previous_len) {
+            ok = 0;
+            break;
+        }
+        uint key_len = shared + non_shared;
+        if (key_len > MAX_GROUP_KEY_BYTES - bytes) {
+            ok = 0;
+            break;
+        }
+        bytes += key_len;
+        previous_len = key_len;
+        count++;
+        pos += non_shared + value_len;
+    }
+    if (!ok) {
+        atomic_or(error, 1u);
+        count = 0;
+        bytes = 0;
+    }
+    entry_count[g] = count;
+    key_bytes[g] = bytes;
+}
+
+__kernel void unpack_parse(__global const uchar* data, __global const uint* group_start,
+                           __global const uint* group_limit, uint groups,
+                           __global const ulong* entry_base, __global const ulong* key_base,
+                           uint prefix_offset, __global uchar* keys,
+                           __global uint* key_offset, __global uint* key_len,
+                           __global uint* value_offset, __global uint* value_len,
+                           __global ulong* prefix) {
+    uint g = get_global_id(0);
+    if (g >= groups) {
+        return;
+    }
+    uint pos = group_start[g];
+    uint limit = group_limit[g];
+    uint e = (uint)entry_base[g];
+    uint k = (uint)key_base[g];
+    uint previous = k;
+    while (pos < limit) {
+        uint shared, non_shared, length;
+        // unpack_count validated the group: these cannot fail.
+        if (!decode_varint32(data, &pos, limit, &shared) ||
+            !decode_varint32(data, &pos, limit, &non_shared) ||
+            !decode_varint32(data, &pos, limit, &length)) {
+            return;
+        }
+        uint start = k;
+        for (uint i = 0; i < shared; i++) {
+            keys[k++] = keys[previous + i];
+        }
+        for (uint i = 0; i < non_shared; i++) {
+            keys[k++] = data[pos + i];
+        }
+        pos += non_shared;
+        uint len = shared + non_shared;
+        key_offset[e] = start;
+        key_len[e] = len;
+        value_offset[e] = pos;
+        value_len[e] = length;
+        prefix[e] = user_key_prefix(keys + start, len, prefix_offset);
+        pos += length;
+        previous = start;
+        e++;
+    }
+}

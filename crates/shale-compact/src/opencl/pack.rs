@@ -1,0 +1,439 @@
+//! Pack on the device: kept entries into finished table files. What runs
+//! where:
+//!
+//! | step | where |
+//! | --- | --- |
+//! | key/value lengths and shared prefixes of kept entries | device: `kept_sizes` |
+//! | block and file boundaries (one sequential scan over integers), restart-group output offsets | host: `parallel::plan::plan_boundaries_from_sizes`, `group_layout` |
+//! | data block encoding, one work item per restart group | device: `encode_groups` |
+//! | first/last keys of each block (index entries, file bounds) | device: `gather_keys` |
+//! | Snappy compression | host (the device has no Snappy) |
+//! | Bloom filters: byte vector, then folded into bits (Algorithm 2) | device: `bloom_set`, `bloom_fold` |
+//! | index block, filter block layout, metaindex, footer, block trailers (CRC32C) | host: `TableAssembler`, as every executor |
+//!
+//! The device has a `block_checksum` kernel for output trailers, tested
+//! against `block_checksum`, but the pipeline does not use it yet:
+//! `TableAssembler::write_data_block` computes the trailer itself, so a
+//! device CRC would be computed twice.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+use shale_format::bloom::{filter_bits, probes_for_bits_per_key};
+use shale_format::coding::varint_length;
+use shale_format::filter_block::{assemble_filters, plan_filters};
+use shale_format::format::{maybe_compress_owned, CompressionType, BLOCK_TRAILER_LEN};
+use shale_format::table_assembler::TableAssembler;
+
+use super::device::DeviceError;
+use super::pipeline::DeviceEntries;
+use super::session::{mem, Arg, Session};
+use crate::job::CompactionJob;
+use crate::parallel::pack::ScanState;
+use crate::parallel::plan::{plan_boundaries_from_sizes, EntrySize};
+
+/// A finished table, in memory, before it has a file number.
+#[derive(Debug)]
+pub(crate) struct AssembledFile {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) smallest: Vec<u8>,
+    pub(crate) largest: Vec<u8>,
+    pub(crate) entries: u64,
+}
+
+/// Where every restart group of every output block goes.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct GroupLayout {
+    /// Per group: first kept entry, entry count, output offset, first group
+    /// of its block, 1 for the last group of a block.
+    pub(crate) first: Vec<u32>,
+    pub(crate) count: Vec<u32>,
+    pub(crate) offset: Vec<u32>,
+    pub(crate) block_first_group: Vec<u32>,
+    pub(crate) last: Vec<u8>,
+    /// Per block: its bytes in the output buffer.
+    pub(crate) blocks: Vec<Range<usize>>,
+}
+
+/// Lays out the planned blocks (ranges of kept entries) back to back: each
+/// block's restart groups of `restart_interval` entries, then its restart
+/// array. Offsets follow from the sizes exactly as `BlockBuilder` writes.
+pub(crate) fn group_layout(
+    sizes: &[EntrySize],
+    blocks: &[Range<usize>],
+    restart_interval: usize,
+) -> GroupLayout {
+    let interval = restart_interval.max(1);
+    let mut layout = GroupLayout::default();
+    let mut cursor = 0usize;
+    for block in blocks {
+        let block_start = cursor;
+        let first_group = layout.first.len() as u32;
+        let mut group = block.start;
+        while group < block.end {
+            let end = (group + interval).min(block.end);
+            layout.first.push(group as u32);
+            layout.count.push((end - group) as u32);
+            layout.offset.push(cursor as u32);
+            layout.block_first_group.push(first_group);
+            layout.last.push(0);
+            for (j, size) in sizes.iter().enumerate().take(end).skip(group) {
+                let shared = if j == group { 0 } else { size.shared as usize };
+                let non_shared = size.key_len as usize - shared;
+                cursor += varint_length(shared as u64)
+                    + varint_length(non_shared as u64)
+                    + varint_length(u64::from(size.value_len))
+                    + non_shared
+                    + size.value_len as usize;
+            }
+            group = end;
+        }
+        if let Some(last) = layout.last.last_mut() {
+            *last = 1;
+        }
+        let groups = layout.first.len() - first_group as usize;
+        cursor += 4 * groups + 4;
+        layout.blocks.push(block_start..cursor);
+    }
+    layout
+}
+
+/// Packs the kept entries into finished files.
+pub(crate) fn pack_on_device(
+    session: &mut Session<'_>,
+    pool: &rayon::ThreadPool,
+    job: &CompactionJob,
+    entries: &DeviceEntries,
+) -> Result<Vec<AssembledFile>, DeviceError> {
+    let m = entries.kept_count;
+    let sizes = session.alloc::<u32>("kept sizes", 3 * m)?;
+    session.launch(
+        "kept_sizes",
+        m,
+        None,
+        m as u64 * 16,
+        &[
+            mem(&entries.keys),
+            mem(&entries.key_offset),
+            mem(&entries.key_len),
+            mem(&entries.value_len),
+            mem(&entries.kept),
+            Arg::U32(m as u32),
+            mem(&sizes),
+        ],
+    )?;
+    let flat = session.download("kept sizes", &sizes, 3 * m)?;
+    let host_sizes: Vec<EntrySize> = flat
+        .chunks_exact(3)
+        .map(|s| EntrySize {
+            key_len: s[0],
+            value_len: s[1],
+            shared: s[2],
+        })
+        .collect();
+
+    // Boundaries: the one sequential scan, over integers.
+    let mut state = ScanState {
+        file_open: false,
+        raw_data_bytes: 0,
+    };
+    let (planned, _) =
+        plan_boundaries_from_sizes(&host_sizes, &entries.stops, &mut state, job, true);
+    let block_ranges: Vec<Range<usize>> = planned
+        .iter()
+        .flat_map(|f| f.blocks.iter().cloned())
+        .collect();
+    let layout = group_layout(&host_sizes, &block_ranges, job.table.block_restart_interval);
+    let out_len = layout.blocks.last().map_or(0, |b| b.end);
+    if out_len > u32::MAX as usize {
+        return Err(DeviceError::new(format!(
+            "{out_len} bytes of output blocks: past 32-bit offsets"
+        )));
+    }
+
+    // Encode every restart group.
+    let groups = layout.first.len();
+    let group_buffers = [
+        session.upload("output groups", &layout.first)?,
+        session.upload("output groups", &layout.count)?,
+        session.upload("output groups", &layout.offset)?,
+        session.upload("output groups", &layout.block_first_group)?,
+    ];
+    let group_last = session.upload("output groups", &layout.last)?;
+    let out = session.alloc::<u8>("output blocks", out_len)?;
+    session.launch(
+        "encode_groups",
+        groups,
+        None,
+        out_len as u64,
+        &[
+            mem(&entries.keys),
+            mem(&entries.key_offset),
+            mem(&entries.data),
+            mem(&entries.value_offset),
+            mem(&entries.kept),
+            mem(&sizes),
+            mem(&group_buffers[0]),
+            mem(&group_buffers[1]),
+            mem(&group_buffers[2]),
+            mem(&group_buffers[3]),
+            mem(&group_last),
+            Arg::U32(groups as u32),
+            mem(&out),
+        ],
+    )?;
+    let encoded = session.download("output blocks", &out, out_len)?;
+    drop(out);
+
+    // The first and last key of every block.
+    let mut which = Vec::with_capacity(2 * block_ranges.len());
+    let mut key_at = Vec::with_capacity(2 * block_ranges.len() + 1);
+    let mut key_bytes = 0usize;
+    for range in &block_ranges {
+        for j in [range.start, range.end - 1] {
+            which.push(j as u32);
+            key_at.push(key_bytes);
+            key_bytes += host_sizes[j].key_len as usize;
+        }
+    }
+    key_at.push(key_bytes);
+    let which_buffer = session.upload("boundary keys", &which)?;
+    let at: Vec<u32> = key_at.iter().map(|&a| a as u32).collect();
+    let at_buffer = session.upload("boundary keys", &at)?;
+    let gathered = session.alloc::<u8>("boundary keys", key_bytes)?;
+    session.launch(
+        "gather_keys",
+        which.len(),
+        None,
+        key_bytes as u64,
+        &[
+            mem(&entries.keys),
+            mem(&entries.key_offset),
+            mem(&entries.key_len),
+            mem(&entries.kept),
+            mem(&which_buffer),
+            mem(&at_buffer),
+            Arg::U32(which.len() as u32),
+            mem(&gathered),
+        ],
+    )?;
+    let gathered = session.download("boundary keys", &gathered, key_bytes)?;
+    let boundary_key = |w: usize| &gathered[key_at[w]..key_at[w + 1]];
+
+    // Snappy on the host, block by block in parallel.
+    let compression = job.table.table_options().compression;
+    let compressed: Vec<(Vec<u8>, CompressionType)> = pool.install(|| {
+        layout
+            .blocks
+            .par_iter()
+            .map(|range| maybe_compress_owned(encoded[range.clone()].to_vec(), compression))
+            .collect()
+    });
+    drop(encoded);
+
+    // Files: their blocks (indices into block_ranges) and filter plans.
+    let mut file_blocks = Vec::with_capacity(planned.len());
+    let mut next_block = 0;
+    for file in &planned {
+        file_blocks.push(next_block..next_block + file.blocks.len());
+        next_block += file.blocks.len();
+    }
+    let filters = match job.table.bloom_bits_per_key {
+        Some(bits_per_key) => Some(bloom_on_device(
+            session,
+            entries,
+            &block_ranges,
+            &compressed,
+            &file_blocks,
+            bits_per_key,
+        )?),
+        None => None,
+    };
+
+    // Lay out each file as every executor does.
+    let options = job.table.table_options();
+    let files: Vec<AssembledFile> = pool.install(|| {
+        file_blocks
+            .par_iter()
+            .enumerate()
+            .map(|(f, blocks)| -> Result<AssembledFile, DeviceError> {
+                let mut assembler = TableAssembler::new(options.clone(), Vec::new());
+                for b in blocks.clone() {
+                    let (contents, kind) = &compressed[b];
+                    assembler
+                        .write_data_block(
+                            boundary_key(2 * b),
+                            boundary_key(2 * b + 1),
+                            contents,
+                            *kind,
+                        )
+                        .map_err(|e| {
+                            DeviceError::new(format!("assembling an output table: {e}"))
+                        })?;
+                }
+                let filter = filters
+                    .as_ref()
+                    .map(|filters| assemble_filters(&filters[f]));
+                let (bytes, _) = assembler
+                    .finish_with_filter_block(filter)
+                    .map_err(|e| DeviceError::new(format!("assembling an output table: {e}")))?;
+                Ok(AssembledFile {
+                    bytes,
+                    smallest: boundary_key(2 * blocks.start).to_vec(),
+                    largest: boundary_key(2 * (blocks.end - 1) + 1).to_vec(),
+                    entries: blocks.clone().map(|b| block_ranges[b].len() as u64).sum(),
+                })
+            })
+            .collect::<Result<_, _>>()
+    })?;
+    Ok(files)
+}
+
+/// Builds every filter of every file on the device: per file, the filters
+/// `plan_filters` asks for (from the blocks' places in the file), each
+/// empty or over the keys of its blocks.
+fn bloom_on_device(
+    session: &mut Session<'_>,
+    entries: &DeviceEntries,
+    block_ranges: &[Range<usize>],
+    compressed: &[(Vec<u8>, CompressionType)],
+    file_blocks: &[Range<usize>],
+    bits_per_key: u32,
+) -> Result<Vec<Vec<Vec<u8>>>, DeviceError> {
+    let probes = probes_for_bits_per_key(bits_per_key);
+    // Per file, per filter: None (empty) or (index among device filters, bytes).
+    let mut plans: Vec<Vec<Option<(usize, usize)>>> = Vec::with_capacity(file_blocks.len());
+    let mut filter_first = Vec::new();
+    let mut filter_bits_list = Vec::new();
+    let mut filter_out = Vec::new();
+    let mut out_bytes = 0usize;
+    for blocks in file_blocks {
+        let mut offset = 0u64;
+        let places: Vec<(u64, u64)> = blocks
+            .clone()
+            .map(|b| {
+                let start = offset;
+                offset += (compressed[b].0.len() + BLOCK_TRAILER_LEN) as u64;
+                (start, offset)
+            })
+            .collect();
+        let mut file_plan = Vec::new();
+        for range in plan_filters(&places) {
+            if range.is_empty() {
+                file_plan.push(None);
+                continue;
+            }
+            let first = block_ranges[blocks.start + range.start].start;
+            let end = block_ranges[blocks.start + range.end - 1].end;
+            let bits = filter_bits(end - first, bits_per_key);
+            file_plan.push(Some((filter_first.len(), bits / 8)));
+            filter_first.push(first as u32);
+            filter_bits_list.push(bits as u32);
+            filter_out.push(out_bytes as u32);
+            out_bytes += bits / 8;
+        }
+        plans.push(file_plan);
+    }
+    let filters = filter_first.len();
+    // Filters cover the kept entries one after another: close the list.
+    filter_first.push(entries.kept_count as u32);
+    if out_bytes.saturating_mul(8) > u32::MAX as usize {
+        return Err(DeviceError::new("Bloom filters past 32-bit offsets"));
+    }
+    let first_buffer = session.upload("filter ranges", &filter_first)?;
+    let bits_buffer = session.upload("filter sizes", &filter_bits_list)?;
+    let out_buffer = session.upload("filter offsets", &filter_out)?;
+    let byte_vector = session.alloc_zeroed::<u8>("the Bloom byte vector", out_bytes * 8)?;
+    session.launch(
+        "bloom_set",
+        entries.kept_count,
+        None,
+        entries.kept_count as u64 * u64::from(probes),
+        &[
+            mem(&entries.keys),
+            mem(&entries.key_offset),
+            mem(&entries.key_len),
+            mem(&entries.kept),
+            mem(&first_buffer),
+            Arg::U32(filters as u32),
+            mem(&bits_buffer),
+            mem(&out_buffer),
+            Arg::U32(u32::from(probes)),
+            mem(&byte_vector),
+        ],
+    )?;
+    let bit_arrays = session.alloc::<u8>("Bloom filters", out_bytes)?;
+    session.launch(
+        "bloom_fold",
+        out_bytes,
+        None,
+        out_bytes as u64 * 8,
+        &[
+            mem(&byte_vector),
+            Arg::U32(out_bytes as u32),
+            mem(&bit_arrays),
+        ],
+    )?;
+    let bit_arrays = session.download("Bloom filters", &bit_arrays, out_bytes)?;
+    Ok(plans
+        .into_iter()
+        .map(|file_plan| {
+            file_plan
+                .into_iter()
+                .map(|filter| match filter {
+                    None => Vec::new(),
+                    Some((f, bytes)) => {
+                        let start = filter_out[f] as usize;
+                        let mut filter = bit_arrays[start..start + bytes].to_vec();
+                        filter.push(probes);
+                        filter
+                    }
+                })
+                .collect()
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shale_format::block_builder::{shared_prefix_len, BlockBuilder};
+
+    #[test]
+    fn layout_matches_the_block_builder() {
+        let keys: Vec<Vec<u8>> = (0..100u32)
+            .map(|i| format!("key{:05}", i * 7).into_bytes())
+            .collect();
+        let values: Vec<Vec<u8>> = (0..100usize).map(|i| vec![1; i * 3 % 150]).collect();
+        let sizes: Vec<EntrySize> = (0..100)
+            .map(|j| EntrySize {
+                key_len: keys[j].len() as u32,
+                value_len: values[j].len() as u32,
+                shared: if j == 0 {
+                    0
+                } else {
+                    shared_prefix_len(&keys[j - 1], &keys[j]) as u32
+                },
+            })
+            .collect();
+        for interval in [1, 2, 5, 16] {
+            let blocks = vec![0..1, 1..40, 40..41, 41..100];
+            let layout = group_layout(&sizes, &blocks, interval);
+            for (b, range) in blocks.iter().enumerate() {
+                let mut builder = BlockBuilder::new(interval);
+                for j in range.clone() {
+                    builder.add(&keys[j], &values[j]);
+                }
+                assert_eq!(
+                    builder.current_size_estimate(),
+                    layout.blocks[b].len(),
+                    "interval {interval} block {b}"
+                );
+            }
+            assert_eq!(
+                layout.last.iter().filter(|&&l| l == 1).count(),
+                blocks.len()
+            );
+        }
+    }
+}

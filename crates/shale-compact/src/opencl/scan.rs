@@ -1,0 +1,71 @@
+//! Exclusive prefix sums on the device (kernels in `kernels/scan.cl`): each
+//! work group scans its slice in local memory, the group totals are scanned
+//! the same way (recursively), and each slice gets its group's offset added.
+//! CPU twin: [`crate::parallel::twins::exclusive_scan`].
+
+use opencl3::memory::Buffer;
+
+use super::device::DeviceError;
+use super::session::{mem, Arg, Session};
+
+/// Work-group size of the scan (smaller when the device allows less).
+const SCAN_GROUP: usize = 256;
+
+/// Exclusive prefix sums of the first `n` values of `values` (u32), as u64
+/// offsets, and their total.
+pub(crate) fn exclusive_scan_u32(
+    session: &mut Session<'_>,
+    what: &str,
+    values: &Buffer<u32>,
+    n: usize,
+) -> Result<(Buffer<u64>, u64), DeviceError> {
+    scan(session, what, mem(values), n, "scan_groups_u32", 4)
+}
+
+fn scan(
+    session: &mut Session<'_>,
+    what: &str,
+    values: Arg,
+    n: usize,
+    kernel: &'static str,
+    value_bytes: u64,
+) -> Result<(Buffer<u64>, u64), DeviceError> {
+    let out = session.alloc::<u64>(what, n)?;
+    if n == 0 {
+        return Ok((out, 0));
+    }
+    let group = session.group_size(kernel, SCAN_GROUP)?;
+    let groups = n.div_ceil(group);
+    let sums = session.alloc::<u64>(what, groups)?;
+    session.launch(
+        kernel,
+        n,
+        Some(group),
+        n as u64 * value_bytes,
+        &[
+            values,
+            Arg::U32(n as u32),
+            mem(&out),
+            mem(&sums),
+            Arg::Local(group * 8),
+        ],
+    )?;
+    if groups == 1 {
+        let total = session.read_one(what, &sums, 0)?;
+        return Ok((out, total));
+    }
+    let (scanned, total) = scan(session, what, mem(&sums), groups, "scan_groups_u64", 8)?;
+    session.launch(
+        "scan_add_group_offsets",
+        n,
+        None,
+        n as u64 * 8,
+        &[
+            mem(&out),
+            Arg::U32(n as u32),
+            Arg::U32(group as u32),
+            mem(&scanned),
+        ],
+    )?;
+    Ok((out, total))
+}

@@ -1,0 +1,374 @@
+//! One job's use of the device: a leased command queue, the compiled
+//! kernels, buffers counted against the job's device-memory budget and the
+//! device's largest allocation, transfers, kernel launches (timed with
+//! OpenCL profiling events) and failure injection for tests.
+//!
+//! Every launch and transfer here is blocking: the pipeline needs each
+//! phase's result before it can plan the next one, and blocking keeps buffer
+//! lifetimes obvious.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use opencl3::kernel::Kernel;
+use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
+use opencl3::program::Program;
+use opencl3::types::{cl_mem, CL_BLOCKING};
+
+use super::device::{DeviceContext, DeviceError, QueueLease};
+
+/// Time and volume of one kernel or transfer kind, summed over launches.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KernelTime {
+    /// Launches (or transfers).
+    pub launches: u64,
+    /// Work items (for transfers: 0).
+    pub items: u64,
+    /// Bytes the launches processed (their main input) or moved.
+    pub bytes: u64,
+    /// Device seconds from the profiling events (for transfers: wall time).
+    pub seconds: f64,
+}
+
+impl KernelTime {
+    /// Adds `other` into `self`.
+    pub fn accumulate(&mut self, other: &KernelTime) {
+        self.launches += other.launches;
+        self.items += other.items;
+        self.bytes += other.bytes;
+        self.seconds += other.seconds;
+    }
+}
+
+/// Work-group size of kernels launched without one of their own.
+pub(crate) const DEFAULT_GROUP: usize = 64;
+
+/// A kernel argument.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arg {
+    /// A buffer.
+    Mem(cl_mem),
+    /// A `uint`.
+    U32(u32),
+    /// A `ulong`.
+    U64(u64),
+    /// `__local` memory of this many bytes.
+    Local(usize),
+}
+
+/// Shorthand for a buffer argument.
+pub(crate) fn mem<T>(buffer: &Buffer<T>) -> Arg {
+    Arg::Mem(buffer.get())
+}
+
+/// A device session for one job.
+pub(crate) struct Session<'d> {
+    device: &'d DeviceContext,
+    lease: QueueLease<'d>,
+    program: std::sync::Arc<Program>,
+    kernels: HashMap<&'static str, Kernel>,
+    budget: u64,
+    allocated: u64,
+    inject_failure: Option<String>,
+    /// Per kernel name, and "upload" / "download".
+    pub(crate) times: HashMap<&'static str, KernelTime>,
+}
+
+impl<'d> Session<'d> {
+    /// A session on `device` running `program`, allowed `budget` bytes of
+    /// device memory; a launch of kernel `inject_failure` fails (tests).
+    pub(crate) fn new(
+        device: &'d DeviceContext,
+        program: std::sync::Arc<Program>,
+        budget: u64,
+        inject_failure: Option<String>,
+    ) -> Result<Session<'d>, DeviceError> {
+        Ok(Session {
+            lease: device.lease_queue()?,
+            device,
+            program,
+            kernels: HashMap::new(),
+            budget,
+            allocated: 0,
+            inject_failure,
+            times: HashMap::new(),
+        })
+    }
+
+    /// Device bytes allocated so far by this job.
+    pub(crate) fn allocated(&self) -> u64 {
+        self.allocated
+    }
+
+    /// Checks that `bytes` more fit the job's budget and one allocation.
+    fn reserve(&mut self, what: &str, bytes: u64) -> Result<(), DeviceError> {
+        let max = self.device.info().max_allocation;
+        if bytes > max {
+            return Err(DeviceError::new(format!(
+                "{what} needs {bytes} bytes, more than the device's largest allocation ({max})"
+            )));
+        }
+        if bytes > u64::from(u32::MAX) {
+            return Err(DeviceError::new(format!(
+                "{what} needs {bytes} bytes, past 32-bit offsets"
+            )));
+        }
+        // The budget holds for this job and for all jobs on the device now.
+        if let Err(in_use) = self.device.reserve(bytes, self.budget) {
+            return Err(DeviceError::new(format!(
+                "{what} needs {bytes} bytes; with {} allocated by this job ({in_use} by every job on the device) that is over the device memory budget ({})",
+                self.allocated, self.budget
+            )));
+        }
+        self.allocated += bytes;
+        Ok(())
+    }
+
+    /// An uninitialised buffer of `count` elements (at least one: OpenCL
+    /// refuses empty buffers).
+    pub(crate) fn alloc<T>(&mut self, what: &str, count: usize) -> Result<Buffer<T>, DeviceError> {
+        let count = count.max(1);
+        self.reserve(what, (count * size_of::<T>()) as u64)?;
+        // SAFETY: no host pointer is passed; the buffer is sized in elements of T.
+        unsafe {
+            Buffer::<T>::create(
+                self.device.context(),
+                CL_MEM_READ_WRITE,
+                count,
+                std::ptr::null_mut(),
+            )
+        }
+        .map_err(|e| DeviceError::cl(&format!("allocating {what}"), e))
+    }
+
+    /// A zero-filled buffer of `count` elements.
+    pub(crate) fn alloc_zeroed<T: Copy + Default>(
+        &mut self,
+        what: &str,
+        count: usize,
+    ) -> Result<Buffer<T>, DeviceError> {
+        let mut buffer = self.alloc::<T>(what, count)?;
+        let pattern = [T::default()];
+        let bytes = count.max(1) * size_of::<T>();
+        // SAFETY: the fill covers exactly the buffer; blocking on the event below.
+        let event = unsafe {
+            self.lease
+                .queue()
+                .enqueue_fill_buffer(&mut buffer, &pattern, 0, bytes, &[])
+        }
+        .map_err(|e| DeviceError::cl(&format!("clearing {what}"), e))?;
+        event
+            .wait()
+            .map_err(|e| DeviceError::cl(&format!("clearing {what}"), e))?;
+        Ok(buffer)
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub(crate) fn upload<T: Copy>(
+        &mut self,
+        what: &str,
+        data: &[T],
+    ) -> Result<Buffer<T>, DeviceError> {
+        let mut buffer = self.alloc::<T>(what, data.len())?;
+        if !data.is_empty() {
+            let started = Instant::now();
+            // SAFETY: `data` fits the buffer, and the write is blocking.
+            unsafe {
+                self.lease
+                    .queue()
+                    .enqueue_write_buffer(&mut buffer, CL_BLOCKING, 0, data, &[])
+            }
+            .map_err(|e| DeviceError::cl(&format!("uploading {what}"), e))?;
+            self.account(
+                "upload",
+                0,
+                size_of_val(data) as u64,
+                started.elapsed().as_secs_f64(),
+            );
+        }
+        Ok(buffer)
+    }
+
+    /// The first `count` elements of `buffer`.
+    pub(crate) fn download<T: Copy + Default>(
+        &mut self,
+        what: &str,
+        buffer: &Buffer<T>,
+        count: usize,
+    ) -> Result<Vec<T>, DeviceError> {
+        self.download_range(what, buffer, 0, count)
+    }
+
+    /// Elements `[first, first + count)` of `buffer`.
+    pub(crate) fn download_range<T: Copy + Default>(
+        &mut self,
+        what: &str,
+        buffer: &Buffer<T>,
+        first: usize,
+        count: usize,
+    ) -> Result<Vec<T>, DeviceError> {
+        let mut out = vec![T::default(); count];
+        if count > 0 {
+            let started = Instant::now();
+            // SAFETY: `out` has room for `count` elements; the read is blocking.
+            unsafe {
+                self.lease.queue().enqueue_read_buffer(
+                    buffer,
+                    CL_BLOCKING,
+                    first * size_of::<T>(),
+                    &mut out,
+                    &[],
+                )
+            }
+            .map_err(|e| DeviceError::cl(&format!("downloading {what}"), e))?;
+            self.account(
+                "download",
+                0,
+                size_of_val(out.as_slice()) as u64,
+                started.elapsed().as_secs_f64(),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Element `index` of `buffer`.
+    pub(crate) fn read_one<T: Copy + Default>(
+        &mut self,
+        what: &str,
+        buffer: &Buffer<T>,
+        index: usize,
+    ) -> Result<T, DeviceError> {
+        Ok(self.download_range(what, buffer, index, 1)?[0])
+    }
+
+    fn account(&mut self, name: &'static str, items: u64, bytes: u64, seconds: f64) {
+        let entry = self.times.entry(name).or_default();
+        entry.launches += 1;
+        entry.items += items;
+        entry.bytes += bytes;
+        entry.seconds += seconds;
+    }
+
+    /// The kernel `name`, created on first use.
+    fn kernel(&mut self, name: &'static str) -> Result<&Kernel, DeviceError> {
+        if !self.kernels.contains_key(name) {
+            let kernel = Kernel::create(&self.program, name)
+                .map_err(|e| DeviceError::cl(&format!("creating kernel {name}"), e))?;
+            self.kernels.insert(name, kernel);
+        }
+        self.kernels
+            .get(name)
+            .ok_or_else(|| DeviceError::new(format!("kernel {name} vanished")))
+    }
+
+    /// The work-group size to use for `name`: `wanted` (a power of two) or
+    /// the largest power of two the kernel allows on this device.
+    pub(crate) fn group_size(
+        &mut self,
+        name: &'static str,
+        wanted: usize,
+    ) -> Result<usize, DeviceError> {
+        let device = self.device.device_id();
+        let limit = self
+            .kernel(name)?
+            .get_work_group_size(device)
+            .map_err(|e| DeviceError::cl(&format!("querying the work-group size of {name}"), e))?;
+        let mut size = wanted.max(1);
+        while size > limit.max(1) {
+            size /= 2;
+        }
+        Ok(size)
+    }
+
+    /// Runs kernel `name` over `items` work items (rounded up to a multiple
+    /// of the work-group size; kernels ignore the extra items) and waits for
+    /// it. `bytes` is the volume it processes, for the measurements.
+    ///
+    /// The work-group size is always given (`local`, else
+    /// [`DEFAULT_GROUP`] or less): left to the runtime it would follow the
+    /// job's size, and PoCL builds (or fetches from its disk cache) one
+    /// variant of each kernel per work-group size.
+    pub(crate) fn launch(
+        &mut self,
+        name: &'static str,
+        items: usize,
+        local: Option<usize>,
+        bytes: u64,
+        args: &[Arg],
+    ) -> Result<(), DeviceError> {
+        if self.inject_failure.as_deref() == Some(name) {
+            return Err(DeviceError::new(format!(
+                "kernel {name} failed: injected failure (test)"
+            )));
+        }
+        if items == 0 {
+            return Ok(());
+        }
+        let local = match local {
+            Some(local) => local,
+            None => self.group_size(name, DEFAULT_GROUP)?,
+        };
+        let global = items.div_ceil(local) * local;
+        let kernel = self.kernel(name)?;
+        for (index, arg) in args.iter().enumerate() {
+            let index = index as u32;
+            // SAFETY: each argument has the size and kind the kernel's
+            // signature declares (checked by the tests of every kernel);
+            // buffers outlive the blocking launch.
+            let set = unsafe {
+                match arg {
+                    Arg::Mem(m) => kernel.set_arg(index, m),
+                    Arg::U32(v) => kernel.set_arg(index, v),
+                    Arg::U64(v) => kernel.set_arg(index, v),
+                    Arg::Local(bytes) => kernel.set_arg_local_buffer(index, *bytes),
+                }
+            };
+            set.map_err(|e| DeviceError::cl(&format!("setting argument {index} of {name}"), e))?;
+        }
+        let kernel_handle = kernel.get();
+        let global_sizes = [global];
+        let local_sizes = [local];
+        let local_ptr = local_sizes.as_ptr();
+        // SAFETY: one dimension; sizes point to live arrays; every argument set above.
+        let event = unsafe {
+            self.lease.queue().enqueue_nd_range_kernel(
+                kernel_handle,
+                1,
+                std::ptr::null(),
+                global_sizes.as_ptr(),
+                local_ptr,
+                &[],
+            )
+        }
+        .map_err(|e| DeviceError::cl(&format!("launching {name}"), e))?;
+        event
+            .wait()
+            .map_err(|e| DeviceError::cl(&format!("running {name}"), e))?;
+        let seconds = match (
+            event.profiling_command_start(),
+            event.profiling_command_end(),
+        ) {
+            (Ok(start), Ok(end)) => end.saturating_sub(start) as f64 / 1e9,
+            _ => 0.0,
+        };
+        self.account(name, items as u64, bytes, seconds);
+        Ok(())
+    }
+
+    /// Reads a one-word error flag a kernel sets; an error naming `what` when
+    /// it is set.
+    pub(crate) fn check_flag(&mut self, what: &str, flag: &Buffer<u32>) -> Result<(), DeviceError> {
+        if self.read_one("an error flag", flag, 0)? != 0 {
+            return Err(DeviceError::new(format!("{what} (found on the device)")));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        // Every buffer of the job is gone by now: they are created by and
+        // dropped within the job, before its session.
+        self.device.release(self.allocated);
+    }
+}

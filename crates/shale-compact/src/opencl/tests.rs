@@ -1,0 +1,1499 @@
+//! Device tests: every helper of `common.cl` through its tiny test kernel,
+//! every kernel against its CPU twin, and the executor against `streaming`
+//! (including forced fallbacks). They need an OpenCL device (PoCL in CI):
+//! without one they print why and pass, unless `SHALE_REQUIRE_OPENCL=1`,
+//! which makes a missing device a failure.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use shale_format::block_builder::{shared_prefix_len, BlockBuilder};
+use shale_format::bloom::{bloom_hash, BloomFilterPolicy};
+use shale_format::coding::{decode_varint32, put_varint32, varint_length};
+use shale_format::comparator::compare_internal_keys;
+use shale_format::crc;
+use shale_format::format::{block_checksum, block_trailer, CompressionType, RandomAccess};
+use shale_format::internal_key::{InternalKey, ParsedInternalKey, ValueType};
+use shale_format::table_builder::TableBuilder;
+
+use super::session::{mem, Arg, Session};
+use super::*;
+use crate::gc::{is_base_level_for, keep_entry};
+use crate::job::{InputRun, JobFile, OutputSink, TableSettings, UserKeyRange};
+use crate::parallel::merge::user_key_prefix;
+use crate::parallel::twins;
+use crate::parallel::unpack::{parse_restart_group, EntryRef};
+use crate::streaming::StreamingExecutor;
+
+/// The test device, or `None` (with the reason printed) when there is none
+/// and `SHALE_REQUIRE_OPENCL` is not `1`.
+fn test_device() -> Option<Arc<DeviceContext>> {
+    match device(DeviceSelector::default()) {
+        Ok(device) => Some(device),
+        Err(e) => {
+            assert!(
+                std::env::var("SHALE_REQUIRE_OPENCL").as_deref() != Ok("1"),
+                "SHALE_REQUIRE_OPENCL=1 but {e}"
+            );
+            eprintln!("skipping an OpenCL test: {e}");
+            None
+        }
+    }
+}
+
+/// Runs `body` with a session on the test device.
+fn with_session(body: impl FnOnce(&mut Session<'_>)) {
+    let Some(device) = test_device() else { return };
+    let program = device.program(&kernel_source(), BUILD_OPTIONS).unwrap();
+    let mut session = Session::new(&device, program, 1 << 30, None).unwrap();
+    body(&mut session);
+}
+
+/// A small deterministic generator.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+
+    /// Random bytes, fewer than `max` of them.
+    fn bytes_below(&mut self, max: u64) -> Vec<u8> {
+        let len = self.below(max) as usize;
+        self.bytes(len)
+    }
+}
+
+/// Byte strings laid end to end: (arena, starts, lengths).
+fn arena(items: &[Vec<u8>]) -> (Vec<u8>, Vec<u32>, Vec<u32>) {
+    let mut bytes = Vec::new();
+    let mut starts = Vec::new();
+    let mut lens = Vec::new();
+    for item in items {
+        starts.push(bytes.len() as u32);
+        lens.push(item.len() as u32);
+        bytes.extend_from_slice(item);
+    }
+    (bytes, starts, lens)
+}
+
+#[test]
+fn varint_helpers_match_shale_format() {
+    with_session(|s| {
+        let mut rng = Rng(3);
+        let mut inputs: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..3000 {
+            let value = match rng.below(4) {
+                0 => rng.below(128) as u32,
+                1 => rng.below(1 << 21) as u32,
+                _ => rng.next() as u32,
+            };
+            let mut encoded = Vec::new();
+            put_varint32(&mut encoded, value);
+            match rng.below(5) {
+                0 => encoded.truncate(rng.below(encoded.len() as u64) as usize),
+                1 => encoded.push(rng.next() as u8),
+                _ => {}
+            }
+            inputs.push(encoded);
+        }
+        // Overlong and too-large encodings.
+        inputs.push(vec![0xff, 0xff, 0xff, 0xff, 0x1f]);
+        inputs.push(vec![0xff, 0xff, 0xff, 0xff, 0x0f]);
+        inputs.push(vec![0x80, 0x80, 0x80, 0x80, 0x80, 0x01]);
+        let (bytes, starts, lens) = arena(&inputs);
+        let limits: Vec<u32> = starts.iter().zip(&lens).map(|(s, l)| s + l).collect();
+        let n = inputs.len();
+        let data = s.upload("t", &bytes).unwrap();
+        let start = s.upload("t", &starts).unwrap();
+        let limit = s.upload("t", &limits).unwrap();
+        let value = s.alloc::<u32>("t", n).unwrap();
+        let used = s.alloc::<u32>("t", n).unwrap();
+        s.launch(
+            "test_decode_varint32",
+            n,
+            None,
+            0,
+            &[
+                mem(&data),
+                mem(&start),
+                mem(&limit),
+                Arg::U32(n as u32),
+                mem(&value),
+                mem(&used),
+            ],
+        )
+        .unwrap();
+        let value = s.download("t", &value, n).unwrap();
+        let used = s.download("t", &used, n).unwrap();
+        for (i, input) in inputs.iter().enumerate() {
+            let expected = decode_varint32(input).map_or((0, 0), |(v, u)| (v, u as u32));
+            assert_eq!((value[i], used[i]), expected, "{input:02x?}");
+        }
+
+        let values: Vec<u32> = (0..2000)
+            .map(|i| {
+                if i % 3 == 0 {
+                    rng.next() as u32
+                } else {
+                    rng.below(1 << (i % 32)) as u32
+                }
+            })
+            .collect();
+        let n = values.len();
+        let input = s.upload("t", &values).unwrap();
+        let out = s.alloc::<u8>("t", 5 * n).unwrap();
+        let used = s.alloc::<u32>("t", n).unwrap();
+        let length = s.alloc::<u32>("t", n).unwrap();
+        s.launch(
+            "test_put_varint32",
+            n,
+            None,
+            0,
+            &[
+                mem(&input),
+                Arg::U32(n as u32),
+                mem(&out),
+                mem(&used),
+                mem(&length),
+            ],
+        )
+        .unwrap();
+        let out = s.download("t", &out, 5 * n).unwrap();
+        let used = s.download("t", &used, n).unwrap();
+        let length = s.download("t", &length, n).unwrap();
+        for (i, &v) in values.iter().enumerate() {
+            let mut expected = Vec::new();
+            put_varint32(&mut expected, v);
+            assert_eq!(&out[5 * i..5 * i + used[i] as usize], expected.as_slice());
+            assert_eq!(length[i] as usize, varint_length(u64::from(v)));
+        }
+    });
+}
+
+#[test]
+fn crc32c_and_block_checksums_match_shale_format() {
+    with_session(|s| {
+        let mut rng = Rng(11);
+        let mut items: Vec<Vec<u8>> = vec![
+            Vec::new(),
+            vec![0; 32],
+            vec![0xff; 32],
+            b"123456789".to_vec(),
+        ];
+        for _ in 0..500 {
+            let len = rng.below(5000) as usize;
+            items.push(rng.bytes(len));
+        }
+        let (bytes, starts, lens) = arena(&items);
+        let n = items.len();
+        let data = s.upload("t", &bytes).unwrap();
+        let start = s.upload("t", &starts).unwrap();
+        let len = s.upload("t", &lens).unwrap();
+        let crc_out = s.alloc::<u32>("t", n).unwrap();
+        let masked = s.alloc::<u32>("t", n).unwrap();
+        s.launch(
+            "test_crc32c",
+            n,
+            None,
+            0,
+            &[
+                mem(&data),
+                mem(&start),
+                mem(&len),
+                Arg::U32(n as u32),
+                mem(&crc_out),
+                mem(&masked),
+            ],
+        )
+        .unwrap();
+        let crc_out = s.download("t", &crc_out, n).unwrap();
+        let masked = s.download("t", &masked, n).unwrap();
+        let kinds: Vec<u8> = (0..n).map(|i| (i % 2) as u8).collect();
+        let kind = s.upload("t", &kinds).unwrap();
+        let sums = s.alloc::<u32>("t", n).unwrap();
+        s.launch(
+            "block_checksum",
+            n,
+            None,
+            0,
+            &[
+                mem(&data),
+                mem(&start),
+                mem(&len),
+                mem(&kind),
+                Arg::U32(n as u32),
+                mem(&sums),
+            ],
+        )
+        .unwrap();
+        let sums = s.download("t", &sums, n).unwrap();
+        for (i, item) in items.iter().enumerate() {
+            assert_eq!(crc_out[i], crc::value(item));
+            assert_eq!(masked[i], crc::mask(crc::value(item)));
+            let kind = if kinds[i] == 0 {
+                CompressionType::None
+            } else {
+                CompressionType::Snappy
+            };
+            assert_eq!(sums[i], block_checksum(item, kind));
+        }
+
+        // check_block_crc over blocks with trailers, some corrupted.
+        let mut raw = Vec::new();
+        let mut offsets = Vec::new();
+        let mut contents_len = Vec::new();
+        let mut expect = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            offsets.push(raw.len() as u32);
+            contents_len.push(item.len() as u32);
+            let start = raw.len();
+            raw.extend_from_slice(item);
+            raw.extend_from_slice(&block_trailer(item, CompressionType::None));
+            let corrupt = i % 3 == 1;
+            if corrupt {
+                let at = start + rng.below((item.len() + 5) as u64) as usize;
+                raw[at] ^= 1 << rng.below(8);
+            }
+            expect.push(u32::from(!corrupt));
+        }
+        let data = s.upload("t", &raw).unwrap();
+        let offset = s.upload("t", &offsets).unwrap();
+        let len = s.upload("t", &contents_len).unwrap();
+        let ok = s.alloc::<u32>("t", n).unwrap();
+        s.launch(
+            "check_block_crc",
+            n,
+            None,
+            0,
+            &[
+                mem(&data),
+                mem(&offset),
+                mem(&len),
+                Arg::U32(n as u32),
+                mem(&ok),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.download("t", &ok, n).unwrap(), expect);
+    });
+}
+
+#[test]
+fn bloom_hash_and_key_order_match_shale_format() {
+    with_session(|s| {
+        let mut rng = Rng(17);
+        let mut items: Vec<Vec<u8>> = vec![
+            Vec::new(),
+            vec![0x62],
+            vec![0xc3, 0x97],
+            vec![0xe2, 0x99, 0xa5],
+            vec![0xe1, 0x80, 0xb9, 0x32],
+        ];
+        for _ in 0..2000 {
+            let len = rng.below(70) as usize;
+            items.push(rng.bytes(len));
+        }
+        let (bytes, starts, lens) = arena(&items);
+        let n = items.len();
+        let data = s.upload("t", &bytes).unwrap();
+        let start = s.upload("t", &starts).unwrap();
+        let len = s.upload("t", &lens).unwrap();
+        let hash = s.alloc::<u32>("t", n).unwrap();
+        s.launch(
+            "test_bloom_hash",
+            n,
+            None,
+            0,
+            &[
+                mem(&data),
+                mem(&start),
+                mem(&len),
+                Arg::U32(n as u32),
+                mem(&hash),
+            ],
+        )
+        .unwrap();
+        let hash = s.download("t", &hash, n).unwrap();
+        for (i, item) in items.iter().enumerate() {
+            assert_eq!(hash[i], bloom_hash(item), "{item:02x?}");
+        }
+
+        // Pairs of internal keys with shared prefixes, equal user keys,
+        // short (corrupt) keys and bytes >= 0x80.
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..3000 {
+            let user: Vec<u8> = match rng.below(4) {
+                0 => format!("user{:03}", rng.below(20)).into_bytes(),
+                1 => rng.bytes_below(12),
+                2 => vec![0x80 | rng.next() as u8; rng.below(20) as usize],
+                _ => b"user".to_vec(),
+            };
+            let key = if rng.below(20) == 0 {
+                rng.bytes_below(8)
+            } else {
+                InternalKey::new(
+                    &user,
+                    rng.below(50),
+                    if rng.below(2) == 0 {
+                        ValueType::Value
+                    } else {
+                        ValueType::Deletion
+                    },
+                )
+                .into_encoded()
+            };
+            keys.push(key);
+        }
+        let (bytes, starts, lens) = arena(&keys);
+        let pairs = keys.len() / 2;
+        for prefix_offset in [0u32, 2, 4] {
+            let data = s.upload("t", &bytes).unwrap();
+            let start = s.upload("t", &starts).unwrap();
+            let len = s.upload("t", &lens).unwrap();
+            let internal = s.alloc::<i32>("t", pairs).unwrap();
+            let bytewise = s.alloc::<i32>("t", pairs).unwrap();
+            let shared = s.alloc::<u32>("t", pairs).unwrap();
+            let prefix = s.alloc::<u64>("t", pairs).unwrap();
+            s.launch(
+                "test_compare_keys",
+                pairs,
+                None,
+                0,
+                &[
+                    mem(&data),
+                    mem(&start),
+                    mem(&len),
+                    Arg::U32(pairs as u32),
+                    Arg::U32(prefix_offset),
+                    mem(&internal),
+                    mem(&bytewise),
+                    mem(&shared),
+                    mem(&prefix),
+                ],
+            )
+            .unwrap();
+            let internal = s.download("t", &internal, pairs).unwrap();
+            let bytewise = s.download("t", &bytewise, pairs).unwrap();
+            let shared = s.download("t", &shared, pairs).unwrap();
+            let prefix = s.download("t", &prefix, pairs).unwrap();
+            for i in 0..pairs {
+                let (a, b) = (&keys[2 * i], &keys[2 * i + 1]);
+                assert_eq!(
+                    internal[i],
+                    compare_internal_keys(a, b) as i32,
+                    "{a:02x?} {b:02x?}"
+                );
+                assert_eq!(bytewise[i], a.cmp(b) as i32);
+                assert_eq!(shared[i] as usize, shared_prefix_len(a, b));
+                assert_eq!(prefix[i], user_key_prefix(a, prefix_offset as usize));
+            }
+        }
+    });
+}
+
+#[test]
+fn scan_matches_its_twin() {
+    with_session(|s| {
+        let mut rng = Rng(23);
+        for n in [
+            0usize,
+            1,
+            2,
+            255,
+            256,
+            257,
+            1000,
+            65_536,
+            65_537 + 300,
+            300_000,
+        ] {
+            let values: Vec<u32> = (0..n).map(|_| rng.below(1 << 20) as u32).collect();
+            let input = s.upload("t", &values).unwrap();
+            let (offsets, total) = scan::exclusive_scan_u32(s, "t", &input, n).unwrap();
+            let (expected, expected_total) = twins::exclusive_scan(&values);
+            assert_eq!(total, expected_total, "n={n}");
+            assert_eq!(s.download("t", &offsets, n).unwrap(), expected, "n={n}");
+        }
+    });
+}
+
+/// Input blocks built by the block builder, laid out as the pipeline lays
+/// them out; the restart groups of each.
+struct BlockSet {
+    data: Vec<u8>,
+    group_start: Vec<u32>,
+    group_limit: Vec<u32>,
+    /// Per block, where its contents start in `data`.
+    block_start: Vec<usize>,
+    entries: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
+}
+
+fn block_set(rng: &mut Rng, blocks: usize) -> BlockSet {
+    let mut set = BlockSet {
+        data: Vec::new(),
+        group_start: Vec::new(),
+        group_limit: Vec::new(),
+        block_start: Vec::new(),
+        entries: Vec::new(),
+    };
+    for _ in 0..blocks {
+        let interval = 1 + rng.below(16) as usize;
+        let mut builder = BlockBuilder::new(interval);
+        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = (0..rng.below(60))
+            .map(|i| {
+                let key = InternalKey::new(
+                    format!(
+                        "key{:05}{}",
+                        rng.below(100_000),
+                        "x".repeat(rng.below(30) as usize)
+                    )
+                    .as_bytes(),
+                    i,
+                    ValueType::Value,
+                )
+                .into_encoded();
+                let value_len = rng.below(200) as usize;
+                (key, rng.bytes(value_len))
+            })
+            .collect();
+        entries.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
+        entries.dedup_by(|a, b| a.0 == b.0);
+        for (k, v) in &entries {
+            builder.add(k, v);
+        }
+        let contents = builder.into_contents();
+        let base = set.data.len();
+        set.block_start.push(base);
+        // Groups from the restart array.
+        let size = contents.len();
+        let restarts = u32::from_le_bytes(contents[size - 4..].try_into().unwrap()) as usize;
+        let restarts_offset = size - (1 + restarts) * 4;
+        let restart = |i: usize| {
+            u32::from_le_bytes(
+                contents[restarts_offset + 4 * i..restarts_offset + 4 * i + 4]
+                    .try_into()
+                    .unwrap(),
+            )
+        };
+        for g in 0..restarts {
+            set.group_start.push(base as u32 + restart(g));
+            set.group_limit.push(
+                base as u32
+                    + if g + 1 < restarts {
+                        restart(g + 1)
+                    } else {
+                        restarts_offset as u32
+                    },
+            );
+        }
+        set.data.extend_from_slice(&contents);
+        set.entries.push(entries);
+    }
+    set
+}
+
+#[test]
+fn unpack_matches_parse_restart_group() {
+    with_session(|s| {
+        let mut rng = Rng(29);
+        let set = block_set(&mut rng, 40);
+        let groups = set.group_start.len();
+        let data = s.upload("t", &set.data).unwrap();
+        let start = s.upload("t", &set.group_start).unwrap();
+        let limit = s.upload("t", &set.group_limit).unwrap();
+        let count = s.alloc::<u32>("t", groups).unwrap();
+        let key_bytes = s.alloc::<u32>("t", groups).unwrap();
+        let error = s.alloc_zeroed::<u32>("t", 1).unwrap();
+        s.launch(
+            "unpack_count",
+            groups,
+            None,
+            0,
+            &[
+                mem(&data),
+                mem(&start),
+                mem(&limit),
+                Arg::U32(groups as u32),
+                mem(&count),
+                mem(&key_bytes),
+                mem(&error),
+            ],
+        )
+        .unwrap();
+        s.check_flag("bad group", &error).unwrap();
+        let (entry_base, n) = scan::exclusive_scan_u32(s, "t", &count, groups).unwrap();
+        let (key_base, key_total) = scan::exclusive_scan_u32(s, "t", &key_bytes, groups).unwrap();
+        let n = n as usize;
+        let keys = s.alloc::<u8>("t", key_total as usize).unwrap();
+        let tuples: Vec<_> = (0..4).map(|_| s.alloc::<u32>("t", n).unwrap()).collect();
+        let prefix = s.alloc::<u64>("t", n).unwrap();
+        s.launch(
+            "unpack_parse",
+            groups,
+            None,
+            0,
+            &[
+                mem(&data),
+                mem(&start),
+                mem(&limit),
+                Arg::U32(groups as u32),
+                mem(&entry_base),
+                mem(&key_base),
+                Arg::U32(3),
+                mem(&keys),
+                mem(&tuples[0]),
+                mem(&tuples[1]),
+                mem(&tuples[2]),
+                mem(&tuples[3]),
+                mem(&prefix),
+            ],
+        )
+        .unwrap();
+        let keys = s.download("t", &keys, key_total as usize).unwrap();
+        let t: Vec<Vec<u32>> = tuples
+            .iter()
+            .map(|b| s.download("t", b, n).unwrap())
+            .collect();
+        let prefix = s.download("t", &prefix, n).unwrap();
+        // The CPU twin over the same groups.
+        let mut cpu_keys = Vec::new();
+        let mut cpu_entries: Vec<EntryRef> = Vec::new();
+        for g in 0..groups {
+            parse_restart_group(
+                &set.data,
+                set.group_start[g] as usize,
+                set.group_limit[g] as usize,
+                &mut cpu_keys,
+                &mut cpu_entries,
+            )
+            .unwrap();
+        }
+        assert_eq!(keys, cpu_keys);
+        assert_eq!(cpu_entries.len(), n);
+        for (e, cpu) in cpu_entries.iter().enumerate() {
+            assert_eq!(
+                (t[0][e], t[1][e], t[2][e], t[3][e]),
+                (cpu.key_offset, cpu.key_len, cpu.value_offset, cpu.value_len)
+            );
+            let key = &cpu_keys[cpu.key_offset as usize..(cpu.key_offset + cpu.key_len) as usize];
+            assert_eq!(prefix[e], user_key_prefix(key, 3));
+        }
+        assert_eq!(n, set.entries.iter().map(Vec::len).sum::<usize>());
+
+        // A damaged group is reported, not parsed.
+        let mut bad = set.data.clone();
+        let g = (0..groups)
+            .find(|&g| set.group_limit[g] > set.group_start[g])
+            .unwrap();
+        bad[set.group_start[g] as usize] = 5; // shared bytes in a group's first entry
+        let data = s.upload("t", &bad).unwrap();
+        let error = s.alloc_zeroed::<u32>("t", 1).unwrap();
+        s.launch(
+            "unpack_count",
+            groups,
+            None,
+            0,
+            &[
+                mem(&data),
+                mem(&start),
+                mem(&limit),
+                Arg::U32(groups as u32),
+                mem(&count),
+                mem(&key_bytes),
+                mem(&error),
+            ],
+        )
+        .unwrap();
+        assert!(s.check_flag("bad group", &error).is_err());
+    });
+}
+
+#[test]
+fn rank_merge_matches_its_twin() {
+    with_session(|s| {
+        let mut rng = Rng(31);
+        for round in 0..30 {
+            let runs = 1 + rng.below(12) as usize;
+            let mut all: Vec<Vec<u8>> = Vec::new();
+            let mut lengths = Vec::new();
+            let mut sequence = 1;
+            for _ in 0..runs {
+                let mut run: Vec<Vec<u8>> = (0..rng.below(if round % 5 == 0 { 3000 } else { 40 }))
+                    .map(|_| {
+                        sequence += 1;
+                        let user = match rng.below(3) {
+                            0 => format!("k{:04}", rng.below(500)).into_bytes(),
+                            1 => format!("k{:04}", rng.below(500)).into_bytes()[..3].to_vec(),
+                            _ => rng.bytes_below(10),
+                        };
+                        InternalKey::new(&user, sequence, ValueType::Value).into_encoded()
+                    })
+                    .collect();
+                run.sort_by(|a, b| compare_internal_keys(a, b));
+                lengths.push(run.len());
+                all.extend(run);
+            }
+            let n = all.len();
+            let (bytes, offsets, lens) = arena(&all);
+            let prefixes: Vec<u64> = all.iter().map(|k| user_key_prefix(k, 0)).collect();
+            let mut run_start = vec![0u32];
+            for &l in &lengths {
+                run_start.push(run_start.last().unwrap() + l as u32);
+            }
+            let keys = s.upload("t", &bytes).unwrap();
+            let offset = s.upload("t", &offsets).unwrap();
+            let len = s.upload("t", &lens).unwrap();
+            let prefix = s.upload("t", &prefixes).unwrap();
+            let starts = s.upload("t", &run_start).unwrap();
+            let error = s.alloc_zeroed::<u32>("t", 1).unwrap();
+            let common = [
+                mem(&keys),
+                mem(&offset),
+                mem(&len),
+                mem(&prefix),
+                mem(&starts),
+                Arg::U32(runs as u32),
+                Arg::U32(n as u32),
+            ];
+            let mut args = common.to_vec();
+            args.push(mem(&error));
+            s.launch("check_runs_sorted", n, None, 0, &args).unwrap();
+            s.check_flag("unsorted", &error).unwrap();
+            let order = s.alloc::<u32>("t", n).unwrap();
+            let mut args = common.to_vec();
+            args.push(mem(&order));
+            s.launch("rank_merge", n, None, 0, &args).unwrap();
+            let order = s.download("t", &order, n).unwrap();
+            assert_eq!(
+                order,
+                twins::rank_merge(&lengths, |a, b| compare_internal_keys(&all[a], &all[b])),
+                "round {round}"
+            );
+        }
+    });
+}
+
+#[test]
+fn gc_and_grandparent_kernels_match_the_cpu_rules() {
+    with_session(|s| {
+        let mut rng = Rng(37);
+        for round in 0..20 {
+            let n = 1 + rng.below(800) as usize;
+            let mut keys: Vec<Vec<u8>> = (0..n)
+                .map(|i| {
+                    let kind = if rng.below(3) == 0 {
+                        ValueType::Deletion
+                    } else {
+                        ValueType::Value
+                    };
+                    InternalKey::new(
+                        format!("u{:03}", rng.below(120)).as_bytes(),
+                        i as u64 + 1,
+                        kind,
+                    )
+                    .into_encoded()
+                })
+                .collect();
+            keys.sort_by(|a, b| compare_internal_keys(a, b));
+            // The merged order is a permutation of the stored entries.
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            for i in (1..n).rev() {
+                order.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+            let mut stored = vec![Vec::new(); n];
+            for (rank, &e) in order.iter().enumerate() {
+                stored[e as usize] = keys[rank].clone();
+            }
+            let snapshot = rng.below(n as u64 + 10);
+            let mut levels: Vec<Vec<UserKeyRange>> = Vec::new();
+            for _ in 0..rng.below(4) {
+                let mut at = 0;
+                let mut level = Vec::new();
+                for _ in 0..rng.below(6) {
+                    at += rng.below(30);
+                    let smallest = format!("u{at:03}").into_bytes();
+                    at += rng.below(15);
+                    level.push(UserKeyRange {
+                        smallest,
+                        largest: format!("u{at:03}").into_bytes(),
+                    });
+                    at += 1;
+                }
+                levels.push(level);
+            }
+            let (bytes, offsets, lens) = arena(&stored);
+            let keys_buffer = s.upload("t", &bytes).unwrap();
+            let offset = s.upload("t", &offsets).unwrap();
+            let len = s.upload("t", &lens).unwrap();
+            let order_buffer = s.upload("t", &order).unwrap();
+            let mut range_keys = Vec::new();
+            let mut arrays = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+            let mut level_start = vec![0u32];
+            for level in &levels {
+                for range in level {
+                    arrays[0].push(range_keys.len() as u32);
+                    arrays[1].push(range.smallest.len() as u32);
+                    range_keys.extend_from_slice(&range.smallest);
+                    arrays[2].push(range_keys.len() as u32);
+                    arrays[3].push(range.largest.len() as u32);
+                    range_keys.extend_from_slice(&range.largest);
+                }
+                level_start.push(arrays[0].len() as u32);
+            }
+            let range_keys = s.upload("t", &range_keys).unwrap();
+            let arrays: Vec<_> = arrays.iter().map(|a| s.upload("t", a).unwrap()).collect();
+            let level_start = s.upload("t", &level_start).unwrap();
+            let keep = s.alloc::<u32>("t", n).unwrap();
+            let error = s.alloc_zeroed::<u32>("t", 1).unwrap();
+            s.launch(
+                "gc_keep",
+                n,
+                None,
+                0,
+                &[
+                    mem(&keys_buffer),
+                    mem(&offset),
+                    mem(&len),
+                    mem(&order_buffer),
+                    Arg::U32(n as u32),
+                    Arg::U64(snapshot),
+                    mem(&range_keys),
+                    mem(&arrays[0]),
+                    mem(&arrays[1]),
+                    mem(&arrays[2]),
+                    mem(&arrays[3]),
+                    mem(&level_start),
+                    Arg::U32(levels.len() as u32),
+                    mem(&keep),
+                    mem(&error),
+                ],
+            )
+            .unwrap();
+            s.check_flag("bad key", &error).unwrap();
+            let keep = s.download("t", &keep, n).unwrap();
+            let expected: Vec<u32> = (0..n)
+                .map(|i| {
+                    let entry = ParsedInternalKey::parse(&keys[i]).unwrap();
+                    let previous = (i > 0).then(|| ParsedInternalKey::parse(&keys[i - 1]).unwrap());
+                    u32::from(keep_entry(
+                        &entry,
+                        previous.map(|p| (p.user_key, p.sequence)),
+                        snapshot,
+                        |k| is_base_level_for(&levels, k),
+                    ))
+                })
+                .collect();
+            assert_eq!(keep, expected, "round {round}");
+
+            // Grandparent positions by binary search.
+            let grandparents: Vec<Vec<u8>> = (0..rng.below(10))
+                .map(|g| {
+                    InternalKey::new(
+                        format!("u{:03}", g * 13 + rng.below(10)).as_bytes(),
+                        5,
+                        ValueType::Value,
+                    )
+                    .into_encoded()
+                })
+                .collect();
+            let (gp_bytes, gp_offsets, gp_lens) = arena(&grandparents);
+            let gp_keys = s.upload("t", &gp_bytes).unwrap();
+            let gp_offset = s.upload("t", &gp_offsets).unwrap();
+            let gp_len = s.upload("t", &gp_lens).unwrap();
+            let passed = s.alloc::<u32>("t", n).unwrap();
+            s.launch(
+                "grandparent_index",
+                n,
+                None,
+                0,
+                &[
+                    mem(&keys_buffer),
+                    mem(&offset),
+                    mem(&len),
+                    mem(&order_buffer),
+                    Arg::U32(n as u32),
+                    mem(&gp_keys),
+                    mem(&gp_offset),
+                    mem(&gp_len),
+                    Arg::U32(grandparents.len() as u32),
+                    mem(&passed),
+                ],
+            )
+            .unwrap();
+            let passed = s.download("t", &passed, n).unwrap();
+            for i in 0..n {
+                let expected =
+                    grandparents.partition_point(|g| compare_internal_keys(&keys[i], g).is_gt());
+                assert_eq!(passed[i] as usize, expected);
+            }
+
+            // Stream compaction.
+            let keep_buffer = s.upload("t", &keep).unwrap();
+            let (position, total) = scan::exclusive_scan_u32(s, "t", &keep_buffer, n).unwrap();
+            let kept = s.alloc::<u32>("t", total as usize).unwrap();
+            s.launch(
+                "compact_kept",
+                n,
+                None,
+                0,
+                &[
+                    mem(&order_buffer),
+                    mem(&keep_buffer),
+                    mem(&position),
+                    Arg::U32(n as u32),
+                    mem(&kept),
+                ],
+            )
+            .unwrap();
+            assert_eq!(
+                s.download("t", &kept, total as usize).unwrap(),
+                twins::compact(&order, &keep)
+            );
+        }
+    });
+}
+
+#[test]
+fn encoded_blocks_match_the_block_builder_and_filters_the_policy() {
+    with_session(|s| {
+        let mut rng = Rng(41);
+        let n = 700;
+        let mut keys: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                InternalKey::new(
+                    format!(
+                        "key{:06}{}",
+                        rng.below(1_000_000),
+                        "z".repeat(rng.below(20) as usize)
+                    )
+                    .as_bytes(),
+                    i,
+                    ValueType::Value,
+                )
+                .into_encoded()
+            })
+            .collect();
+        keys.sort_by(|a, b| compare_internal_keys(a, b));
+        let values: Vec<Vec<u8>> = (0..n).map(|_| rng.bytes_below(300)).collect();
+        // Values live in a "data" buffer as in the pipeline.
+        let (data, value_offsets, value_lens) = arena(&values);
+        let (key_bytes, key_offsets, key_lens) = arena(&keys);
+        // Kept entries: every other one, in order.
+        let kept: Vec<u32> = (0..n as u32).filter(|i| i % 3 != 1).collect();
+        let m = kept.len();
+        let keys_buffer = s.upload("t", &key_bytes).unwrap();
+        let key_offset = s.upload("t", &key_offsets).unwrap();
+        let key_len = s.upload("t", &key_lens).unwrap();
+        let value_len = s.upload("t", &value_lens).unwrap();
+        let value_offset = s.upload("t", &value_offsets).unwrap();
+        let data = s.upload("t", &data).unwrap();
+        let kept_buffer = s.upload("t", &kept).unwrap();
+        let sizes = s.alloc::<u32>("t", 3 * m).unwrap();
+        s.launch(
+            "kept_sizes",
+            m,
+            None,
+            0,
+            &[
+                mem(&keys_buffer),
+                mem(&key_offset),
+                mem(&key_len),
+                mem(&value_len),
+                mem(&kept_buffer),
+                Arg::U32(m as u32),
+                mem(&sizes),
+            ],
+        )
+        .unwrap();
+        let flat = s.download("t", &sizes, 3 * m).unwrap();
+        let host_sizes: Vec<crate::parallel::plan::EntrySize> = flat
+            .chunks_exact(3)
+            .map(|c| crate::parallel::plan::EntrySize {
+                key_len: c[0],
+                value_len: c[1],
+                shared: c[2],
+            })
+            .collect();
+        for (j, size) in host_sizes.iter().enumerate() {
+            let e = kept[j] as usize;
+            let shared = if j == 0 {
+                0
+            } else {
+                shared_prefix_len(&keys[kept[j - 1] as usize], &keys[e])
+            };
+            assert_eq!(
+                (
+                    size.key_len as usize,
+                    size.value_len as usize,
+                    size.shared as usize
+                ),
+                (keys[e].len(), values[e].len(), shared)
+            );
+        }
+        for interval in [1usize, 3, 16] {
+            // Blocks of random lengths.
+            let mut blocks = Vec::new();
+            let mut at = 0;
+            while at < m {
+                let end = (at + 1 + rng.below(60) as usize).min(m);
+                blocks.push(at..end);
+                at = end;
+            }
+            let layout = super::pack::group_layout(&host_sizes, &blocks, interval);
+            let groups = layout.first.len();
+            let g: Vec<_> = [
+                &layout.first,
+                &layout.count,
+                &layout.offset,
+                &layout.block_first_group,
+            ]
+            .iter()
+            .map(|a| s.upload("t", a).unwrap())
+            .collect();
+            let last = s.upload("t", &layout.last).unwrap();
+            let out_len = layout.blocks.last().unwrap().end;
+            let out = s.alloc::<u8>("t", out_len).unwrap();
+            s.launch(
+                "encode_groups",
+                groups,
+                None,
+                0,
+                &[
+                    mem(&keys_buffer),
+                    mem(&key_offset),
+                    mem(&data),
+                    mem(&value_offset),
+                    mem(&kept_buffer),
+                    mem(&sizes),
+                    mem(&g[0]),
+                    mem(&g[1]),
+                    mem(&g[2]),
+                    mem(&g[3]),
+                    mem(&last),
+                    Arg::U32(groups as u32),
+                    mem(&out),
+                ],
+            )
+            .unwrap();
+            let out = s.download("t", &out, out_len).unwrap();
+            for (b, range) in blocks.iter().enumerate() {
+                let mut builder = BlockBuilder::new(interval);
+                for &e in &kept[range.clone()] {
+                    builder.add(&keys[e as usize], &values[e as usize]);
+                }
+                assert_eq!(
+                    &out[layout.blocks[b].clone()],
+                    builder.into_contents().as_slice(),
+                    "interval {interval} block {b}"
+                );
+            }
+        }
+
+        // Bloom filters over consecutive ranges of the kept entries.
+        for bits_per_key in [1u32, 10, 17] {
+            let policy = BloomFilterPolicy::new(bits_per_key);
+            let mut first = vec![0u32];
+            while (*first.last().unwrap() as usize) < m {
+                let next = (*first.last().unwrap() as usize + 1 + rng.below(200) as usize).min(m);
+                first.push(next as u32);
+            }
+            let filters = first.len() - 1;
+            let mut bits = Vec::new();
+            let mut out_at = Vec::new();
+            let mut total = 0;
+            for f in 0..filters {
+                let b = shale_format::bloom::filter_bits(
+                    (first[f + 1] - first[f]) as usize,
+                    bits_per_key,
+                );
+                bits.push(b as u32);
+                out_at.push(total as u32);
+                total += b / 8;
+            }
+            let first_buffer = s.upload("t", &first).unwrap();
+            let bits_buffer = s.upload("t", &bits).unwrap();
+            let out_buffer = s.upload("t", &out_at).unwrap();
+            let vector = s.alloc_zeroed::<u8>("t", total * 8).unwrap();
+            let probes = shale_format::bloom::probes_for_bits_per_key(bits_per_key);
+            s.launch(
+                "bloom_set",
+                m,
+                None,
+                0,
+                &[
+                    mem(&keys_buffer),
+                    mem(&key_offset),
+                    mem(&key_len),
+                    mem(&kept_buffer),
+                    mem(&first_buffer),
+                    Arg::U32(filters as u32),
+                    mem(&bits_buffer),
+                    mem(&out_buffer),
+                    Arg::U32(u32::from(probes)),
+                    mem(&vector),
+                ],
+            )
+            .unwrap();
+            let folded = s.alloc::<u8>("t", total).unwrap();
+            s.launch(
+                "bloom_fold",
+                total,
+                None,
+                0,
+                &[mem(&vector), Arg::U32(total as u32), mem(&folded)],
+            )
+            .unwrap();
+            let folded = s.download("t", &folded, total).unwrap();
+            for f in 0..filters {
+                let hashes: Vec<u32> = kept[first[f] as usize..first[f + 1] as usize]
+                    .iter()
+                    .map(|&e| {
+                        bloom_hash(shale_format::internal_key::extract_user_key(
+                            &keys[e as usize],
+                        ))
+                    })
+                    .collect();
+                let mut expected = Vec::new();
+                policy.create_filter_from_hashes(&hashes, &mut expected);
+                let mut device =
+                    folded[out_at[f] as usize..out_at[f] as usize + bits[f] as usize / 8].to_vec();
+                device.push(probes);
+                assert_eq!(device, expected, "bits_per_key {bits_per_key} filter {f}");
+                assert_eq!(
+                    twins::bloom_filter_by_bytes(&hashes, bits_per_key),
+                    expected
+                );
+            }
+        }
+    });
+}
+
+// ---- The executor against the reference ----
+
+#[derive(Default)]
+struct MemIo {
+    inputs: HashMap<u64, Arc<Vec<u8>>>,
+    next_number: Mutex<u64>,
+    outputs: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
+}
+
+struct MemSink {
+    number: u64,
+    bytes: Vec<u8>,
+    outputs: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
+}
+
+impl std::io::Write for MemSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl OutputSink for MemSink {
+    fn finish(self: Box<Self>) -> shale_format::Result<()> {
+        self.outputs.lock().unwrap().insert(self.number, self.bytes);
+        Ok(())
+    }
+}
+
+impl JobIo for MemIo {
+    fn open_input(&self, file: &JobFile) -> shale_format::Result<Arc<dyn RandomAccess>> {
+        Ok(Arc::new(self.inputs[&file.number].as_ref().clone()))
+    }
+    fn create_output(&self) -> shale_format::Result<(u64, Box<dyn OutputSink>)> {
+        let mut next = self.next_number.lock().unwrap();
+        let number = *next;
+        *next += 1;
+        Ok((
+            number,
+            Box::new(MemSink {
+                number,
+                bytes: Vec::new(),
+                outputs: self.outputs.clone(),
+            }),
+        ))
+    }
+}
+
+/// Makes a value, or `None` for a tombstone.
+type ValueMaker = dyn Fn(&mut Rng) -> Option<Vec<u8>>;
+
+/// A job of `runs` overlapping L0 tables with overwrites, a snapshot, a
+/// deeper range and grandparents; `value` makes each value or tombstone.
+fn make_job(
+    seed: u64,
+    runs: usize,
+    entries: usize,
+    input: &TableSettings,
+    output: TableSettings,
+    value: &ValueMaker,
+) -> (CompactionJob, HashMap<u64, Arc<Vec<u8>>>) {
+    let mut rng = Rng(seed);
+    let mut files = HashMap::new();
+    let mut inputs = Vec::new();
+    let mut sequence = 1;
+    for r in 0..runs {
+        let mut table: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for _ in 0..entries {
+            let user = format!("user{:06}", rng.below(entries as u64 * 2)).into_bytes();
+            let (kind, value) = match value(&mut rng) {
+                Some(value) => (ValueType::Value, value),
+                None => (ValueType::Deletion, Vec::new()),
+            };
+            table.insert(
+                InternalKey::new(&user, sequence, kind).into_encoded(),
+                value,
+            );
+            sequence += 1;
+        }
+        let mut sorted: Vec<(Vec<u8>, Vec<u8>)> = table.into_iter().collect();
+        sorted.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
+        let mut builder = TableBuilder::new(input.table_options(), Vec::new());
+        for (k, v) in &sorted {
+            builder.add(k, v).unwrap();
+        }
+        let bytes = builder.finish().unwrap().0;
+        let number = r as u64 + 1;
+        inputs.push(InputRun {
+            level: 0,
+            files: vec![JobFile {
+                number,
+                file_size: bytes.len() as u64,
+                smallest: sorted[0].0.clone(),
+                largest: sorted.last().unwrap().0.clone(),
+            }],
+        });
+        files.insert(number, Arc::new(bytes));
+    }
+    let grandparents = (0..8u64)
+        .map(|g| JobFile {
+            number: 0,
+            file_size: 3000,
+            smallest: InternalKey::new(
+                format!("user{:06}", g * 40).as_bytes(),
+                1,
+                ValueType::Value,
+            )
+            .into_encoded(),
+            largest: InternalKey::new(
+                format!("user{:06}", g * 40 + 30).as_bytes(),
+                1,
+                ValueType::Value,
+            )
+            .into_encoded(),
+        })
+        .collect();
+    let job = CompactionJob {
+        id: seed,
+        inputs,
+        output_level: 1,
+        max_output_file_size: 8 << 10,
+        grandparents,
+        max_grandparent_overlap_bytes: 5000,
+        smallest_snapshot: sequence / 2,
+        deeper_levels: vec![vec![UserKeyRange {
+            smallest: b"user000100".to_vec(),
+            largest: b"user000200".to_vec(),
+        }]],
+        table: output,
+    };
+    (job, files)
+}
+
+fn run_job(
+    executor: &dyn Executor,
+    job: &CompactionJob,
+    files: &HashMap<u64, Arc<Vec<u8>>>,
+) -> (CompactionOutput, BTreeMap<u64, Vec<u8>>) {
+    let io = MemIo {
+        inputs: files.clone(),
+        next_number: Mutex::new(1000),
+        outputs: Arc::new(Mutex::new(BTreeMap::new())),
+    };
+    let output = executor.run(job, &io).unwrap();
+    let written = io.outputs.lock().unwrap().clone();
+    (output, written)
+}
+
+fn assert_same_as_streaming(
+    executor: &dyn Executor,
+    job: &CompactionJob,
+    files: &HashMap<u64, Arc<Vec<u8>>>,
+) -> CompactionOutput {
+    let (expected, expected_files) = run_job(&StreamingExecutor, job, files);
+    let (actual, actual_files) = run_job(executor, job, files);
+    assert_eq!(actual.outputs, expected.outputs);
+    assert!(actual_files == expected_files, "tables differ");
+    assert_eq!(actual.stats.entries_out, expected.stats.entries_out);
+    actual
+}
+
+fn executor(options: OpenClOptions) -> Option<OpenClExecutor> {
+    test_device()?;
+    Some(
+        OpenClExecutor::new(OpenClOptions {
+            cpu_threads: 2,
+            ..options
+        })
+        .unwrap(),
+    )
+}
+
+fn settings(snappy: bool, bloom: Option<u32>, block_size: usize, restart: usize) -> TableSettings {
+    TableSettings {
+        block_size,
+        block_restart_interval: restart,
+        bloom_bits_per_key: bloom,
+        snappy,
+    }
+}
+
+fn small_values(rng: &mut Rng) -> Option<Vec<u8>> {
+    if rng.below(6) == 0 {
+        return None;
+    }
+    let len = rng.below(120) as usize;
+    Some(rng.bytes(len))
+}
+
+#[test]
+fn device_jobs_match_streaming_for_every_policy() {
+    for policy in [
+        PlacementPolicy::AllDevice,
+        PlacementPolicy::CCompaction,
+        PlacementPolicy::QCompaction,
+    ] {
+        let Some(executor) = executor(OpenClOptions {
+            policy,
+            on_device_error: OnDeviceError::Fail,
+            ..OpenClOptions::default()
+        }) else {
+            return;
+        };
+        for (seed, snappy, bloom, block_size, restart) in [
+            (1, false, Some(10), 4096, 16),
+            (2, true, None, 256, 1),
+            (3, true, Some(3), 1024, 5),
+        ] {
+            let (job, files) = make_job(
+                seed,
+                5,
+                300,
+                &settings(snappy, Some(10), 512, 4),
+                settings(snappy, bloom, block_size, restart),
+                &small_values,
+            );
+            let output = assert_same_as_streaming(&executor, &job, &files);
+            assert_eq!(output.executor, OPENCL, "{policy}");
+            assert!(output.outputs.len() > 1, "the job cuts several files");
+        }
+        let stats = executor.stats();
+        assert_eq!(
+            (stats.device_jobs, stats.fallbacks, stats.placed_on_cpu),
+            (3, 0, 0),
+            "{policy}"
+        );
+        assert!(
+            stats.kernels.contains_key("rank_merge") && stats.kernels.contains_key("encode_groups")
+        );
+        assert_eq!(
+            stats.kernels.contains_key("gc_keep"),
+            policy != PlacementPolicy::CCompaction
+        );
+    }
+}
+
+#[test]
+fn empty_results_write_no_file() {
+    let Some(executor) = executor(OpenClOptions {
+        on_device_error: OnDeviceError::Fail,
+        ..OpenClOptions::default()
+    }) else {
+        return;
+    };
+    // Only tombstones, all droppable: nothing is kept.
+    let (mut job, files) = make_job(
+        5,
+        2,
+        50,
+        &TableSettings::default(),
+        TableSettings::default(),
+        &|_| None,
+    );
+    job.smallest_snapshot = u64::MAX >> 8;
+    job.deeper_levels.clear();
+    let output = assert_same_as_streaming(&executor, &job, &files);
+    assert_eq!(output.executor, OPENCL);
+    assert!(output.outputs.is_empty());
+}
+
+#[test]
+fn placement_on_the_cpu_gives_the_same_tables() {
+    let Some(executor) = executor(OpenClOptions {
+        max_device_files: 2,
+        ..OpenClOptions::default()
+    }) else {
+        return;
+    };
+    let (job, files) = make_job(
+        7,
+        4,
+        200,
+        &TableSettings::default(),
+        TableSettings::default(),
+        &small_values,
+    );
+    let output = assert_same_as_streaming(&executor, &job, &files);
+    assert_eq!(output.executor, crate::parallel::PARALLEL);
+    let stats = executor.stats();
+    assert_eq!((stats.placed_on_cpu, stats.device_jobs), (1, 0));
+    assert!(stats
+        .last_placement_reason
+        .unwrap()
+        .contains("max_device_files"));
+
+    let Some(executor) = executor_with_budget(Some(1)) else {
+        return;
+    };
+    let output = assert_same_as_streaming(&executor, &job, &files);
+    assert_eq!(output.executor, crate::parallel::PARALLEL);
+    assert!(executor
+        .stats()
+        .last_placement_reason
+        .unwrap()
+        .contains("budget"));
+}
+
+fn executor_with_budget(budget: Option<u64>) -> Option<OpenClExecutor> {
+    executor(OpenClOptions {
+        memory_budget: budget,
+        ..OpenClOptions::default()
+    })
+}
+
+#[test]
+fn a_failing_kernel_hands_the_job_to_the_cpu() {
+    let (job, files) = make_job(
+        9,
+        3,
+        200,
+        &settings(true, Some(10), 512, 4),
+        TableSettings::default(),
+        &small_values,
+    );
+    for kernel in [
+        "check_block_crc",
+        "unpack_parse",
+        "scan_groups_u32",
+        "rank_merge",
+        "gc_keep",
+        "encode_groups",
+        "bloom_fold",
+    ] {
+        let Some(executor) = executor(OpenClOptions {
+            inject_kernel_failure: Some(kernel.to_string()),
+            ..OpenClOptions::default()
+        }) else {
+            return;
+        };
+        let output = assert_same_as_streaming(&executor, &job, &files);
+        assert_eq!(output.executor, crate::parallel::PARALLEL, "{kernel}");
+        let stats = executor.stats();
+        assert_eq!((stats.fallbacks, stats.device_jobs), (1, 0), "{kernel}");
+        assert!(stats.last_fallback_reason.unwrap().contains(kernel));
+    }
+    // With fallback off, the device's error is the job's.
+    let Some(strict) = executor(OpenClOptions {
+        inject_kernel_failure: Some("rank_merge".into()),
+        on_device_error: OnDeviceError::Fail,
+        ..OpenClOptions::default()
+    }) else {
+        return;
+    };
+    let io = MemIo {
+        inputs: files.clone(),
+        next_number: Mutex::new(1000),
+        outputs: Arc::new(Mutex::new(BTreeMap::new())),
+    };
+    assert!(strict.run(&job, &io).is_err());
+    assert!(
+        io.outputs.lock().unwrap().is_empty(),
+        "a failed device job creates no file"
+    );
+}
+
+#[test]
+fn running_past_the_budget_hands_the_job_to_the_cpu() {
+    // Snappy input of very repetitive values: the decompressed blocks alone
+    // are far above the estimate placement uses, so placement lets the job
+    // on the device and the allocations pass the budget.
+    let repetitive = |rng: &mut Rng| Some(vec![b'a' + rng.below(3) as u8; 2000]);
+    let (job, files) = make_job(
+        11,
+        3,
+        100,
+        &settings(true, None, 4096, 16),
+        TableSettings::default(),
+        &repetitive,
+    );
+    let Some(executor) = executor_with_budget(Some(estimated_device_bytes(&job))) else {
+        return;
+    };
+    let output = assert_same_as_streaming(&executor, &job, &files);
+    assert_eq!(output.executor, crate::parallel::PARALLEL);
+    let stats = executor.stats();
+    assert_eq!((stats.fallbacks, stats.placed_on_cpu), (1, 0));
+    assert!(stats.last_fallback_reason.unwrap().contains("budget"));
+}
+
+#[test]
+fn corrupt_input_is_reported_by_the_cpu_path() {
+    let Some(executor) = executor(OpenClOptions::default()) else {
+        return;
+    };
+    let (job, mut files) = make_job(
+        13,
+        2,
+        200,
+        &settings(false, None, 4096, 16),
+        TableSettings::default(),
+        &small_values,
+    );
+    let mut bytes = files[&1].as_ref().clone();
+    bytes[100] ^= 0x40;
+    files.insert(1, Arc::new(bytes));
+    let io = MemIo {
+        inputs: files,
+        next_number: Mutex::new(1000),
+        outputs: Arc::new(Mutex::new(BTreeMap::new())),
+    };
+    let error = executor.run(&job, &io).unwrap_err();
+    assert!(
+        matches!(error, shale_format::Error::Corruption { .. }),
+        "{error}"
+    );
+    let stats = executor.stats();
+    assert_eq!(stats.fallbacks, 1);
+    assert!(
+        stats.last_fallback_reason.unwrap().contains("checksum"),
+        "the device saw the bad block first"
+    );
+}
