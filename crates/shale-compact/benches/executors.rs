@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use shale_compact::job::{CompactionJob, Executor, InputRun, JobFile, JobIo, OutputSink, TableSettings};
+use shale_compact::job::{
+    CompactionJob, Executor, InputRun, JobFile, JobIo, OutputSink, TableSettings,
+};
 use shale_compact::{ParallelExecutor, StreamingExecutor};
 use shale_format::format::RandomAccess;
 use shale_format::internal_key::{InternalKey, ValueType};
@@ -48,7 +50,9 @@ impl OutputSink for Sink {
 
 impl JobIo for MemIo {
     fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>> {
-        Ok(Arc::new(Arc::clone(&self.inputs[&file.number]).as_ref().clone()))
+        Ok(Arc::new(
+            Arc::clone(&self.inputs[&file.number]).as_ref().clone(),
+        ))
     }
     fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)> {
         let mut next = self.next.lock().unwrap();
@@ -66,8 +70,12 @@ fn arg(name: &str, default: usize) -> usize {
 }
 
 fn main() {
-    let (runs, entries, value_size, repeats) =
-        (arg("--runs", 5), arg("--entries", 200_000), arg("--value-size", 128), arg("--repeats", 5));
+    let (runs, entries, value_size, repeats) = (
+        arg("--runs", 5),
+        arg("--entries", 200_000),
+        arg("--value-size", 128),
+        arg("--repeats", 5),
+    );
     let settings = TableSettings::default();
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
@@ -76,19 +84,24 @@ fn main() {
         state ^= state << 17;
         state
     };
-    let piece: Vec<u8> = (0..value_size / 2 + 1).map(|_| b' ' + (next() % 95) as u8).collect();
+    let piece: Vec<u8> = (0..value_size / 2 + 1)
+        .map(|_| b' ' + (next() % 95) as u8)
+        .collect();
     let mut inputs = BTreeMap::new();
     let mut job_runs = Vec::new();
     let mut sequence = 1;
     let mut input_bytes = 0;
     for run in 0..runs as u64 {
-        let mut keys: Vec<u64> = (0..entries).map(|_| next() % (entries as u64 * runs as u64)).collect();
+        let mut keys: Vec<u64> = (0..entries)
+            .map(|_| next() % (entries as u64 * runs as u64))
+            .collect();
         keys.sort_unstable();
         keys.dedup();
         let mut builder = TableBuilder::new(settings.table_options(), Vec::new());
         let (mut smallest, mut largest) = (Vec::new(), Vec::new());
         for k in keys {
-            let key = InternalKey::new(format!("{k:016}").as_bytes(), sequence, ValueType::Value).into_encoded();
+            let key = InternalKey::new(format!("{k:016}").as_bytes(), sequence, ValueType::Value)
+                .into_encoded();
             sequence += 1;
             let mut value = piece.clone();
             value.extend_from_slice(&piece);
@@ -103,7 +116,15 @@ fn main() {
         let (bytes, size) = builder.finish().unwrap();
         input_bytes += size;
         inputs.insert(run + 1, Arc::new(bytes));
-        job_runs.push(InputRun { level: 0, files: vec![JobFile { number: run + 1, file_size: size, smallest, largest }] });
+        job_runs.push(InputRun {
+            level: 0,
+            files: vec![JobFile {
+                number: run + 1,
+                file_size: size,
+                smallest,
+                largest,
+            }],
+        });
     }
     let job = CompactionJob {
         id: 1,
@@ -116,7 +137,10 @@ fn main() {
         deeper_levels: vec![],
         table: settings,
     };
-    let io = MemIo { inputs, next: Mutex::new(1000) };
+    let io = MemIo {
+        inputs,
+        next: Mutex::new(1000),
+    };
     println!(
         "job: {runs} runs x {entries} entries, {value_size}-byte values, {:.1} MB of input, {} threads available",
         input_bytes as f64 / 1e6,
@@ -124,9 +148,18 @@ fn main() {
     );
     let executors: Vec<(String, Box<dyn Executor>)> = vec![
         ("streaming".into(), Box::new(StreamingExecutor)),
-        ("parallel-1".into(), Box::new(ParallelExecutor::new(1, 256 << 20).unwrap())),
-        ("parallel".into(), Box::new(ParallelExecutor::new(0, 256 << 20).unwrap())),
-        ("par-6MiB".into(), Box::new(ParallelExecutor::new(0, 6 << 20).unwrap())),
+        (
+            "parallel-1".into(),
+            Box::new(ParallelExecutor::new(1, 256 << 20).unwrap()),
+        ),
+        (
+            "parallel".into(),
+            Box::new(ParallelExecutor::new(0, 256 << 20).unwrap()),
+        ),
+        (
+            "par-6MiB".into(),
+            Box::new(ParallelExecutor::new(0, 6 << 20).unwrap()),
+        ),
     ];
     let mut medians = Vec::new();
     for (name, executor) in &executors {

@@ -91,7 +91,11 @@ mod tests {
             inputs: vec![],
             output_level: 1,
             max_output_file_size: 1 << 20,
-            grandparents: vec![file(1, b"a", b"b", 100), file(2, b"c", b"d", 100), file(3, b"e", b"f", 100)],
+            grandparents: vec![
+                file(1, b"a", b"b", 100),
+                file(2, b"c", b"d", 100),
+                file(3, b"e", b"f", 100),
+            ],
             max_grandparent_overlap_bytes: 150,
             smallest_snapshot: 0,
             deeper_levels: vec![],

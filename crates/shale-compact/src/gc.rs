@@ -55,7 +55,9 @@ impl<'a> DeeperLevels<'a> {
 pub fn is_base_level_for(levels: &[Vec<UserKeyRange>], user_key: &[u8]) -> bool {
     levels.iter().all(|level| {
         let at = level.partition_point(|r| r.largest.as_slice() < user_key);
-        level.get(at).is_none_or(|r| user_key < r.smallest.as_slice())
+        level
+            .get(at)
+            .is_none_or(|r| user_key < r.smallest.as_slice())
     })
 }
 
@@ -104,7 +106,9 @@ impl<'a> GcDecider<'a> {
             .previous_sequence
             .map(|seq| (self.previous_user_key.as_slice(), seq));
         let deeper = &mut self.deeper;
-        let keep = keep_entry(entry, previous, self.smallest_snapshot, |k| deeper.is_base_level_for(k));
+        let keep = keep_entry(entry, previous, self.smallest_snapshot, |k| {
+            deeper.is_base_level_for(k)
+        });
         self.previous_user_key.clear();
         self.previous_user_key.extend_from_slice(entry.user_key);
         self.previous_sequence = Some(entry.sequence);
@@ -125,7 +129,10 @@ mod tests {
 
     #[test]
     fn base_level_sequential_and_random_agree() {
-        let levels = vec![vec![range(b"b", b"d"), range(b"m", b"p")], vec![range(b"x", b"z")]];
+        let levels = vec![
+            vec![range(b"b", b"d"), range(b"m", b"p")],
+            vec![range(b"x", b"z")],
+        ];
         let job = CompactionJob {
             id: 0,
             inputs: vec![],
@@ -139,7 +146,11 @@ mod tests {
         };
         let mut seq = DeeperLevels::new(&job);
         for key in [&b"a"[..], b"b", b"c", b"e", b"m", b"q", b"y", b"zz"] {
-            assert_eq!(seq.is_base_level_for(key), is_base_level_for(&levels, key), "{key:?}");
+            assert_eq!(
+                seq.is_base_level_for(key),
+                is_base_level_for(&levels, key),
+                "{key:?}"
+            );
         }
         assert!(is_base_level_for(&levels, b"a"));
         assert!(!is_base_level_for(&levels, b"p"));
@@ -153,14 +164,39 @@ mod tests {
             value_type: t,
         };
         // Newer version at 5 <= snapshot 10 hides the version at 3.
-        assert!(!keep_entry(&p(b"k", 3, ValueType::Value), Some((b"k", 5)), 10, |_| true));
+        assert!(!keep_entry(
+            &p(b"k", 3, ValueType::Value),
+            Some((b"k", 5)),
+            10,
+            |_| true
+        ));
         // Newer version at 15 > snapshot: a reader at 10 still needs 3.
-        assert!(keep_entry(&p(b"k", 3, ValueType::Value), Some((b"k", 15)), 10, |_| true));
+        assert!(keep_entry(
+            &p(b"k", 3, ValueType::Value),
+            Some((b"k", 15)),
+            10,
+            |_| true
+        ));
         // Tombstone at the base level, visible to no snapshot: dropped.
-        assert!(!keep_entry(&p(b"k", 3, ValueType::Deletion), None, 10, |_| true));
+        assert!(!keep_entry(
+            &p(b"k", 3, ValueType::Deletion),
+            None,
+            10,
+            |_| true
+        ));
         // Tombstone that may hide something deeper: kept.
-        assert!(keep_entry(&p(b"k", 3, ValueType::Deletion), None, 10, |_| false));
+        assert!(keep_entry(
+            &p(b"k", 3, ValueType::Deletion),
+            None,
+            10,
+            |_| false
+        ));
         // Tombstone newer than the snapshot: kept.
-        assert!(keep_entry(&p(b"k", 30, ValueType::Deletion), None, 10, |_| true));
+        assert!(keep_entry(
+            &p(b"k", 30, ValueType::Deletion),
+            None,
+            10,
+            |_| true
+        ));
     }
 }

@@ -117,7 +117,11 @@ pub struct CompactionJob {
 impl CompactionJob {
     /// Total size of the input files.
     pub fn input_bytes(&self) -> u64 {
-        self.inputs.iter().flat_map(|r| &r.files).map(|f| f.file_size).sum()
+        self.inputs
+            .iter()
+            .flat_map(|r| &r.files)
+            .map(|f| f.file_size)
+            .sum()
     }
 
     /// Number of input files.

@@ -16,7 +16,9 @@ use shale_format::{Error, Result};
 
 use crate::boundaries::{output_file_full, GrandparentCutter};
 use crate::gc::GcDecider;
-use crate::job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, OutputSink, OutputTable, PhaseStats};
+use crate::job::{
+    CompactionJob, CompactionOutput, Executor, JobFile, JobIo, OutputSink, OutputTable, PhaseStats,
+};
 
 /// Name of the reference executor.
 pub const STREAMING: &str = "streaming";

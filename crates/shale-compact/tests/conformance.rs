@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex};
 
 use proptest::prelude::*;
 use shale_compact::job::{
-    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, JobIo, OutputSink, TableSettings, UserKeyRange,
+    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, JobIo, OutputSink, TableSettings,
+    UserKeyRange,
 };
 use shale_compact::{ParallelExecutor, StreamingExecutor};
 use shale_format::comparator::compare_internal_keys;
@@ -117,110 +118,170 @@ fn value() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn settings() -> impl Strategy<Value = TableSettings> {
-    (prop_oneof![Just(64usize), Just(256), Just(1024), Just(4096)], 1usize..17, proptest::option::of(1u32..20), any::<bool>())
-        .prop_map(|(block_size, block_restart_interval, bloom_bits_per_key, snappy)| TableSettings {
-            block_size,
-            block_restart_interval,
-            bloom_bits_per_key,
-            snappy,
-        })
+    (
+        prop_oneof![Just(64usize), Just(256), Just(1024), Just(4096)],
+        1usize..17,
+        proptest::option::of(1u32..20),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(block_size, block_restart_interval, bloom_bits_per_key, snappy)| TableSettings {
+                block_size,
+                block_restart_interval,
+                bloom_bits_per_key,
+                snappy,
+            },
+        )
 }
 
 fn case() -> impl Strategy<Value = Case> {
     (
-        proptest::collection::vec(proptest::collection::vec((user_key(), any::<bool>(), value()), 1..60), 1..36),
+        proptest::collection::vec(
+            proptest::collection::vec((user_key(), any::<bool>(), value()), 1..60),
+            1..36,
+        ),
         0usize..5,
         proptest::collection::vec((user_key(), user_key(), 1u64..5000), 0..12),
-        proptest::collection::vec(proptest::collection::vec((user_key(), user_key()), 0..6), 0..4),
+        proptest::collection::vec(
+            proptest::collection::vec((user_key(), user_key()), 0..6),
+            0..4,
+        ),
         settings(),
         settings(),
         prop_oneof![Just(512u64), Just(4096), Just(1 << 20)],
         0u64..1000,
         1u64..(1 << 14),
     )
-        .prop_map(|(runs, level_files, grandparents, deeper, input_settings, settings, max_file, snapshot_at, overlap)| {
-            let mut sequence = 1u64;
-            let mut number = 1u64;
-            let mut files = Vec::new();
-            let mut inputs = Vec::new();
-            let total_runs = runs.len();
-            for (r, entries) in runs.into_iter().enumerate() {
-                let mut table: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-                for (user_key, deletion, value) in entries {
-                    let kind = if deletion { ValueType::Deletion } else { ValueType::Value };
-                    let value = if deletion { Vec::new() } else { value };
-                    table.insert(InternalKey::new(&user_key, sequence, kind).into_encoded(), value);
-                    sequence += 1;
-                }
-                let mut sorted: Vec<(Vec<u8>, Vec<u8>)> = table.into_iter().collect();
-                sorted.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
-                // The last run is a level run cut into several files when asked.
-                let pieces = if r + 1 == total_runs && level_files > 1 { level_files.min(sorted.len()) } else { 1 };
-                let per = sorted.len().div_ceil(pieces);
-                let mut run_files = Vec::new();
-                for chunk in sorted.chunks(per.max(1)) {
-                    let bytes = build_table(chunk, &input_settings);
-                    run_files.push(job_file(number, &bytes, chunk));
-                    files.push((number, bytes));
-                    number += 1;
-                }
-                inputs.push(InputRun { level: if pieces > 1 { 1 } else { 0 }, files: run_files });
-            }
-            let mut grandparent_files: Vec<JobFile> = grandparents
-                .into_iter()
-                .map(|(a, b, size)| {
-                    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-                    JobFile {
-                        number: 0,
-                        file_size: size,
-                        smallest: InternalKey::new(&lo, 1, ValueType::Value).into_encoded(),
-                        largest: InternalKey::new(&hi, 1, ValueType::Value).into_encoded(),
+        .prop_map(
+            |(
+                runs,
+                level_files,
+                grandparents,
+                deeper,
+                input_settings,
+                settings,
+                max_file,
+                snapshot_at,
+                overlap,
+            )| {
+                let mut sequence = 1u64;
+                let mut number = 1u64;
+                let mut files = Vec::new();
+                let mut inputs = Vec::new();
+                let total_runs = runs.len();
+                for (r, entries) in runs.into_iter().enumerate() {
+                    let mut table: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+                    for (user_key, deletion, value) in entries {
+                        let kind = if deletion {
+                            ValueType::Deletion
+                        } else {
+                            ValueType::Value
+                        };
+                        let value = if deletion { Vec::new() } else { value };
+                        table.insert(
+                            InternalKey::new(&user_key, sequence, kind).into_encoded(),
+                            value,
+                        );
+                        sequence += 1;
                     }
-                })
-                .collect();
-            grandparent_files.sort_by(|a, b| compare_internal_keys(&a.smallest, &b.smallest));
-            // Grandparents of one level do not overlap: keep a disjoint subset.
-            let mut disjoint: Vec<JobFile> = Vec::new();
-            for file in grandparent_files {
-                if disjoint.last().is_none_or(|last| compare_internal_keys(&last.largest, &file.smallest).is_lt()) {
-                    disjoint.push(file);
+                    let mut sorted: Vec<(Vec<u8>, Vec<u8>)> = table.into_iter().collect();
+                    sorted.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
+                    // The last run is a level run cut into several files when asked.
+                    let pieces = if r + 1 == total_runs && level_files > 1 {
+                        level_files.min(sorted.len())
+                    } else {
+                        1
+                    };
+                    let per = sorted.len().div_ceil(pieces);
+                    let mut run_files = Vec::new();
+                    for chunk in sorted.chunks(per.max(1)) {
+                        let bytes = build_table(chunk, &input_settings);
+                        run_files.push(job_file(number, &bytes, chunk));
+                        files.push((number, bytes));
+                        number += 1;
+                    }
+                    inputs.push(InputRun {
+                        level: if pieces > 1 { 1 } else { 0 },
+                        files: run_files,
+                    });
                 }
-            }
-            let deeper_levels = deeper
-                .into_iter()
-                .map(|ranges| {
-                    let mut ranges: Vec<UserKeyRange> = ranges
-                        .into_iter()
-                        .map(|(a, b)| if a <= b { UserKeyRange { smallest: a, largest: b } } else { UserKeyRange { smallest: b, largest: a } })
-                        .collect();
-                    ranges.sort_by(|a, b| a.smallest.cmp(&b.smallest));
-                    let mut disjoint: Vec<UserKeyRange> = Vec::new();
-                    for range in ranges {
-                        if disjoint.last().is_none_or(|last| last.largest < range.smallest) {
-                            disjoint.push(range);
+                let mut grandparent_files: Vec<JobFile> = grandparents
+                    .into_iter()
+                    .map(|(a, b, size)| {
+                        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                        JobFile {
+                            number: 0,
+                            file_size: size,
+                            smallest: InternalKey::new(&lo, 1, ValueType::Value).into_encoded(),
+                            largest: InternalKey::new(&hi, 1, ValueType::Value).into_encoded(),
                         }
+                    })
+                    .collect();
+                grandparent_files.sort_by(|a, b| compare_internal_keys(&a.smallest, &b.smallest));
+                // Grandparents of one level do not overlap: keep a disjoint subset.
+                let mut disjoint: Vec<JobFile> = Vec::new();
+                for file in grandparent_files {
+                    if disjoint.last().is_none_or(|last| {
+                        compare_internal_keys(&last.largest, &file.smallest).is_lt()
+                    }) {
+                        disjoint.push(file);
                     }
-                    disjoint
-                })
-                .collect();
-            let job = CompactionJob {
-                id: 7,
-                inputs,
-                output_level: 1,
-                max_output_file_size: max_file,
-                grandparents: disjoint,
-                max_grandparent_overlap_bytes: overlap,
-                smallest_snapshot: sequence * snapshot_at / 1000,
-                deeper_levels,
-                table: settings,
-            };
-            Case { job, files }
-        })
+                }
+                let deeper_levels = deeper
+                    .into_iter()
+                    .map(|ranges| {
+                        let mut ranges: Vec<UserKeyRange> = ranges
+                            .into_iter()
+                            .map(|(a, b)| {
+                                if a <= b {
+                                    UserKeyRange {
+                                        smallest: a,
+                                        largest: b,
+                                    }
+                                } else {
+                                    UserKeyRange {
+                                        smallest: b,
+                                        largest: a,
+                                    }
+                                }
+                            })
+                            .collect();
+                        ranges.sort_by(|a, b| a.smallest.cmp(&b.smallest));
+                        let mut disjoint: Vec<UserKeyRange> = Vec::new();
+                        for range in ranges {
+                            if disjoint
+                                .last()
+                                .is_none_or(|last| last.largest < range.smallest)
+                            {
+                                disjoint.push(range);
+                            }
+                        }
+                        disjoint
+                    })
+                    .collect();
+                let job = CompactionJob {
+                    id: 7,
+                    inputs,
+                    output_level: 1,
+                    max_output_file_size: max_file,
+                    grandparents: disjoint,
+                    max_grandparent_overlap_bytes: overlap,
+                    smallest_snapshot: sequence * snapshot_at / 1000,
+                    deeper_levels,
+                    table: settings,
+                };
+                Case { job, files }
+            },
+        )
 }
 
 fn run(executor: &dyn Executor, case: &Case) -> (CompactionOutput, BTreeMap<u64, Vec<u8>>) {
     let io = MemIo {
-        inputs: case.files.iter().map(|(n, b)| (*n, Arc::new(b.clone()))).collect(),
+        inputs: case
+            .files
+            .iter()
+            .map(|(n, b)| (*n, Arc::new(b.clone())))
+            .collect(),
         next_number: Mutex::new(1000),
         outputs: Arc::new(Mutex::new(BTreeMap::new())),
     };
@@ -234,8 +295,17 @@ fn check_against_reference(executor: &dyn Executor, case: &Case) {
     let (expected, expected_files) = run(&StreamingExecutor, case);
     let (actual, actual_files) = run(executor, case);
     if actual.outputs != expected.outputs {
-        let summary = |o: &CompactionOutput| -> Vec<(u64, u64, u64)> { o.outputs.iter().map(|t| (t.number, t.file_size, t.entries)).collect() };
-        let first = actual.outputs.iter().zip(&expected.outputs).position(|(a, e)| a != e);
+        let summary = |o: &CompactionOutput| -> Vec<(u64, u64, u64)> {
+            o.outputs
+                .iter()
+                .map(|t| (t.number, t.file_size, t.entries))
+                .collect()
+        };
+        let first = actual
+            .outputs
+            .iter()
+            .zip(&expected.outputs)
+            .position(|(a, e)| a != e);
         panic!(
             "{:?}: output tables differ (first at {first:?})\n  actual:   {:?}\n  expected: {:?}",
             executor,
@@ -245,7 +315,13 @@ fn check_against_reference(executor: &dyn Executor, case: &Case) {
     }
     assert_eq!(actual_files.len(), expected_files.len());
     for (number, bytes) in &expected_files {
-        assert!(actual_files[number] == *bytes, "{}: table {number} differs ({} vs {} bytes)", executor.name(), actual_files[number].len(), bytes.len());
+        assert!(
+            actual_files[number] == *bytes,
+            "{}: table {number} differs ({} vs {} bytes)",
+            executor.name(),
+            actual_files[number].len(),
+            bytes.len()
+        );
     }
     assert_eq!(actual.stats.entries_out, expected.stats.entries_out);
     assert_eq!(actual.stats.bytes_written, expected.stats.bytes_written);
@@ -260,21 +336,57 @@ fn executors() -> Vec<Box<dyn Executor>> {
     ];
     // The OpenCL executor (PoCL in CI). Without a device its variants are
     // skipped, unless SHALE_REQUIRE_OPENCL=1 makes that a failure.
-    let opencl = |options: OpenClOptions| OpenClExecutor::new(OpenClOptions { cpu_threads: 2, ..options });
-    let strict = OpenClOptions { max_device_files: usize::MAX, on_device_error: OnDeviceError::Fail, ..OpenClOptions::default() };
+    let opencl = |options: OpenClOptions| {
+        OpenClExecutor::new(OpenClOptions {
+            cpu_threads: 2,
+            ..options
+        })
+    };
+    let strict = OpenClOptions {
+        max_device_files: usize::MAX,
+        on_device_error: OnDeviceError::Fail,
+        ..OpenClOptions::default()
+    };
     match opencl(strict.clone()) {
         Ok(all_device) => {
             executors.push(Box::new(all_device));
             // Everything on the device, gc on the host (C-Compaction).
-            executors.push(Box::new(opencl(OpenClOptions { policy: PlacementPolicy::CCompaction, ..strict }).unwrap()));
+            executors.push(Box::new(
+                opencl(OpenClOptions {
+                    policy: PlacementPolicy::CCompaction,
+                    ..strict
+                })
+                .unwrap(),
+            ));
             // Forced fallbacks: placement on the CPU, a failing kernel, and a
             // budget small jobs pass at placement and may then run past.
-            executors.push(Box::new(opencl(OpenClOptions { max_device_files: 0, ..OpenClOptions::default() }).unwrap()));
-            executors.push(Box::new(opencl(OpenClOptions { inject_kernel_failure: Some("rank_merge".into()), ..OpenClOptions::default() }).unwrap()));
-            executors.push(Box::new(opencl(OpenClOptions { memory_budget: Some(64 << 10), ..OpenClOptions::default() }).unwrap()));
+            executors.push(Box::new(
+                opencl(OpenClOptions {
+                    max_device_files: 0,
+                    ..OpenClOptions::default()
+                })
+                .unwrap(),
+            ));
+            executors.push(Box::new(
+                opencl(OpenClOptions {
+                    inject_kernel_failure: Some("rank_merge".into()),
+                    ..OpenClOptions::default()
+                })
+                .unwrap(),
+            ));
+            executors.push(Box::new(
+                opencl(OpenClOptions {
+                    memory_budget: Some(64 << 10),
+                    ..OpenClOptions::default()
+                })
+                .unwrap(),
+            ));
         }
         Err(reason) => {
-            assert!(std::env::var("SHALE_REQUIRE_OPENCL").as_deref() != Ok("1"), "SHALE_REQUIRE_OPENCL=1 but {reason}");
+            assert!(
+                std::env::var("SHALE_REQUIRE_OPENCL").as_deref() != Ok("1"),
+                "SHALE_REQUIRE_OPENCL=1 but {reason}"
+            );
             eprintln!("conformance: skipping the opencl executor: {reason}");
         }
     }
@@ -296,12 +408,25 @@ proptest! {
 fn single_run_without_drops_rewrites_the_same_entries() {
     let settings = TableSettings::default();
     let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..5000u32)
-        .map(|i| (InternalKey::new(format!("{i:016}").as_bytes(), 10_000 + u64::from(i), ValueType::Value).into_encoded(), vec![b'x'; 100]))
+        .map(|i| {
+            (
+                InternalKey::new(
+                    format!("{i:016}").as_bytes(),
+                    10_000 + u64::from(i),
+                    ValueType::Value,
+                )
+                .into_encoded(),
+                vec![b'x'; 100],
+            )
+        })
         .collect();
     let bytes = build_table(&entries, &settings);
     let job = CompactionJob {
         id: 1,
-        inputs: vec![InputRun { level: 0, files: vec![job_file(1, &bytes, &entries)] }],
+        inputs: vec![InputRun {
+            level: 0,
+            files: vec![job_file(1, &bytes, &entries)],
+        }],
         output_level: 1,
         max_output_file_size: 64 << 10,
         grandparents: vec![],
@@ -310,10 +435,17 @@ fn single_run_without_drops_rewrites_the_same_entries() {
         deeper_levels: vec![],
         table: settings,
     };
-    let case = Case { job, files: vec![(1, bytes)] };
+    let case = Case {
+        job,
+        files: vec![(1, bytes)],
+    };
     let (output, _) = run(&StreamingExecutor, &case);
     assert_eq!(output.outputs.iter().map(|o| o.entries).sum::<u64>(), 5000);
-    assert!(output.outputs.len() > 5, "file limit cuts outputs: {}", output.outputs.len());
+    assert!(
+        output.outputs.len() > 5,
+        "file limit cuts outputs: {}",
+        output.outputs.len()
+    );
     for executor in executors() {
         check_against_reference(executor.as_ref(), &case);
     }

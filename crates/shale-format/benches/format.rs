@@ -37,14 +37,19 @@ fn entries(n: usize, value_size: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
     keys.dedup();
     keys.into_iter()
         .map(|k| {
-            let value: Vec<u8> = (0..value_size).map(|_| b' ' + (next() % 95) as u8).collect();
+            let value: Vec<u8> = (0..value_size)
+                .map(|_| b' ' + (next() % 95) as u8)
+                .collect();
             (format!("{k:016}").into_bytes(), value)
         })
         .collect()
 }
 
 fn total_bytes(entries: &[(Vec<u8>, Vec<u8>)]) -> u64 {
-    entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum()
+    entries
+        .iter()
+        .map(|(k, v)| (k.len() + v.len()) as u64)
+        .sum()
 }
 
 fn block(c: &mut Criterion) {
@@ -94,14 +99,18 @@ fn table(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("table_build/value{value_size}"));
         group.throughput(Throughput::Bytes(total_bytes(&data)));
         group.sample_size(20);
-        for (name, compression) in [("none", CompressionType::None), ("snappy", CompressionType::Snappy)] {
+        for (name, compression) in [
+            ("none", CompressionType::None),
+            ("snappy", CompressionType::Snappy),
+        ] {
             let options = TableOptions {
                 compression,
                 ..TableOptions::bytewise(Some(10))
             };
             group.bench_function(format!("shale/{name}"), |b| {
                 b.iter(|| {
-                    let mut builder = TableBuilder::new(options.clone(), Vec::with_capacity(1 << 20));
+                    let mut builder =
+                        TableBuilder::new(options.clone(), Vec::with_capacity(1 << 20));
                     for (k, v) in &data {
                         builder.add(k, v).unwrap();
                     }
@@ -116,7 +125,13 @@ fn table(c: &mut Criterion) {
                     ..leveldb_shim::TableOptions::default()
                 };
                 group.bench_function(format!("leveldb/{name}"), |b| {
-                    b.iter(|| black_box(leveldb_shim::build_table_flat(&flat, &shim_options).unwrap().len()))
+                    b.iter(|| {
+                        black_box(
+                            leveldb_shim::build_table_flat(&flat, &shim_options)
+                                .unwrap()
+                                .len(),
+                        )
+                    })
                 });
             }
         }
@@ -140,7 +155,11 @@ fn bloom(c: &mut Criterion) {
     let mut filter = Vec::new();
     policy.create_filter(&keys, &mut filter);
     group.bench_function("probe", |b| {
-        b.iter(|| keys.iter().filter(|k| policy.key_may_match(k, &filter)).count())
+        b.iter(|| {
+            keys.iter()
+                .filter(|k| policy.key_may_match(k, &filter))
+                .count()
+        })
     });
     group.finish();
 }

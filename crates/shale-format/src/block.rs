@@ -26,7 +26,10 @@ impl Block {
         let data: Arc<[u8]> = data.into();
         let size = data.len();
         if size < 4 {
-            return Err(Error::corruption(0, format!("block of {size} bytes has no restart count")));
+            return Err(Error::corruption(
+                0,
+                format!("block of {size} bytes has no restart count"),
+            ));
         }
         let num_restarts = decode_fixed32(&data[size - 4..]).unwrap_or(u32::MAX) as usize;
         let max_restarts = (size - 4) / 4;
@@ -37,7 +40,10 @@ impl Block {
             ));
         }
         if num_restarts == 0 && size > 4 {
-            return Err(Error::corruption((size - 4) as u64, "block with entries has no restart point"));
+            return Err(Error::corruption(
+                (size - 4) as u64,
+                "block with entries has no restart point",
+            ));
         }
         Ok(Block {
             restarts_offset: size - (1 + num_restarts) * 4,
@@ -98,16 +104,16 @@ fn decode_entry(data: &[u8], offset: usize, limit: usize) -> Option<EntryHeader>
     if region.len() < 3 {
         return None;
     }
-    let (shared, non_shared, value_len, header_len) =
-        if (region[0] | region[1] | region[2]) < 0x80 {
-            // All three lengths fit in one byte each: the common case.
-            (region[0] as u32, region[1] as u32, region[2] as u32, 3)
-        } else {
-            let (shared, a) = decode_varint32(region)?;
-            let (non_shared, b) = decode_varint32(&region[a..])?;
-            let (value_len, c) = decode_varint32(&region[a + b..])?;
-            (shared, non_shared, value_len, a + b + c)
-        };
+    let (shared, non_shared, value_len, header_len) = if (region[0] | region[1] | region[2]) < 0x80
+    {
+        // All three lengths fit in one byte each: the common case.
+        (region[0] as u32, region[1] as u32, region[2] as u32, 3)
+    } else {
+        let (shared, a) = decode_varint32(region)?;
+        let (non_shared, b) = decode_varint32(&region[a..])?;
+        let (value_len, c) = decode_varint32(&region[a + b..])?;
+        (shared, non_shared, value_len, a + b + c)
+    };
     let body_len = non_shared as u64 + value_len as u64;
     if body_len > (region.len() - header_len) as u64 {
         return None;
@@ -144,7 +150,10 @@ impl BlockIter {
 
     fn mark_corrupt(&mut self, reason: &str) {
         if self.error.is_none() {
-            self.error = Some(Error::corruption(self.current as u64, format!("bad block entry: {reason}")));
+            self.error = Some(Error::corruption(
+                self.current as u64,
+                format!("bad block entry: {reason}"),
+            ));
         }
         self.current = self.restarts_offset();
         self.next_offset = self.restarts_offset();
@@ -179,7 +188,8 @@ impl BlockIter {
             return false;
         }
         self.key.truncate(entry.shared);
-        self.key.extend_from_slice(&data[entry.body..entry.body + entry.non_shared]);
+        self.key
+            .extend_from_slice(&data[entry.body..entry.body + entry.non_shared]);
         self.value = (entry.body + entry.non_shared, entry.value_len);
         self.next_offset = entry.body + entry.non_shared + entry.value_len;
         while self.restart_index + 1 < self.block.num_restarts
@@ -334,8 +344,12 @@ mod tests {
     #[test]
     fn short_and_lying_blocks_are_corruption() {
         assert!(Block::new(vec![1u8, 0]).unwrap_err().is_corruption());
-        assert!(Block::new(vec![0u8, 0, 0, 0, 9, 0, 0, 0]).unwrap_err().is_corruption());
-        assert!(Block::new(vec![7u8, 7, 7, 0, 0, 0, 0]).unwrap_err().is_corruption());
+        assert!(Block::new(vec![0u8, 0, 0, 0, 9, 0, 0, 0])
+            .unwrap_err()
+            .is_corruption());
+        assert!(Block::new(vec![7u8, 7, 7, 0, 0, 0, 0])
+            .unwrap_err()
+            .is_corruption());
     }
 
     #[test]

@@ -135,7 +135,10 @@ mod tests {
     fn shared_prefix_len_cases() {
         assert_eq!(shared_prefix_len(b"", b"abc"), 0);
         assert_eq!(shared_prefix_len(b"abc", b"abd"), 2);
-        assert_eq!(shared_prefix_len(b"0123456789abcdef", b"0123456789abcdeg"), 15);
+        assert_eq!(
+            shared_prefix_len(b"0123456789abcdef", b"0123456789abcdeg"),
+            15
+        );
         assert_eq!(shared_prefix_len(b"0123456789", b"0123456789xyz"), 10);
         assert_eq!(shared_prefix_len(b"01234567", b"01234567"), 8);
     }

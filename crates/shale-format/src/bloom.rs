@@ -181,7 +181,8 @@ impl<P: FilterPolicy> FilterPolicy for InternalFilterPolicy<P> {
     }
 
     fn key_may_match(&self, key: &[u8], filter: &[u8]) -> bool {
-        self.user_policy.key_may_match(extract_user_key(key), filter)
+        self.user_policy
+            .key_may_match(extract_user_key(key), filter)
     }
 }
 
@@ -198,7 +199,10 @@ mod tests {
         assert_eq!(leveldb_hash(&[0x62], 0xbc9f1d34), 0xef1345c4);
         assert_eq!(leveldb_hash(&[0xc3, 0x97], 0xbc9f1d34), 0x5b663814);
         assert_eq!(leveldb_hash(&[0xe2, 0x99, 0xa5], 0xbc9f1d34), 0x323c078f);
-        assert_eq!(leveldb_hash(&[0xe1, 0x80, 0xb9, 0x32], 0xbc9f1d34), 0xed21633a);
+        assert_eq!(
+            leveldb_hash(&[0xe1, 0x80, 0xb9, 0x32], 0xbc9f1d34),
+            0xed21633a
+        );
     }
 
     #[test]
@@ -232,7 +236,10 @@ mod tests {
             let false_positives = (0..10_000u32)
                 .filter(|i| policy.key_may_match(&(i + 1_000_000_000).to_le_bytes(), &filter))
                 .count();
-            assert!(false_positives < 300, "n={n}: {false_positives} false positives");
+            assert!(
+                false_positives < 300,
+                "n={n}: {false_positives} false positives"
+            );
         }
     }
 

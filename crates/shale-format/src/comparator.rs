@@ -44,11 +44,7 @@ impl Comparator for BytewiseComparator {
     }
 
     fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
-        let common = start
-            .iter()
-            .zip(limit)
-            .take_while(|(a, b)| a == b)
-            .count();
+        let common = start.iter().zip(limit).take_while(|(a, b)| a == b).count();
         if common >= start.len().min(limit.len()) {
             // One is a prefix of the other: no shorter separator.
             return;
@@ -173,9 +169,18 @@ mod tests {
         let a2 = InternalKey::new(b"a", 2, ValueType::Value);
         let a2d = InternalKey::new(b"a", 2, ValueType::Deletion);
         let b1 = InternalKey::new(b"b", 1, ValueType::Value);
-        assert_eq!(compare_internal_keys(a2.encoded(), a1.encoded()), Ordering::Less);
-        assert_eq!(compare_internal_keys(a2.encoded(), a2d.encoded()), Ordering::Less);
-        assert_eq!(compare_internal_keys(a1.encoded(), b1.encoded()), Ordering::Less);
+        assert_eq!(
+            compare_internal_keys(a2.encoded(), a1.encoded()),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_internal_keys(a2.encoded(), a2d.encoded()),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_internal_keys(a1.encoded(), b1.encoded()),
+            Ordering::Less
+        );
     }
 
     #[test]

@@ -35,7 +35,11 @@ impl fmt::Debug for ConcatIterator {
 
 impl ConcatIterator {
     /// `largest[i]` is the largest key of source `i`; `open(i)` opens it.
-    pub fn new(comparator: Arc<dyn Comparator>, largest: Vec<Vec<u8>>, open: OpenSource) -> ConcatIterator {
+    pub fn new(
+        comparator: Arc<dyn Comparator>,
+        largest: Vec<Vec<u8>>,
+        open: OpenSource,
+    ) -> ConcatIterator {
         ConcatIterator {
             comparator,
             largest,
@@ -215,15 +219,32 @@ mod tests {
         ConcatIterator::new(
             Arc::new(BytewiseComparator),
             largest,
-            Box::new(move |i| Ok(Box::new(blocks[i].iter(Arc::new(BytewiseComparator))) as Box<dyn KvIterator + Send>)),
+            Box::new(move |i| {
+                Ok(Box::new(blocks[i].iter(Arc::new(BytewiseComparator)))
+                    as Box<dyn KvIterator + Send>)
+            }),
         )
     }
 
     #[test]
     fn walks_all_sources_both_ways() {
         let mut it = concat(vec![vec!["a", "b"], vec!["c"], vec!["d", "e", "f"]]);
-        let keys: Vec<Vec<u8>> = collect_all(&mut it).unwrap().into_iter().map(|(k, _)| k).collect();
-        assert_eq!(keys, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec(), b"e".to_vec(), b"f".to_vec()]);
+        let keys: Vec<Vec<u8>> = collect_all(&mut it)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                b"a".to_vec(),
+                b"b".to_vec(),
+                b"c".to_vec(),
+                b"d".to_vec(),
+                b"e".to_vec(),
+                b"f".to_vec()
+            ]
+        );
         it.seek_to_last();
         let mut back = Vec::new();
         while it.valid() {

@@ -114,7 +114,8 @@ pub fn plan_filters(blocks: &[(u64, u64)]) -> Vec<std::ops::Range<usize>> {
 
 /// Lays out finished filters as a filter block.
 pub fn assemble_filters(filters: &[Vec<u8>]) -> Vec<u8> {
-    let mut result = Vec::with_capacity(filters.iter().map(Vec::len).sum::<usize>() + 4 * filters.len() + 5);
+    let mut result =
+        Vec::with_capacity(filters.iter().map(Vec::len).sum::<usize>() + 4 * filters.len() + 5);
     let mut offsets = Vec::with_capacity(filters.len());
     for filter in filters {
         offsets.push(result.len() as u32);

@@ -106,7 +106,10 @@ impl Footer {
     /// errors are relative to the footer's start.
     pub fn decode(bytes: &[u8]) -> Result<Footer> {
         if bytes.len() != FOOTER_LEN {
-            return Err(Error::corruption(0, format!("footer of {} bytes", bytes.len())));
+            return Err(Error::corruption(
+                0,
+                format!("footer of {} bytes", bytes.len()),
+            ));
         }
         let mut magic = Decoder::new(&bytes[FOOTER_LEN - 8..]);
         let low = magic.fixed32("magic")?;
@@ -177,7 +180,10 @@ pub fn maybe_compress<'a>(
 
 /// [`maybe_compress`] for an owned block: returns the bytes to store without
 /// copying them when they stay uncompressed.
-pub fn maybe_compress_owned(raw: Vec<u8>, compression: CompressionType) -> (Vec<u8>, CompressionType) {
+pub fn maybe_compress_owned(
+    raw: Vec<u8>,
+    compression: CompressionType,
+) -> (Vec<u8>, CompressionType) {
     if compression == CompressionType::Snappy {
         let mut out = Vec::new();
         if let Some(n) = snappy_compress(&raw, &mut out) {
@@ -199,7 +205,10 @@ pub trait RandomAccess: Send + Sync {
 
 fn read_slice_at(data: &[u8], buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     let start = usize::try_from(offset).unwrap_or(usize::MAX);
-    match start.checked_add(buf.len()).and_then(|end| data.get(start..end)) {
+    match start
+        .checked_add(buf.len())
+        .and_then(|end| data.get(start..end))
+    {
         Some(src) => {
             buf.copy_from_slice(src);
             Ok(())
@@ -248,7 +257,10 @@ pub fn read_block(
     if end.is_none_or(|end| end > file_size) {
         return Err(Error::corruption(
             handle.offset,
-            format!("block handle (size {}) runs past the end of the file ({file_size} bytes)", handle.size),
+            format!(
+                "block handle (size {}) runs past the end of the file ({file_size} bytes)",
+                handle.size
+            ),
         )
         .at(file, 0));
     }
@@ -278,7 +290,12 @@ pub fn decode_block(
 
 /// Like [`decode_block`] for a block that is part of a larger buffer: the
 /// contents are copied (or decompressed) once into a new vector.
-pub fn decode_block_slice(raw: &[u8], file: &str, handle: BlockHandle, verify_checksum: bool) -> Result<Vec<u8>> {
+pub fn decode_block_slice(
+    raw: &[u8],
+    file: &str,
+    handle: BlockHandle,
+    verify_checksum: bool,
+) -> Result<Vec<u8>> {
     match check_and_decompress(raw, file, handle, verify_checksum)? {
         Some(decompressed) => Ok(decompressed),
         None => Ok(raw[..raw.len() - BLOCK_TRAILER_LEN].to_vec()),
@@ -287,10 +304,18 @@ pub fn decode_block_slice(raw: &[u8], file: &str, handle: BlockHandle, verify_ch
 
 /// Checks the trailer of `raw` (contents + trailer). Returns the
 /// decompressed contents, or `None` when the contents are stored as is.
-fn check_and_decompress(raw: &[u8], file: &str, handle: BlockHandle, verify_checksum: bool) -> Result<Option<Vec<u8>>> {
+fn check_and_decompress(
+    raw: &[u8],
+    file: &str,
+    handle: BlockHandle,
+    verify_checksum: bool,
+) -> Result<Option<Vec<u8>>> {
     let corrupt = |at: u64, reason: String| Error::corruption(at, reason).at(file, 0);
     if raw.len() < BLOCK_TRAILER_LEN {
-        return Err(corrupt(handle.offset, "block shorter than its trailer".into()));
+        return Err(corrupt(
+            handle.offset,
+            "block shorter than its trailer".into(),
+        ));
     }
     let len = raw.len() - BLOCK_TRAILER_LEN;
     let type_byte = raw[len];
@@ -338,7 +363,10 @@ mod tests {
         };
         let bytes = footer.encode();
         assert_eq!(bytes.len(), FOOTER_LEN);
-        assert_eq!(&bytes[40..], &[0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb]);
+        assert_eq!(
+            &bytes[40..],
+            &[0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb]
+        );
         assert_eq!(Footer::decode(&bytes).unwrap(), footer);
         let mut bad = bytes.clone();
         bad[47] ^= 1;
@@ -353,14 +381,21 @@ mod tests {
         file.extend_from_slice(&block_trailer(&contents, CompressionType::None));
         let size = file.len() as u64;
         let handle = BlockHandle::new(0, contents.len() as u64);
-        assert_eq!(read_block(&file, "t", size, handle, true).unwrap(), contents);
+        assert_eq!(
+            read_block(&file, "t", size, handle, true).unwrap(),
+            contents
+        );
 
         let past_end = BlockHandle::new(0, u64::MAX - 2);
-        assert!(read_block(&file, "t", size, past_end, true).unwrap_err().is_corruption());
+        assert!(read_block(&file, "t", size, past_end, true)
+            .unwrap_err()
+            .is_corruption());
 
         let mut flipped = file.clone();
         flipped[3] ^= 0x10;
-        assert!(read_block(&flipped, "t", size, handle, true).unwrap_err().is_corruption());
+        assert!(read_block(&flipped, "t", size, handle, true)
+            .unwrap_err()
+            .is_corruption());
         // Without verification the flipped byte is returned as is.
         assert!(read_block(&flipped, "t", size, handle, false).is_ok());
 

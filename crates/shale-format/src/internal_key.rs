@@ -163,7 +163,9 @@ mod tests {
 
     #[test]
     fn short_key_is_corruption() {
-        assert!(ParsedInternalKey::parse(b"1234567").unwrap_err().is_corruption());
+        assert!(ParsedInternalKey::parse(b"1234567")
+            .unwrap_err()
+            .is_corruption());
         assert_eq!(extract_user_key(b"abc"), b"");
     }
 

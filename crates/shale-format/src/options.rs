@@ -56,7 +56,9 @@ impl Default for TableOptions {
             block_size: 4096,
             block_restart_interval: 16,
             compression: CompressionType::Snappy,
-            filter_policy: Some(Arc::new(InternalFilterPolicy::new(BloomFilterPolicy::new(10)))),
+            filter_policy: Some(Arc::new(InternalFilterPolicy::new(BloomFilterPolicy::new(
+                10,
+            )))),
         }
     }
 }

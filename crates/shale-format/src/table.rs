@@ -58,7 +58,10 @@ impl fmt::Debug for ReadTableOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReadTableOptions")
             .field("comparator", &self.comparator.name())
-            .field("filter_policy", &self.filter_policy.as_ref().map(|p| p.name()))
+            .field(
+                "filter_policy",
+                &self.filter_policy.as_ref().map(|p| p.name()),
+            )
             .field("verify_checksums", &self.verify_checksums)
             .field("block_cache", &self.block_cache.as_ref().map(|(_, id)| id))
             .finish()
@@ -179,7 +182,11 @@ impl Table {
     }
 
     /// [`Table::get`], reading blocks as `read` says.
-    pub fn get_with(&self, key: &[u8], read: BlockReadOptions) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn get_with(
+        &self,
+        key: &[u8],
+        read: BlockReadOptions,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let mut index = self.inner.index.iter(self.inner.options.comparator.clone());
         index.seek(key);
         if !index.valid() {
@@ -198,7 +205,8 @@ impl Table {
         if iter.valid() {
             return Ok(Some((iter.key().to_vec(), iter.value().to_vec())));
         }
-        iter.status().map_err(|e| e.at(&self.inner.name, handle.offset))?;
+        iter.status()
+            .map_err(|e| e.at(&self.inner.name, handle.offset))?;
         Ok(None)
     }
 
@@ -266,8 +274,13 @@ impl TableInner {
             return Ok(None);
         };
         let verify = true;
-        let Ok(bytes) = read_block(&*self.source, &self.name, self.file_size, self.metaindex_handle, verify)
-        else {
+        let Ok(bytes) = read_block(
+            &*self.source,
+            &self.name,
+            self.file_size,
+            self.metaindex_handle,
+            verify,
+        ) else {
             return Ok(None);
         };
         let Ok(meta) = Block::new(bytes) else {

@@ -10,7 +10,9 @@ use std::io::Write;
 use crate::block_builder::BlockBuilder;
 use crate::error::{Error, Result};
 use crate::filter_block::FilterBlockBuilder;
-use crate::format::{block_trailer, maybe_compress, BlockHandle, CompressionType, Footer, BLOCK_TRAILER_LEN};
+use crate::format::{
+    block_trailer, maybe_compress, BlockHandle, CompressionType, Footer, BLOCK_TRAILER_LEN,
+};
 use crate::options::TableOptions;
 
 /// Writes blocks and the table's trailing structures to `W`.
@@ -79,7 +81,9 @@ impl<W: Write> TableAssembler<W> {
         compression: CompressionType,
     ) -> Result<BlockHandle> {
         if let Some((handle, mut separator)) = self.pending_index_entry.take() {
-            self.options.comparator.find_shortest_separator(&mut separator, first_key);
+            self.options
+                .comparator
+                .find_shortest_separator(&mut separator, first_key);
             self.add_index_entry(&separator, handle);
         }
         let handle = self.write_raw_block(contents, compression)?;
@@ -107,7 +111,9 @@ impl<W: Write> TableAssembler<W> {
     /// caller (`None`: no filter; ignored when the options have no policy).
     pub fn finish_with_filter_block(mut self, filter: Option<Vec<u8>>) -> Result<(W, u64)> {
         let filter_handle = match (filter, &self.options.filter_policy) {
-            (Some(contents), Some(_)) => Some(self.write_raw_block(&contents, CompressionType::None)?),
+            (Some(contents), Some(_)) => {
+                Some(self.write_raw_block(&contents, CompressionType::None)?)
+            }
             _ => None,
         };
 
@@ -141,13 +147,18 @@ impl<W: Write> TableAssembler<W> {
     /// Finishes `block`, compresses it if worthwhile and writes it.
     fn write_block(&mut self, block: &mut BlockBuilder) -> Result<BlockHandle> {
         let mut scratch = std::mem::take(&mut self.compressed_scratch);
-        let (contents, kind) = maybe_compress(block.finish(), self.options.compression, &mut scratch);
+        let (contents, kind) =
+            maybe_compress(block.finish(), self.options.compression, &mut scratch);
         let result = self.write_raw_block(contents, kind);
         self.compressed_scratch = scratch;
         result
     }
 
-    fn write_raw_block(&mut self, contents: &[u8], compression: CompressionType) -> Result<BlockHandle> {
+    fn write_raw_block(
+        &mut self,
+        contents: &[u8],
+        compression: CompressionType,
+    ) -> Result<BlockHandle> {
         let handle = BlockHandle::new(self.offset, contents.len() as u64);
         // No flush per block (LevelDB flushes its own buffer here): the
         // writer's buffering decides, and `finish` flushes.

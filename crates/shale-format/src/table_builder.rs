@@ -58,7 +58,12 @@ impl<W: Write> TableBuilder<W> {
     /// previous key.
     pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         if self.num_entries > 0
-            && self.assembler.options().comparator.compare(key, &self.last_key) != Ordering::Greater
+            && self
+                .assembler
+                .options()
+                .comparator
+                .compare(key, &self.last_key)
+                != Ordering::Greater
         {
             return Err(Error::InvalidArgument(format!(
                 "table keys out of order: {:?} after {:?}",
@@ -67,7 +72,9 @@ impl<W: Write> TableBuilder<W> {
             )));
         }
         if u32::try_from(key.len()).is_err() || u32::try_from(value.len()).is_err() {
-            return Err(Error::InvalidArgument("key or value of 4 GiB or more".into()));
+            return Err(Error::InvalidArgument(
+                "key or value of 4 GiB or more".into(),
+            ));
         }
         self.assembler.add_filter_key(key);
         if self.first_key.is_none() {
@@ -95,7 +102,11 @@ impl<W: Write> TableBuilder<W> {
         }
         self.raw_data_bytes += self.data_block.current_size_estimate() as u64;
         let compression = self.assembler.options().compression;
-        let (contents, kind) = maybe_compress(self.data_block.finish(), compression, &mut self.compressed_scratch);
+        let (contents, kind) = maybe_compress(
+            self.data_block.finish(),
+            compression,
+            &mut self.compressed_scratch,
+        );
         self.assembler
             .write_data_block(&self.block_first_key, &self.last_key, contents, kind)?;
         self.data_block.reset();

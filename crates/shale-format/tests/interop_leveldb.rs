@@ -35,16 +35,30 @@ use shale_format::write_batch::{BatchOp, WriteBatch};
 
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
-fn our_options(block_size: usize, restart_interval: usize, bloom: Option<u32>, snappy: bool) -> TableOptions {
+fn our_options(
+    block_size: usize,
+    restart_interval: usize,
+    bloom: Option<u32>,
+    snappy: bool,
+) -> TableOptions {
     TableOptions {
         block_size,
         block_restart_interval: restart_interval,
-        compression: if snappy { CompressionType::Snappy } else { CompressionType::None },
+        compression: if snappy {
+            CompressionType::Snappy
+        } else {
+            CompressionType::None
+        },
         ..TableOptions::bytewise(bloom)
     }
 }
 
-fn their_options(block_size: usize, restart_interval: usize, bloom: Option<u32>, snappy: bool) -> leveldb_shim::TableOptions {
+fn their_options(
+    block_size: usize,
+    restart_interval: usize,
+    bloom: Option<u32>,
+    snappy: bool,
+) -> leveldb_shim::TableOptions {
     leveldb_shim::TableOptions {
         block_size,
         block_restart_interval: restart_interval as i32,
@@ -63,7 +77,13 @@ fn build_ours(entries: &Entries, options: &TableOptions) -> Vec<u8> {
 
 fn read_ours(bytes: Vec<u8>, options: &TableOptions, name: &str) -> Entries {
     let size = bytes.len() as u64;
-    let table = Table::open(Arc::new(bytes), size, name, ReadTableOptions::from_table_options(options)).unwrap();
+    let table = Table::open(
+        Arc::new(bytes),
+        size,
+        name,
+        ReadTableOptions::from_table_options(options),
+    )
+    .unwrap();
     collect_all(&mut table.iter()).unwrap()
 }
 
@@ -137,15 +157,24 @@ fn large_values_and_snappy_blocks_cross_read() {
     let entries: Entries = vec![
         (Vec::new(), Vec::new()),
         (b"big".to_vec(), vec![b'x'; 1 << 20]),
-        (b"mixed\x80\xff".to_vec(), (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect()),
+        (
+            b"mixed\x80\xff".to_vec(),
+            (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect(),
+        ),
     ];
     for snappy in [false, true] {
         let ours_opts = our_options(4096, 16, Some(10), snappy);
         let their_opts = their_options(4096, 16, Some(10), snappy);
         let ours = build_ours(&entries, &ours_opts);
-        assert_eq!(leveldb_shim::read_table(&ours, &their_opts).unwrap(), entries);
+        assert_eq!(
+            leveldb_shim::read_table(&ours, &their_opts).unwrap(),
+            entries
+        );
         if !snappy {
-            assert_eq!(ours, leveldb_shim::build_table(&entries, &their_opts).unwrap());
+            assert_eq!(
+                ours,
+                leveldb_shim::build_table(&entries, &their_opts).unwrap()
+            );
         }
     }
 }
@@ -173,13 +202,22 @@ fn files_with_suffix(dir: &Path, suffix: &str) -> Vec<std::path::PathBuf> {
 fn read_log_records(path: &Path) -> Vec<Vec<u8>> {
     let file = fs::File::open(path).unwrap();
     let mut drops = Vec::new();
-    let mut reader = LogReader::new(file, |bytes: u64, err: shale_format::Error| drops.push((bytes, err.to_string())), true, 0);
+    let mut reader = LogReader::new(
+        file,
+        |bytes: u64, err: shale_format::Error| drops.push((bytes, err.to_string())),
+        true,
+        0,
+    );
     let mut records = Vec::new();
     while let Some(record) = reader.read_record().unwrap() {
         records.push(record);
     }
     drop(reader);
-    assert!(drops.is_empty(), "{}: corruption reported: {drops:?}", path.display());
+    assert!(
+        drops.is_empty(),
+        "{}: corruption reported: {drops:?}",
+        path.display()
+    );
     records
 }
 
@@ -202,16 +240,25 @@ fn leveldb_database_files_read_here() {
         for round in 0..40u32 {
             let ops: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0..50u32)
                 .map(|i| {
-                    let key = format!("key{:06}\u{00e9}", (i * 7919 + round * 31) % 1500).into_bytes();
+                    let key =
+                        format!("key{:06}\u{00e9}", (i * 7919 + round * 31) % 1500).into_bytes();
                     if i % 9 == 4 {
                         (key, None)
                     } else {
-                        (key, Some(format!("value {round} {i} {}", "v".repeat((i % 40) as usize)).into_bytes()))
+                        (
+                            key,
+                            Some(
+                                format!("value {round} {i} {}", "v".repeat((i % 40) as usize))
+                                    .into_bytes(),
+                            ),
+                        )
                     }
                 })
                 .collect();
-            let borrowed: Vec<(&[u8], Option<&[u8]>)> =
-                ops.iter().map(|(k, v)| (k.as_slice(), v.as_deref())).collect();
+            let borrowed: Vec<(&[u8], Option<&[u8]>)> = ops
+                .iter()
+                .map(|(k, v)| (k.as_slice(), v.as_deref()))
+                .collect();
             db.write(&borrowed, false).unwrap();
             apply(&mut model, &ops);
             all_ops.extend(ops);
@@ -279,8 +326,10 @@ fn leveldb_database_files_read_here() {
             }
         }
     }
-    let rebuilt: BTreeMap<Vec<u8>, Vec<u8>> =
-        newest.into_iter().filter_map(|(k, (_, v))| v.map(|v| (k, v))).collect();
+    let rebuilt: BTreeMap<Vec<u8>, Vec<u8>> = newest
+        .into_iter()
+        .filter_map(|(k, (_, v))| v.map(|v| (k, v)))
+        .collect();
     assert_eq!(rebuilt, model);
 }
 
@@ -288,7 +337,13 @@ fn leveldb_database_files_read_here() {
 fn escape(bytes: &[u8]) -> String {
     bytes
         .iter()
-        .map(|&b| if (b' '..=b'~').contains(&b) { (b as char).to_string() } else { format!("\\x{b:02x}") })
+        .map(|&b| {
+            if (b' '..=b'~').contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("\\x{b:02x}")
+            }
+        })
         .collect()
 }
 
@@ -352,7 +407,9 @@ fn our_manifest_is_parsed_by_leveldb_dumpfile() {
             largest: InternalKey::new(b"zz", 3, ValueType::Deletion),
         },
     );
-    first.compact_pointers.push((1, InternalKey::new(b"mid", 99, ValueType::Value)));
+    first
+        .compact_pointers
+        .push((1, InternalKey::new(b"mid", 99, ValueType::Value)));
     let mut second = VersionEdit::default();
     second.delete_file(0, 5);
     second.add_file(
@@ -394,7 +451,11 @@ fn our_internal_key_table_is_parsed_by_leveldb_dumpfile() {
     let dir = tempfile::tempdir().unwrap();
     for (snappy, name) in [(false, "000005.ldb"), (true, "000006.ldb")] {
         let options = TableOptions {
-            compression: if snappy { CompressionType::Snappy } else { CompressionType::None },
+            compression: if snappy {
+                CompressionType::Snappy
+            } else {
+                CompressionType::None
+            },
             block_size: 512,
             ..TableOptions::internal(Some(10))
         };
@@ -403,11 +464,23 @@ fn our_internal_key_table_is_parsed_by_leveldb_dumpfile() {
         for i in 0..500u64 {
             let user_key = format!("user\u{00e9}{:05}", i / 2).into_bytes();
             let seq = 10_000 - i;
-            let (kind, word) = if i % 5 == 1 { (ValueType::Deletion, "del") } else { (ValueType::Value, "val") };
-            let value = if kind == ValueType::Value { format!("v{i}").repeat(i as usize % 7).into_bytes() } else { Vec::new() };
+            let (kind, word) = if i % 5 == 1 {
+                (ValueType::Deletion, "del")
+            } else {
+                (ValueType::Value, "val")
+            };
+            let value = if kind == ValueType::Value {
+                format!("v{i}").repeat(i as usize % 7).into_bytes()
+            } else {
+                Vec::new()
+            };
             let key = InternalKey::new(&user_key, seq, kind);
             builder.add(key.encoded(), &value).unwrap();
-            expected += &format!("'{}' @ {seq} : {word} => '{}'\n", escape(&user_key), escape(&value));
+            expected += &format!(
+                "'{}' @ {seq} : {word} => '{}'\n",
+                escape(&user_key),
+                escape(&value)
+            );
         }
         let (bytes, _) = builder.finish().unwrap();
         let path = dir.path().join(name);

@@ -23,9 +23,18 @@ fn build(entries: &[(Vec<u8>, Vec<u8>)], options: &TableOptions) -> Vec<u8> {
 
 /// Reads everything a reader can reach: a full scan forwards and backwards,
 /// and point lookups of every written key.
-fn read_everything(bytes: Vec<u8>, options: &TableOptions, keys: &[Vec<u8>]) -> Result<Vec<Entry>, Error> {
+fn read_everything(
+    bytes: Vec<u8>,
+    options: &TableOptions,
+    keys: &[Vec<u8>],
+) -> Result<Vec<Entry>, Error> {
     let size = bytes.len() as u64;
-    let table = Table::open(Arc::new(bytes), size, "000042.ldb", ReadTableOptions::from_table_options(options))?;
+    let table = Table::open(
+        Arc::new(bytes),
+        size,
+        "000042.ldb",
+        ReadTableOptions::from_table_options(options),
+    )?;
     let forward = collect_all(&mut table.iter())?;
     let mut it = table.iter();
     it.seek_to_last();
@@ -46,7 +55,10 @@ fn check_outcome(result: Result<Vec<Entry>, Error>, entries: &[(Vec<u8>, Vec<u8>
     match result {
         Ok(found) => assert_eq!(found, entries, "damage went unnoticed and changed the data"),
         Err(Error::Corruption { location, reason }) => {
-            assert_eq!(location.file, "000042.ldb", "error without the file name: {reason}");
+            assert_eq!(
+                location.file, "000042.ldb",
+                "error without the file name: {reason}"
+            );
         }
         Err(other) => panic!("expected a corruption error, got {other}"),
     }
@@ -107,8 +119,14 @@ proptest! {
 
 #[test]
 fn corrupt_data_block_names_file_and_offset() {
-    let options = TableOptions { block_size: 64, compression: CompressionType::None, ..TableOptions::bytewise(None) };
-    let entries: Vec<_> = (0..100u32).map(|i| (format!("key{i:05}").into_bytes(), b"value".to_vec())).collect();
+    let options = TableOptions {
+        block_size: 64,
+        compression: CompressionType::None,
+        ..TableOptions::bytewise(None)
+    };
+    let entries: Vec<_> = (0..100u32)
+        .map(|i| (format!("key{i:05}").into_bytes(), b"value".to_vec()))
+        .collect();
     let mut bytes = build(&entries, &options);
     bytes[200] ^= 0x40;
     let err = read_everything(bytes, &options, &[]).unwrap_err();

@@ -139,7 +139,9 @@ fn empty_table() {
 #[test]
 fn one_mebibyte_values() {
     let opts = options(4096, 16, true, true);
-    let big: Vec<u8> = (0..1 << 20).map(|i: u32| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+    let big: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2654435761) >> 11) as u8)
+        .collect();
     let entries = vec![
         (b"".to_vec(), big.clone()),
         (b"\x80\xff".to_vec(), vec![7u8; 1 << 20]),

@@ -48,7 +48,12 @@ fn parse_args() -> Args {
         match argv[i].as_str() {
             "--num" => args.num = value.parse().expect("--num N"),
             "--repeats" => args.repeats = value.parse().expect("--repeats R"),
-            "--values" => args.values = value.split(',').map(|v| v.parse().expect("--values a,b,c")).collect(),
+            "--values" => {
+                args.values = value
+                    .split(',')
+                    .map(|v| v.parse().expect("--values a,b,c"))
+                    .collect()
+            }
             "--snappy" => args.snappy = value == "1",
             "--engines" => args.engines = value.split(',').map(String::from).collect(),
             _ => {
@@ -124,7 +129,9 @@ fn fill(dir: &Path, num: u64, value_size: usize, snappy: bool) {
     let mut batch = WriteBatch::new();
     for i in 0..num {
         let key = format!("{:016}", rng.next() % num);
-        batch.put(key.as_bytes(), values.generate(value_size)).unwrap();
+        batch
+            .put(key.as_bytes(), values.generate(value_size))
+            .unwrap();
         if i % 1000 == 999 {
             db.write(&write, std::mem::take(&mut batch)).unwrap();
         }
@@ -164,7 +171,14 @@ type Measurement = (f64, u64, u64, f64);
 fn run_shale(dir: &Path, executor: &str, snappy: bool) -> Measurement {
     let cpu = cpu_seconds();
     let started = Instant::now();
-    let db = DB::open(dir, Options { compaction_executor: executor.into(), ..base_options(snappy) }).unwrap();
+    let db = DB::open(
+        dir,
+        Options {
+            compaction_executor: executor.into(),
+            ..base_options(snappy)
+        },
+    )
+    .unwrap();
     db.compact_range(None, None).unwrap();
     let seconds = started.elapsed().as_secs_f64();
     let stats = db.level_stats();
@@ -199,14 +213,22 @@ fn run_leveldb(dir: &Path, snappy: bool) -> Option<Measurement> {
     // Level lines: level, files, size MB, time s, read MB, write MB.
     let (mut read, mut written) = (0.0, 0.0);
     for line in stats.lines() {
-        let fields: Vec<f64> = line.split_whitespace().filter_map(|f| f.parse().ok()).collect();
+        let fields: Vec<f64> = line
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
         if fields.len() == 6 {
             read += fields[4];
             written += fields[5];
         }
     }
     let mb = 1048576.0;
-    Some((seconds, (read * mb) as u64, (written * mb) as u64, cpu_seconds() - cpu))
+    Some((
+        seconds,
+        (read * mb) as u64,
+        (written * mb) as u64,
+        cpu_seconds() - cpu,
+    ))
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -224,7 +246,10 @@ fn main() {
         args.repeats,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    println!("{:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>12}", "value", "engine", "seconds", "read MB", "write MB", "MB/s", "cpu s/GB in");
+    println!(
+        "{:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>12}",
+        "value", "engine", "seconds", "read MB", "write MB", "MB/s", "cpu s/GB in"
+    );
     for &value_size in &args.values {
         let source = tmp.path().join(format!("source-{value_size}"));
         fill(&source, args.num, value_size, args.snappy);
@@ -250,7 +275,11 @@ fn main() {
             let seconds = median(runs.iter().map(|m| m.0).collect());
             let read = median(runs.iter().map(|m| m.1 as f64).collect()) / 1e6;
             let written = median(runs.iter().map(|m| m.2 as f64).collect()) / 1e6;
-            let speed = median(runs.iter().map(|m| (m.1 + m.2) as f64 / 1e6 / m.0).collect());
+            let speed = median(
+                runs.iter()
+                    .map(|m| (m.1 + m.2) as f64 / 1e6 / m.0)
+                    .collect(),
+            );
             let cpu_per_gb = median(runs.iter().map(|m| m.3 / (m.1 as f64 / 1e9)).collect());
             println!("{value_size:>6} {engine:>10} {seconds:>9.3} {read:>9.1} {written:>9.1} {speed:>9.1} {cpu_per_gb:>12.2}");
             speeds.push((engine, speed));
@@ -259,7 +288,11 @@ fn main() {
         if let (Some(p), Some(s)) = (speed("parallel"), speed("streaming")) {
             print!("{value_size:>6} ratios: parallel/streaming {:.2}x", p / s);
             if let Some(l) = speed("leveldb") {
-                print!(", parallel/leveldb {:.2}x, streaming/leveldb {:.2}x", p / l, s / l);
+                print!(
+                    ", parallel/leveldb {:.2}x, streaming/leveldb {:.2}x",
+                    p / l,
+                    s / l
+                );
             }
             println!();
         }

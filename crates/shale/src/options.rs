@@ -117,7 +117,10 @@ impl Options {
             ("max_file_size", self.max_file_size),
             ("l0_compaction_trigger", self.l0_compaction_trigger as u64),
             ("max_bytes_for_level_base", self.max_bytes_for_level_base),
-            ("max_background_compactions", self.max_background_compactions as u64),
+            (
+                "max_background_compactions",
+                self.max_background_compactions as u64,
+            ),
         ];
         for (name, value) in positive {
             if value == 0 {
@@ -125,14 +128,19 @@ impl Options {
             }
         }
         if !(self.level_multiplier > 1.0 && self.level_multiplier.is_finite()) {
-            return Err(format!("level_multiplier must be above 1 (got {})", self.level_multiplier));
+            return Err(format!(
+                "level_multiplier must be above 1 (got {})",
+                self.level_multiplier
+            ));
         }
         if self.l0_slowdown_writes_trigger < self.l0_compaction_trigger
             || self.l0_stop_writes_trigger < self.l0_slowdown_writes_trigger
         {
             return Err(format!(
                 "L0 triggers must satisfy compaction ({}) <= slowdown ({}) <= stop ({})",
-                self.l0_compaction_trigger, self.l0_slowdown_writes_trigger, self.l0_stop_writes_trigger
+                self.l0_compaction_trigger,
+                self.l0_slowdown_writes_trigger,
+                self.l0_stop_writes_trigger
             ));
         }
         if self.bloom_bits_per_key.is_some_and(|b| b > 1000) {

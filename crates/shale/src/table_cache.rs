@@ -32,7 +32,11 @@ impl SharedBlockCache {
     pub fn new(capacity_bytes: usize) -> SharedBlockCache {
         let estimated_items = (capacity_bytes / 4096).max(16);
         SharedBlockCache {
-            cache: Cache::with_weighter(estimated_items, capacity_bytes.max(1) as u64, BlockWeighter),
+            cache: Cache::with_weighter(
+                estimated_items,
+                capacity_bytes.max(1) as u64,
+                BlockWeighter,
+            ),
         }
     }
 
@@ -54,7 +58,9 @@ impl BlockCache for SharedBlockCache {
 
 impl std::fmt::Debug for SharedBlockCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedBlockCache").field("usage", &self.usage()).finish()
+        f.debug_struct("SharedBlockCache")
+            .field("usage", &self.usage())
+            .finish()
     }
 }
 
@@ -70,7 +76,10 @@ pub struct TableCache {
 
 impl std::fmt::Debug for TableCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TableCache").field("dir", &self.dir).field("open", &self.tables.len()).finish()
+        f.debug_struct("TableCache")
+            .field("dir", &self.dir)
+            .field("open", &self.tables.len())
+            .finish()
     }
 }
 
@@ -111,11 +120,19 @@ impl TableCache {
             Ok(source) => source,
             Err(Error::NotFound(_)) => {
                 path = filename::sst_table_file_name(&self.dir, number);
-                self.env.new_random_access_file(&path).map_err(|e| match e {
-                    Error::NotFound(_) => Error::corruption(0, "table file named in the MANIFEST is missing")
-                        .at(&filename::table_file_name(&self.dir, number).display().to_string(), 0),
-                    other => other,
-                })?
+                self.env
+                    .new_random_access_file(&path)
+                    .map_err(|e| match e {
+                        Error::NotFound(_) => {
+                            Error::corruption(0, "table file named in the MANIFEST is missing").at(
+                                &filename::table_file_name(&self.dir, number)
+                                    .display()
+                                    .to_string(),
+                                0,
+                            )
+                        }
+                        other => other,
+                    })?
             }
             Err(other) => return Err(other),
         };

@@ -84,15 +84,21 @@ impl Version {
     /// Index of the first file at `level` (>= 1) whose largest key is >=
     /// `internal_key`; the file count when there is none.
     pub fn find_file(&self, level: usize, internal_key: &[u8]) -> usize {
-        self.files[level]
-            .partition_point(|f| compare_internal_keys(f.largest.encoded(), internal_key) == Ordering::Less)
+        self.files[level].partition_point(|f| {
+            compare_internal_keys(f.largest.encoded(), internal_key) == Ordering::Less
+        })
     }
 
     /// Files at `level` whose user-key range intersects `[begin, end]`. For
     /// L0 the range grows to cover every file that overlaps a chosen one, as
     /// LevelDB's `GetOverlappingInputs` does, so newer and older versions of a
     /// key are never split. Returned in the level's order.
-    pub fn overlapping_inputs(&self, level: usize, begin: Option<&[u8]>, end: Option<&[u8]>) -> Vec<Arc<FileMeta>> {
+    pub fn overlapping_inputs(
+        &self,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Vec<Arc<FileMeta>> {
         let mut begin = begin.map(<[u8]>::to_vec);
         let mut end = end.map(<[u8]>::to_vec);
         'restart: loop {
@@ -121,7 +127,9 @@ impl Version {
 
     /// True when some file at `level` overlaps the user-key range.
     pub fn overlaps(&self, level: usize, begin: Option<&[u8]>, end: Option<&[u8]>) -> bool {
-        self.files[level].iter().any(|f| f.overlaps_user_range(begin, end))
+        self.files[level]
+            .iter()
+            .any(|f| f.overlaps_user_range(begin, end))
     }
 
     /// Every file number in this version.
@@ -176,16 +184,22 @@ impl VersionBuilder {
         for level in 0..NUM_LEVELS {
             let mut files: Vec<Arc<FileMeta>> = self.base.files[level]
                 .iter()
-                .filter(|f| !self.deleted[level].contains(&f.number) && !self.added[level].contains_key(&f.number))
+                .filter(|f| {
+                    !self.deleted[level].contains(&f.number)
+                        && !self.added[level].contains_key(&f.number)
+                })
                 .cloned()
                 .chain(self.added[level].values().cloned())
                 .collect();
             files.sort_by(|a, b| {
-                compare_internal_keys(a.smallest.encoded(), b.smallest.encoded()).then(a.number.cmp(&b.number))
+                compare_internal_keys(a.smallest.encoded(), b.smallest.encoded())
+                    .then(a.number.cmp(&b.number))
             });
             if level > 0 {
                 for pair in files.windows(2) {
-                    if compare_internal_keys(pair[0].largest.encoded(), pair[1].smallest.encoded()) != Ordering::Less {
+                    if compare_internal_keys(pair[0].largest.encoded(), pair[1].smallest.encoded())
+                        != Ordering::Less
+                    {
                         return Err(Error::corruption(
                             0,
                             format!(
@@ -233,8 +247,14 @@ mod tests {
         let mut builder = VersionBuilder::new(Arc::new(Version::default()));
         builder.apply(&edit).unwrap();
         let v = Arc::new(builder.build().unwrap());
-        assert_eq!(v.files[0].iter().map(|f| f.number).collect::<Vec<_>>(), vec![3, 7]);
-        assert_eq!(v.files[1].iter().map(|f| f.number).collect::<Vec<_>>(), vec![4, 5]);
+        assert_eq!(
+            v.files[0].iter().map(|f| f.number).collect::<Vec<_>>(),
+            vec![3, 7]
+        );
+        assert_eq!(
+            v.files[1].iter().map(|f| f.number).collect::<Vec<_>>(),
+            vec![4, 5]
+        );
 
         let mut edit = VersionEdit::default();
         edit.delete_file(0, 3);
@@ -265,7 +285,11 @@ mod tests {
         let mut builder = VersionBuilder::new(Arc::new(Version::default()));
         builder.apply(&edit).unwrap();
         let v = builder.build().unwrap();
-        let got: BTreeSet<u64> = v.overlapping_inputs(0, Some(b"a"), Some(b"a")).iter().map(|f| f.number).collect();
+        let got: BTreeSet<u64> = v
+            .overlapping_inputs(0, Some(b"a"), Some(b"a"))
+            .iter()
+            .map(|f| f.number)
+            .collect();
         assert_eq!(got, BTreeSet::from([1, 2, 3]));
         let got = v.overlapping_inputs(0, None, None);
         assert_eq!(got.len(), 4);

@@ -104,7 +104,8 @@ impl VersionSet {
 
     /// Makes sure future allocations are above `number`.
     pub fn mark_file_number_used(&self, number: u64) {
-        self.next_file_number.fetch_max(number + 1, Ordering::SeqCst);
+        self.next_file_number
+            .fetch_max(number + 1, Ordering::SeqCst);
     }
 
     /// Number of the MANIFEST being written.
@@ -143,20 +144,30 @@ impl VersionSet {
     pub fn recover(&mut self) -> Result<Recovered> {
         let current_path = filename::current_file_name(&self.dir);
         let mut contents = Vec::new();
-        std::io::Read::read_to_end(&mut self.env.new_sequential_file(&current_path)?, &mut contents)
-            .map_err(|e| Error::io(format!("reading {}", current_path.display()), e))?;
+        std::io::Read::read_to_end(
+            &mut self.env.new_sequential_file(&current_path)?,
+            &mut contents,
+        )
+        .map_err(|e| Error::io(format!("reading {}", current_path.display()), e))?;
         let name = std::str::from_utf8(&contents)
             .ok()
             .and_then(|s| s.strip_suffix('\n'))
             .filter(|s| !s.is_empty() && !s.contains('/'))
-            .ok_or_else(|| Error::corruption(0, "CURRENT file does not end with a newline").at("CURRENT", 0))?
+            .ok_or_else(|| {
+                Error::corruption(0, "CURRENT file does not end with a newline").at("CURRENT", 0)
+            })?
             .to_string();
         let manifest_path = self.dir.join(&name);
-        let file = self.env.new_sequential_file(&manifest_path).map_err(|e| match e {
-            Error::NotFound(_) => Error::corruption(0, format!("CURRENT points to a missing MANIFEST {name}"))
-                .at("CURRENT", 0),
-            other => other,
-        })?;
+        let file = self
+            .env
+            .new_sequential_file(&manifest_path)
+            .map_err(|e| match e {
+                Error::NotFound(_) => {
+                    Error::corruption(0, format!("CURRENT points to a missing MANIFEST {name}"))
+                        .at("CURRENT", 0)
+                }
+                other => other,
+            })?;
 
         let mut dropped: Option<Error> = None;
         let reporter = |bytes: u64, reason: Error| {
@@ -166,7 +177,8 @@ impl VersionSet {
         };
         let mut reader = LogReader::new(file, reporter, true, 0);
         let mut builder = VersionBuilder::new(Arc::new(Version::default()));
-        let (mut log_number, mut prev_log_number, mut next_file, mut last_sequence) = (None, None, None, None);
+        let (mut log_number, mut prev_log_number, mut next_file, mut last_sequence) =
+            (None, None, None, None);
         let mut edits = 0;
         let mut record = Vec::new();
         while reader.read_record_into(&mut record)? {
@@ -193,7 +205,9 @@ impl VersionSet {
         if let Some(err) = dropped {
             return Err(err);
         }
-        let missing = |what: &str| Error::corruption(0, format!("no {what} entry in descriptor")).at(&name, 0);
+        let missing = |what: &str| {
+            Error::corruption(0, format!("no {what} entry in descriptor")).at(&name, 0)
+        };
         let next_file = next_file.ok_or_else(|| missing("meta-nextfile"))?;
         let log_number = log_number.ok_or_else(|| missing("meta-lognumber"))?;
         let last_sequence = last_sequence.ok_or_else(|| missing("last-sequence-number"))?;
@@ -211,14 +225,21 @@ impl VersionSet {
         self.last_sequence = last_sequence;
         self.mark_file_number_used(prev_log_number);
         self.mark_file_number_used(log_number);
-        Ok(Recovered { manifest: name, edits })
+        Ok(Recovered {
+            manifest: name,
+            edits,
+        })
     }
 
     /// Records `edit` durably in the MANIFEST and makes the resulting version
     /// current. The first call after open starts a new MANIFEST holding a
     /// snapshot of the current version. On failure nothing is installed and
     /// the next call starts a fresh MANIFEST.
-    pub fn log_and_apply(&mut self, edit: &mut VersionEdit, last_sequence: SequenceNumber) -> Result<Arc<Version>> {
+    pub fn log_and_apply(
+        &mut self,
+        edit: &mut VersionEdit,
+        last_sequence: SequenceNumber,
+    ) -> Result<Arc<Version>> {
         if edit.log_number.is_none() {
             edit.log_number = Some(self.log_number);
         }
@@ -278,7 +299,11 @@ impl VersionSet {
     /// Appends and syncs `edit`, makes the directory durable (new tables
     /// the edit names, a new MANIFEST), and points CURRENT at a new MANIFEST.
     /// On failure says which stage failed.
-    fn write_edit(&mut self, edit: &VersionEdit, new_manifest: Option<u64>) -> std::result::Result<(), (Error, WriteStage)> {
+    fn write_edit(
+        &mut self,
+        edit: &VersionEdit,
+        new_manifest: Option<u64>,
+    ) -> std::result::Result<(), (Error, WriteStage)> {
         let record = WriteStage::Record;
         let number = new_manifest.unwrap_or(self.manifest_file_number);
         let name = format!("MANIFEST-{number:06}");
@@ -297,7 +322,8 @@ impl VersionSet {
         // sync: make their names durable before anyone relies on the edit.
         self.env.sync_dir(&self.dir).map_err(|e| (e, record))?;
         if let Some(number) = new_manifest {
-            filename::set_current_file(&*self.env, &self.dir, number).map_err(|e| (e, WriteStage::Current))?;
+            filename::set_current_file(&*self.env, &self.dir, number)
+                .map_err(|e| (e, WriteStage::Current))?;
         }
         Ok(())
     }

@@ -35,15 +35,21 @@ fn concurrent_writers_all_land() {
             scope.spawn(move || {
                 for i in 0..500u32 {
                     let sync = i % 50 == 0;
-                    db.put(&WriteOptions { sync }, format!("t{t}-{i:04}").as_bytes(), &i.to_le_bytes())
-                        .unwrap();
+                    db.put(
+                        &WriteOptions { sync },
+                        format!("t{t}-{i:04}").as_bytes(),
+                        &i.to_le_bytes(),
+                    )
+                    .unwrap();
                 }
             });
         }
     });
     for t in 0..8u32 {
         for i in (0..500u32).step_by(37) {
-            let got = db.get(&ReadOptions::new(), format!("t{t}-{i:04}").as_bytes()).unwrap();
+            let got = db
+                .get(&ReadOptions::new(), format!("t{t}-{i:04}").as_bytes())
+                .unwrap();
             assert_eq!(got, Some(i.to_le_bytes().to_vec()));
         }
     }
@@ -67,7 +73,10 @@ fn destroy_removes_the_database_and_refuses_an_open_one() {
     };
     let db = DB::open(&path, opts.clone()).unwrap();
     db.put(&WriteOptions::default(), b"k", b"v").unwrap();
-    assert!(matches!(shale::destroy(&path, &opts), Err(shale::Error::Busy(_))));
+    assert!(matches!(
+        shale::destroy(&path, &opts),
+        Err(shale::Error::Busy(_))
+    ));
     drop(db);
     // The info log is kept in the directory, with the previous one as LOG.old.
     let db = DB::open(&path, opts.clone()).unwrap();
@@ -89,20 +98,41 @@ fn properties_and_approximate_sizes() {
     // Keys in scattered order, so flushed tables overlap and compactions run.
     for i in 0..5000u32 {
         let k = (i * 7919) % 5000;
-        db.put(&WriteOptions::default(), format!("key{k:06}").as_bytes(), &[b'x'; 100]).unwrap();
+        db.put(
+            &WriteOptions::default(),
+            format!("key{k:06}").as_bytes(),
+            &[b'x'; 100],
+        )
+        .unwrap();
     }
     db.compact_range(None, None).unwrap();
     let stats = db.property("shale.stats").unwrap();
     assert!(stats.contains("Level  Files"), "{stats}");
     assert!(stats.contains("Executor parallel"), "{stats}");
     assert_eq!(db.property("leveldb.num-files-at-level0").unwrap(), "0");
-    assert!(db.property("shale.sstables").unwrap().contains("--- level 6 ---"));
-    assert_eq!(db.get(&ReadOptions::new(), b"key000042").unwrap(), Some(vec![b'x'; 100]));
+    assert!(db
+        .property("shale.sstables")
+        .unwrap()
+        .contains("--- level 6 ---"));
+    assert_eq!(
+        db.get(&ReadOptions::new(), b"key000042").unwrap(),
+        Some(vec![b'x'; 100])
+    );
     // The block just read is in the block cache.
-    assert!(db.property("shale.approximate-memory-usage").unwrap().parse::<u64>().unwrap() > 0);
+    assert!(
+        db.property("shale.approximate-memory-usage")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
     assert!(db.property("shale.nosuch").is_none());
     assert!(db.property("shale.num-files-at-level9").is_none());
-    let sizes = db.approximate_sizes(&[(b"key000000", b"key002500"), (b"key002500", b"key005000"), (b"zzz", b"zzzz")]);
+    let sizes = db.approximate_sizes(&[
+        (b"key000000", b"key002500"),
+        (b"key002500", b"key005000"),
+        (b"zzz", b"zzzz"),
+    ]);
     // Values compress well with Snappy: about 15 bytes per entry on disk.
     assert!(sizes[0] > 20_000 && sizes[1] > 20_000, "{sizes:?}");
     assert_eq!(sizes[2], 0);
@@ -113,11 +143,21 @@ fn iterators_honour_bounds_and_snapshots() {
     let env: Arc<dyn Env> = Arc::new(MemEnv::new());
     let db = DB::open("/iter", options(&env)).unwrap();
     for i in 0..100u32 {
-        db.put(&WriteOptions::default(), format!("k{i:03}").as_bytes(), b"old").unwrap();
+        db.put(
+            &WriteOptions::default(),
+            format!("k{i:03}").as_bytes(),
+            b"old",
+        )
+        .unwrap();
     }
     let snapshot = db.snapshot();
     for i in 0..100u32 {
-        db.put(&WriteOptions::default(), format!("k{i:03}").as_bytes(), b"new").unwrap();
+        db.put(
+            &WriteOptions::default(),
+            format!("k{i:03}").as_bytes(),
+            b"new",
+        )
+        .unwrap();
     }
     db.flush().unwrap();
     let read = ReadOptions {

@@ -30,7 +30,12 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         .unwrap()
         .map(|e| e.unwrap())
         .filter(|e| e.file_name().to_string_lossy().ends_with(".ldb"))
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -57,13 +62,23 @@ fn full_compaction_is_identical_with_every_executor() {
                 if i % 11 == 3 {
                     db.delete(&write, key.as_bytes()).unwrap();
                 } else {
-                    db.put(&write, key.as_bytes(), format!("{round}:{i}:{}", "v".repeat((i % 50) as usize)).as_bytes())
-                        .unwrap();
+                    db.put(
+                        &write,
+                        key.as_bytes(),
+                        format!("{round}:{i}:{}", "v".repeat((i % 50) as usize)).as_bytes(),
+                    )
+                    .unwrap();
                 }
             }
             db.flush().unwrap();
         }
-        assert!(db.property("shale.num-files-at-level0").unwrap().parse::<u32>().unwrap() >= 6);
+        assert!(
+            db.property("shale.num-files-at-level0")
+                .unwrap()
+                .parse::<u32>()
+                .unwrap()
+                >= 6
+        );
     }
 
     let mut results = Vec::new();
@@ -71,7 +86,10 @@ fn full_compaction_is_identical_with_every_executor() {
         if let Err(err) = shale::db::executor_by_name(executor, &options(executor)) {
             // Only opencl can be missing: no OpenCL platform on this machine.
             assert_eq!(*executor, "opencl", "{err}");
-            assert!(std::env::var_os("SHALE_REQUIRE_OPENCL").is_none(), "OpenCL required: {err}");
+            assert!(
+                std::env::var_os("SHALE_REQUIRE_OPENCL").is_none(),
+                "OpenCL required: {err}"
+            );
             eprintln!("skipping opencl: {err}");
             continue;
         }
@@ -96,12 +114,25 @@ fn full_compaction_is_identical_with_every_executor() {
         results.push((executor, files(&dir), contents));
     }
     let (reference_name, reference_files, reference_contents) = &results[0];
-    assert!(reference_files.len() > 3, "compaction should cut several files");
+    assert!(
+        reference_files.len() > 3,
+        "compaction should cut several files"
+    );
     for (name, files, contents) in &results[1..] {
-        assert_eq!(contents, reference_contents, "{name} vs {reference_name}: contents");
-        assert_eq!(files.keys().collect::<Vec<_>>(), reference_files.keys().collect::<Vec<_>>(), "{name}: file names");
+        assert_eq!(
+            contents, reference_contents,
+            "{name} vs {reference_name}: contents"
+        );
+        assert_eq!(
+            files.keys().collect::<Vec<_>>(),
+            reference_files.keys().collect::<Vec<_>>(),
+            "{name}: file names"
+        );
         for (file, bytes) in files {
-            assert!(bytes == &reference_files[file], "{name}: {file} differs from {reference_name}'s");
+            assert!(
+                bytes == &reference_files[file],
+                "{name}: {file} differs from {reference_name}'s"
+            );
         }
     }
 }

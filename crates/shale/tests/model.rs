@@ -22,7 +22,11 @@ enum Op {
     ReleaseSnapshot(usize),
     CheckSnapshot(usize),
     Get(Vec<u8>),
-    Scan { from: Option<Vec<u8>>, to: Option<Vec<u8>>, reverse: bool },
+    Scan {
+        from: Option<Vec<u8>>,
+        to: Option<Vec<u8>>,
+        reverse: bool,
+    },
     Reopen,
     CompactRange(Option<Vec<u8>>, Option<Vec<u8>>),
     Flush,
@@ -75,7 +79,13 @@ fn options(env: &Arc<dyn Env>) -> Options {
     }
 }
 
-fn scan(db: &DB, snapshot: Option<&Snapshot>, from: Option<&[u8]>, to: Option<&[u8]>, reverse: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn scan(
+    db: &DB,
+    snapshot: Option<&Snapshot>,
+    from: Option<&[u8]>,
+    to: Option<&[u8]>,
+    reverse: bool,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     let read = ReadOptions {
         snapshot: snapshot.cloned(),
         lower_bound: from.map(<[u8]>::to_vec),
@@ -105,7 +115,9 @@ fn scan(db: &DB, snapshot: Option<&Snapshot>, from: Option<&[u8]>, to: Option<&[
 fn model_range(model: &Model, from: Option<&[u8]>, to: Option<&[u8]>) -> Vec<(Vec<u8>, Vec<u8>)> {
     model
         .iter()
-        .filter(|(k, _)| from.is_none_or(|f| k.as_slice() >= f) && to.is_none_or(|t| k.as_slice() < t))
+        .filter(|(k, _)| {
+            from.is_none_or(|f| k.as_slice() >= f) && to.is_none_or(|t| k.as_slice() < t)
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
@@ -154,14 +166,24 @@ fn run(ops: Vec<Op>) {
             Op::CheckSnapshot(i) => {
                 if !snapshots.is_empty() {
                     let (snapshot, old) = &snapshots[i % snapshots.len()];
-                    assert_eq!(scan(handle, Some(snapshot), None, None, false), model_range(old, None, None));
+                    assert_eq!(
+                        scan(handle, Some(snapshot), None, None, false),
+                        model_range(old, None, None)
+                    );
                     for k in old.keys().take(5) {
-                        let read = ReadOptions { snapshot: Some(snapshot.clone()), ..ReadOptions::new() };
+                        let read = ReadOptions {
+                            snapshot: Some(snapshot.clone()),
+                            ..ReadOptions::new()
+                        };
                         assert_eq!(handle.get(&read, k).unwrap().as_ref(), old.get(k));
                     }
                 }
             }
-            Op::Get(k) => assert_eq!(handle.get(&ReadOptions::new(), &k).unwrap().as_ref(), model.get(&k), "get {k:?}"),
+            Op::Get(k) => assert_eq!(
+                handle.get(&ReadOptions::new(), &k).unwrap().as_ref(),
+                model.get(&k),
+                "get {k:?}"
+            ),
             Op::Scan { from, to, reverse } => {
                 assert_eq!(
                     scan(handle, None, from.as_deref(), to.as_deref(), reverse),
@@ -179,13 +201,22 @@ fn run(ops: Vec<Op>) {
         }
     }
     let handle = db.as_ref().unwrap();
-    assert_eq!(scan(handle, None, None, None, false), model_range(&model, None, None));
+    assert_eq!(
+        scan(handle, None, None, None, false),
+        model_range(&model, None, None)
+    );
     handle.compact_range(None, None).unwrap();
-    assert_eq!(scan(handle, None, None, None, true), model_range(&model, None, None));
+    assert_eq!(
+        scan(handle, None, None, None, true),
+        model_range(&model, None, None)
+    );
     drop(snapshots);
     drop(db);
     let db = DB::open(path, options(&env)).unwrap();
-    assert_eq!(scan(&db, None, None, None, false), model_range(&model, None, None));
+    assert_eq!(
+        scan(&db, None, None, None, false),
+        model_range(&model, None, None)
+    );
 }
 
 proptest! {
@@ -210,9 +241,19 @@ fn many_writes_reach_deep_levels() {
         model.insert(k, v);
     }
     db.wait_for_compactions().unwrap();
-    let deepest = (0..7).rev().find(|l| db.property(&format!("shale.num-files-at-level{l}")).unwrap() != "0").unwrap();
+    let deepest = (0..7)
+        .rev()
+        .find(|l| {
+            db.property(&format!("shale.num-files-at-level{l}"))
+                .unwrap()
+                != "0"
+        })
+        .unwrap();
     assert!(deepest >= 2, "{}", db.property("shale.stats").unwrap());
-    assert_eq!(scan(&db, None, None, None, false), model_range(&model, None, None));
+    assert_eq!(
+        scan(&db, None, None, None, false),
+        model_range(&model, None, None)
+    );
     drop(db);
     let db = DB::open(path, options(&env)).unwrap();
     for (k, v) in model.iter().step_by(97) {

@@ -5,8 +5,8 @@
 //! distinct entries never have) by run index.
 
 use std::cmp::Ordering;
-use std::sync::Arc;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use shale_format::comparator::compare_internal_keys;
@@ -59,7 +59,13 @@ pub fn compare_items(blocks: &[Arc<ParsedBlock>], a: &Item, b: &Item) -> Orderin
 
 /// Order of (item, run) pairs: key, then run index.
 #[inline]
-fn compare_in_runs(blocks: &[Arc<ParsedBlock>], a: &Item, a_run: usize, b: &Item, b_run: usize) -> Ordering {
+fn compare_in_runs(
+    blocks: &[Arc<ParsedBlock>],
+    a: &Item,
+    a_run: usize,
+    b: &Item,
+    b_run: usize,
+) -> Ordering {
     compare_items(blocks, a, b).then(a_run.cmp(&b_run))
 }
 
@@ -78,7 +84,9 @@ pub fn merge_runs(blocks: &[Arc<ParsedBlock>], mut runs: Vec<Vec<Item>>) -> Vec<
     let parts = if total < PARALLEL_MERGE_MIN {
         1
     } else {
-        (rayon::current_num_threads() * 4).min(total / (PARALLEL_MERGE_MIN / 4)).max(1)
+        (rayon::current_num_threads() * 4)
+            .min(total / (PARALLEL_MERGE_MIN / 4))
+            .max(1)
     };
     // Splitters: evenly spaced items of the longest run.
     let (longest, longest_len) = runs
@@ -94,7 +102,9 @@ pub fn merge_runs(blocks: &[Arc<ParsedBlock>], mut runs: Vec<Vec<Item>>) -> Vec<
             .iter()
             .enumerate()
             .map(|(r, run)| {
-                run.partition_point(|x| compare_in_runs(blocks, x, r, &splitter, longest) == Ordering::Less)
+                run.partition_point(|x| {
+                    compare_in_runs(blocks, x, r, &splitter, longest) == Ordering::Less
+                })
             })
             .collect();
         cuts.push(positions);

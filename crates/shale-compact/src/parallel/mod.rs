@@ -37,8 +37,8 @@ use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, PhaseStats};
 use merge::{item_key, merge_runs, user_key_prefix, Item};
-use pack::{plan_boundaries, write_planned, Kept, OpenFile, ScanState, Syncer};
 pub use pack::IoTime;
+use pack::{plan_boundaries, write_planned, Kept, OpenFile, ScanState, Syncer};
 use unpack::{unpack_block, ParsedBlock};
 
 /// Name of this executor.
@@ -82,7 +82,9 @@ impl ParallelExecutor {
             .num_threads(threads)
             .thread_name(|i| format!("shale-parallel-{i}"))
             .build()
-            .map_err(|e| Error::InvalidArgument(format!("cannot start {threads} compaction threads: {e}")))?;
+            .map_err(|e| {
+                Error::InvalidArgument(format!("cannot start {threads} compaction threads: {e}"))
+            })?;
         Ok(ParallelExecutor {
             pool,
             memory_budget: memory_budget.max(MEMORY_PER_INPUT_BYTE * 4096),
@@ -133,24 +135,36 @@ pub(crate) fn open_table(io: &dyn JobIo, file: &JobFile) -> Result<InputTable> {
         .read_exact_at(&mut footer, footer_offset)
         .map_err(|e| Error::io(format!("reading the footer of {name}"), e))?;
     let footer = Footer::decode(&footer).map_err(|e| e.at(&name, footer_offset))?;
-    let index = shale_format::format::read_block(&*source, &name, file.file_size, footer.index_handle, true)?;
+    let index = shale_format::format::read_block(
+        &*source,
+        &name,
+        file.file_size,
+        footer.index_handle,
+        true,
+    )?;
     let index = Block::new(index).map_err(|e| e.at(&name, footer.index_handle.offset))?;
     let mut iter = index.iter(Arc::new(shale_format::comparator::InternalKeyComparator));
     let mut blocks = Vec::new();
     iter.seek_to_first();
     while iter.valid() {
-        let handle = BlockHandle::decode(iter.value()).map_err(|e| e.at(&name, footer.index_handle.offset))?;
+        let handle = BlockHandle::decode(iter.value())
+            .map_err(|e| e.at(&name, footer.index_handle.offset))?;
         blocks.push((iter.key().to_vec(), handle));
         iter.next();
     }
-    iter.status().map_err(|e| e.at(&name, footer.index_handle.offset))?;
+    iter.status()
+        .map_err(|e| e.at(&name, footer.index_handle.offset))?;
     // The index key of a file's last block is a short successor that may
     // sort after the next file's first keys; slicing needs upper bounds
     // that increase along a run, so use the file's largest key instead.
     if let Some(last) = blocks.last_mut() {
         last.0 = file.largest.clone();
     }
-    Ok(InputTable { name, source, blocks })
+    Ok(InputTable {
+        name,
+        source,
+        blocks,
+    })
 }
 
 /// A sorted run's position between slices.
@@ -176,7 +190,12 @@ struct Carry<'a> {
     unfinished_block: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-fn run_job(pool: &rayon::ThreadPool, job: &CompactionJob, io: &dyn JobIo, slice_input_bytes: u64) -> Result<CompactionOutput> {
+fn run_job(
+    pool: &rayon::ThreadPool,
+    job: &CompactionJob,
+    io: &dyn JobIo,
+    slice_input_bytes: u64,
+) -> Result<CompactionOutput> {
     let started = Instant::now();
     let mut stats = PhaseStats::default();
     let options = job.table.table_options();
@@ -253,7 +272,15 @@ fn run_job(pool: &rayon::ThreadPool, job: &CompactionJob, io: &dyn JobIo, slice_
                         tables: &tables,
                         prefix_offset,
                     };
-                    let work = pool.install(|| run_slice(&slice, &mut cursors, limit.as_deref(), &mut carry, &mut stats))?;
+                    let work = pool.install(|| {
+                        run_slice(
+                            &slice,
+                            &mut cursors,
+                            limit.as_deref(),
+                            &mut carry,
+                            &mut stats,
+                        )
+                    })?;
                     if sender.send(work).is_err() || last {
                         // A closed channel means the packer failed: its
                         // error is reported below.
@@ -291,7 +318,11 @@ fn run_job(pool: &rayon::ThreadPool, job: &CompactionJob, io: &dyn JobIo, slice_
 /// The exclusive upper key of the next slice: the index key of the block at
 /// which the unread input of all runs, taken in key order, passes
 /// `slice_input_bytes`. `None` when the rest fits in one slice.
-fn next_slice_limit(tables: &[InputTable], cursors: &[RunCursor], slice_input_bytes: u64) -> Option<Vec<u8>> {
+fn next_slice_limit(
+    tables: &[InputTable],
+    cursors: &[RunCursor],
+    slice_input_bytes: u64,
+) -> Option<Vec<u8>> {
     let mut remaining: Vec<(&[u8], u64)> = cursors
         .iter()
         .flat_map(|c| c.blocks[c.next..].iter())
@@ -358,7 +389,8 @@ fn run_slice(
     for cursor in cursors.iter_mut() {
         let mut take = Vec::new();
         while let Some(&(t, b)) = cursor.blocks.get(cursor.next) {
-            let within = limit.is_none_or(|l| compare_internal_keys(&tables[t].blocks[b].0, l).is_le());
+            let within =
+                limit.is_none_or(|l| compare_internal_keys(&tables[t].blocks[b].0, l).is_le());
             take.push((t, b));
             cursor.next += 1;
             if !within {
@@ -380,7 +412,13 @@ fn run_slice(
         .map(|blocks| {
             blocks
                 .into_par_iter()
-                .map(|raw| unpack_block(&raw.buffer[raw.range.clone()], &tables[raw.table].name, raw.handle))
+                .map(|raw| {
+                    unpack_block(
+                        &raw.buffer[raw.range.clone()],
+                        &tables[raw.table].name,
+                        raw.handle,
+                    )
+                })
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<_>>()?;
@@ -434,17 +472,25 @@ fn run_slice(
     let keep: Vec<bool> = (0..merged.len())
         .into_par_iter()
         .map(|i| -> Result<bool> {
-            let entry = ParsedInternalKey::parse(item_key(&blocks, &merged[i]))
-                .map_err(|e| Error::corruption(0, format!("compaction input has a bad internal key: {e}")))?;
+            let entry = ParsedInternalKey::parse(item_key(&blocks, &merged[i])).map_err(|e| {
+                Error::corruption(0, format!("compaction input has a bad internal key: {e}"))
+            })?;
             let prev_parsed;
             let prev = if i == 0 {
                 previous.as_ref().map(|(k, s)| (k.as_slice(), *s))
             } else {
-                prev_parsed = ParsedInternalKey::parse(item_key(&blocks, &merged[i - 1]))
-                    .map_err(|e| Error::corruption(0, format!("compaction input has a bad internal key: {e}")))?;
+                prev_parsed =
+                    ParsedInternalKey::parse(item_key(&blocks, &merged[i - 1])).map_err(|e| {
+                        Error::corruption(
+                            0,
+                            format!("compaction input has a bad internal key: {e}"),
+                        )
+                    })?;
                 Some((prev_parsed.user_key, prev_parsed.sequence))
             };
-            Ok(keep_entry(&entry, prev, smallest_snapshot, |k| is_base_level_for(&job.deeper_levels, k)))
+            Ok(keep_entry(&entry, prev, smallest_snapshot, |k| {
+                is_base_level_for(&job.deeper_levels, k)
+            }))
         })
         .collect::<Result<_>>()?;
     if let Some(last) = merged.last() {
@@ -459,7 +505,9 @@ fn run_slice(
     let carried = std::mem::take(&mut carry.unfinished_block);
     let carried_block = blocks.len() as u32;
     blocks.push(Arc::new(ParsedBlock::from_entries(&carried)));
-    let mut kept: Vec<Kept> = (0..carried.len() as u32).map(|e| (carried_block, e)).collect();
+    let mut kept: Vec<Kept> = (0..carried.len() as u32)
+        .map(|e| (carried_block, e))
+        .collect();
     let mut stops = vec![false; kept.len()];
     for (item, &keep) in merged.iter().zip(&keep) {
         if carry.cutter.should_stop_before(item_key(&blocks, item)) {
@@ -474,11 +522,20 @@ fn run_slice(
     let (files, unfinished) = plan_boundaries(&blocks, &kept, &stops, &mut carry.scan, job, last);
     carry.unfinished_block = kept[unfinished.clone()]
         .iter()
-        .map(|&(b, e)| (blocks[b as usize].key(e as usize).to_vec(), blocks[b as usize].value(e as usize).to_vec()))
+        .map(|&(b, e)| {
+            (
+                blocks[b as usize].key(e as usize).to_vec(),
+                blocks[b as usize].value(e as usize).to_vec(),
+            )
+        })
         .collect();
     kept.truncate(unfinished.start);
     stats.pack_secs += t.elapsed().as_secs_f64();
-    Ok(PackWork { blocks, kept, files })
+    Ok(PackWork {
+        blocks,
+        kept,
+        files,
+    })
 }
 
 /// A block read with its trailer: a range of a shared read buffer.
@@ -509,7 +566,9 @@ fn read_blocks(tables: &[InputTable], take: &[(usize, usize)]) -> Result<Vec<Raw
             .offset
             .checked_add(last.size + BLOCK_TRAILER_LEN as u64)
             .filter(|&end| end >= start)
-            .ok_or_else(|| Error::corruption(last.offset, "block handle out of range").at(&table.name, 0))?;
+            .ok_or_else(|| {
+                Error::corruption(last.offset, "block handle out of range").at(&table.name, 0)
+            })?;
         let mut buf = vec![0u8; (end - start) as usize];
         table
             .source
@@ -521,7 +580,10 @@ fn read_blocks(tables: &[InputTable], take: &[(usize, usize)]) -> Result<Vec<Raw
             let from = (handle.offset.checked_sub(start))
                 .map(|f| f as usize)
                 .filter(|&f| f as u64 + handle.size + BLOCK_TRAILER_LEN as u64 <= buf.len() as u64)
-                .ok_or_else(|| Error::corruption(handle.offset, "block handles overlap or run backwards").at(&table.name, 0))?;
+                .ok_or_else(|| {
+                    Error::corruption(handle.offset, "block handles overlap or run backwards")
+                        .at(&table.name, 0)
+                })?;
             let to = from + handle.size as usize + BLOCK_TRAILER_LEN;
             out.push(RawBlock {
                 table: table_index,

@@ -60,7 +60,13 @@ impl BlockSizer {
     /// Adds an entry whose key shares `shared_with_previous` bytes with the
     /// previous entry of the stream.
     #[inline]
-    pub(crate) fn add(&mut self, restart_interval: usize, shared_with_previous: usize, key_len: usize, value_len: usize) {
+    pub(crate) fn add(
+        &mut self,
+        restart_interval: usize,
+        shared_with_previous: usize,
+        key_len: usize,
+        value_len: usize,
+    ) {
         let shared = if self.since_restart >= restart_interval {
             self.restarts += 1;
             self.since_restart = 0;
@@ -123,7 +129,13 @@ pub fn plan_boundaries(
     // Shared prefixes with the previous kept entry, in parallel.
     let shared: Vec<usize> = (0..kept.len())
         .into_par_iter()
-        .map(|j| if j == 0 { 0 } else { shared_prefix_len(key(blocks, kept[j - 1]), key(blocks, kept[j])) })
+        .map(|j| {
+            if j == 0 {
+                0
+            } else {
+                shared_prefix_len(key(blocks, kept[j - 1]), key(blocks, kept[j]))
+            }
+        })
         .collect();
 
     let mut files = Vec::new();
@@ -144,7 +156,12 @@ pub fn plan_boundaries(
         }
         state.file_open = true;
         let k = kept[j];
-        block.add(restart_interval, shared[j], key(blocks, k).len(), value(blocks, k).len());
+        block.add(
+            restart_interval,
+            shared[j],
+            key(blocks, k).len(),
+            value(blocks, k).len(),
+        );
         if block_is_full(block.estimate(), block_size) {
             current.blocks.push(block_start..j + 1);
             state.raw_data_bytes += block.estimate() as u64;
@@ -184,7 +201,13 @@ struct EncodedBlock {
     hashes: Vec<u32>,
 }
 
-fn encode_block(blocks: &[Arc<ParsedBlock>], kept: &[Kept], range: Range<usize>, options: &TableOptions, bloom: bool) -> EncodedBlock {
+fn encode_block(
+    blocks: &[Arc<ParsedBlock>],
+    kept: &[Kept],
+    range: Range<usize>,
+    options: &TableOptions,
+    bloom: bool,
+) -> EncodedBlock {
     let mut builder = BlockBuilder::new(options.block_restart_interval);
     let mut hashes = Vec::new();
     for &k in &kept[range.clone()] {
@@ -194,7 +217,8 @@ fn encode_block(blocks: &[Arc<ParsedBlock>], kept: &[Kept], range: Range<usize>,
             hashes.push(bloom_hash(extract_user_key(key)));
         }
     }
-    let (contents, compression) = maybe_compress_owned(builder.into_contents(), options.compression);
+    let (contents, compression) =
+        maybe_compress_owned(builder.into_contents(), options.compression);
     EncodedBlock {
         contents,
         compression,
@@ -243,7 +267,8 @@ impl Syncer {
     /// Runs `body` with a syncer; returns the first error of either and the
     /// time spent writing and syncing.
     pub fn scope<T>(body: impl FnOnce(&Syncer) -> Result<T>) -> Result<(T, IoTime)> {
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<(Box<dyn OutputSink>, Vec<u8>)>(WRITE_QUEUE_FILES);
+        let (sender, receiver) =
+            std::sync::mpsc::sync_channel::<(Box<dyn OutputSink>, Vec<u8>)>(WRITE_QUEUE_FILES);
         std::thread::scope(|scope| {
             let worker = scope.spawn(move || -> Result<f64> {
                 let mut seconds = 0.0;
@@ -265,15 +290,26 @@ impl Syncer {
                 blocked_nanos: std::sync::atomic::AtomicU64::new(0),
             };
             let result = body(&syncer);
-            let blocked = syncer.blocked_nanos.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e9;
+            let blocked = syncer
+                .blocked_nanos
+                .load(std::sync::atomic::Ordering::Relaxed) as f64
+                / 1e9;
             drop(syncer);
             let joined = Instant::now();
-            let busy = worker
-                .join()
-                .unwrap_or_else(|_| Err(shale_format::Error::InvalidArgument("the sync thread panicked".into())));
+            let busy = worker.join().unwrap_or_else(|_| {
+                Err(shale_format::Error::InvalidArgument(
+                    "the sync thread panicked".into(),
+                ))
+            });
             let waited = blocked + joined.elapsed().as_secs_f64();
             let value = result?;
-            Ok((value, IoTime { busy: busy?, waited }))
+            Ok((
+                value,
+                IoTime {
+                    busy: busy?,
+                    waited,
+                },
+            ))
         })
     }
 
@@ -283,15 +319,20 @@ impl Syncer {
             .sender
             .send((sink, bytes))
             .map_err(|_| shale_format::Error::InvalidArgument("the sync thread stopped".into()));
-        self.blocked_nanos
-            .fetch_add(started.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.blocked_nanos.fetch_add(
+            started.elapsed().as_nanos() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         sent
     }
 }
 
 /// Encodes the planned blocks in parallel and writes them, finishing files
 /// as planned. `open` is the file carried between slices.
-#[allow(clippy::too_many_arguments, reason = "the phases' shared state, passed explicitly")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the phases' shared state, passed explicitly"
+)]
 pub fn write_planned(
     pool: &rayon::ThreadPool,
     blocks: &[Arc<ParsedBlock>],
@@ -308,7 +349,10 @@ pub fn write_planned(
     // All of this is pack time; waiting for the I/O thread is accounted by
     // the syncer.
     let started = Instant::now();
-    let ranges: Vec<Range<usize>> = files.iter().flat_map(|f| f.blocks.iter().cloned()).collect();
+    let ranges: Vec<Range<usize>> = files
+        .iter()
+        .flat_map(|f| f.blocks.iter().cloned())
+        .collect();
     let mut encoded: Vec<EncodedBlock> = pool.install(|| {
         ranges
             .into_par_iter()
@@ -327,7 +371,10 @@ pub fn write_planned(
                     open.insert(OpenFile {
                         number,
                         sink,
-                        assembler: TableAssembler::new(options.clone(), Vec::with_capacity(options.block_size * 64)),
+                        assembler: TableAssembler::new(
+                            options.clone(),
+                            Vec::with_capacity(options.block_size * 64),
+                        ),
                         smallest: block.first_key.clone(),
                         largest: Vec::new(),
                         entries: 0,
@@ -336,11 +383,16 @@ pub fn write_planned(
                     })
                 }
             };
-            let handle = file
-                .assembler
-                .write_data_block(&block.first_key, &block.last_key, &block.contents, block.compression)?;
-            file.block_ranges
-                .push((handle.offset, handle.offset + handle.size + BLOCK_TRAILER_LEN as u64));
+            let handle = file.assembler.write_data_block(
+                &block.first_key,
+                &block.last_key,
+                &block.contents,
+                block.compression,
+            )?;
+            file.block_ranges.push((
+                handle.offset,
+                handle.offset + handle.size + BLOCK_TRAILER_LEN as u64,
+            ));
             file.block_hashes.push(block.hashes);
             file.largest = block.last_key;
             file.entries += block.entries;
@@ -369,7 +421,8 @@ fn finish_file(
         let filters: Vec<Vec<u8>> = pool.install(|| {
             plan.into_par_iter()
                 .map(|range| {
-                    let hashes: Vec<u32> = file.block_hashes[range].iter().flatten().copied().collect();
+                    let hashes: Vec<u32> =
+                        file.block_hashes[range].iter().flatten().copied().collect();
                     let mut filter = Vec::new();
                     if !hashes.is_empty() {
                         policy.create_filter_from_hashes(&hashes, &mut filter);

@@ -68,7 +68,9 @@ impl ParsedBlock {
 /// Checks, decompresses and parses one block read with its trailer.
 pub fn unpack_block(raw: &[u8], file: &str, handle: BlockHandle) -> Result<ParsedBlock> {
     let contents = decode_block_slice(raw, file, handle, true)?;
-    let corrupt = |offset: usize, reason: &str| Error::corruption(offset as u64, reason.to_string()).at(file, handle.offset);
+    let corrupt = |offset: usize, reason: &str| {
+        Error::corruption(offset as u64, reason.to_string()).at(file, handle.offset)
+    };
     let size = contents.len();
     if size < 4 {
         return Err(corrupt(0, "block too short for its restart count"));
@@ -78,7 +80,9 @@ pub fn unpack_block(raw: &[u8], file: &str, handle: BlockHandle) -> Result<Parse
         return Err(corrupt(size - 4, "bad restart count"));
     }
     let restarts_offset = size - (1 + num_restarts) * 4;
-    let restart = |i: usize| decode_fixed32(&contents[restarts_offset + 4 * i..]).unwrap_or(u32::MAX) as usize;
+    let restart = |i: usize| {
+        decode_fixed32(&contents[restarts_offset + 4 * i..]).unwrap_or(u32::MAX) as usize
+    };
     let mut block = ParsedBlock {
         keys: Vec::with_capacity(size / 2),
         entries: Vec::with_capacity(size / 32),
@@ -87,9 +91,16 @@ pub fn unpack_block(raw: &[u8], file: &str, handle: BlockHandle) -> Result<Parse
     let mut previous_end = 0;
     for group in 0..num_restarts {
         let start = restart(group);
-        let limit = if group + 1 < num_restarts { restart(group + 1) } else { restarts_offset };
+        let limit = if group + 1 < num_restarts {
+            restart(group + 1)
+        } else {
+            restarts_offset
+        };
         if start != previous_end || limit < start || limit > restarts_offset {
-            return Err(corrupt(restarts_offset + 4 * group, "restart points out of order"));
+            return Err(corrupt(
+                restarts_offset + 4 * group,
+                "restart points out of order",
+            ));
         }
         parse_restart_group(&contents, start, limit, &mut block.keys, &mut block.entries)
             .map_err(|offset| corrupt(offset, "bad entry in restart group"))?;
@@ -116,7 +127,8 @@ pub fn parse_restart_group(
         let (shared, a) = decode_varint32(region).ok_or(offset)?;
         let (non_shared, b) = decode_varint32(&region[a..]).ok_or(offset)?;
         let (value_len, c) = decode_varint32(&region[a + b..]).ok_or(offset)?;
-        let (shared, non_shared, value_len) = (shared as usize, non_shared as usize, value_len as usize);
+        let (shared, non_shared, value_len) =
+            (shared as usize, non_shared as usize, value_len as usize);
         let body = offset + a + b + c;
         let end = body
             .checked_add(non_shared)
@@ -157,8 +169,14 @@ mod tests {
     #[test]
     fn parses_what_the_builder_wrote() {
         let mut builder = BlockBuilder::new(3);
-        let entries: Vec<(Vec<u8>, Vec<u8>)> =
-            (0..50u32).map(|i| (format!("key{i:04}").into_bytes(), vec![i as u8; i as usize % 7])).collect();
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..50u32)
+            .map(|i| {
+                (
+                    format!("key{i:04}").into_bytes(),
+                    vec![i as u8; i as usize % 7],
+                )
+            })
+            .collect();
         for (k, v) in &entries {
             builder.add(k, v);
         }

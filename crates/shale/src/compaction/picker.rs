@@ -122,7 +122,13 @@ impl CompactionPlan {
     }
 
     /// The plain-data job an executor runs.
-    pub fn to_job(&self, id: u64, version: &Version, smallest_snapshot: SequenceNumber, options: &Options) -> CompactionJob {
+    pub fn to_job(
+        &self,
+        id: u64,
+        version: &Version,
+        smallest_snapshot: SequenceNumber,
+        options: &Options,
+    ) -> CompactionJob {
         let job_file = |f: &Arc<FileMeta>| JobFile {
             number: f.number,
             file_size: f.file_size,
@@ -153,7 +159,11 @@ impl CompactionPlan {
         let deeper_levels = (self.level + 2..NUM_LEVELS)
             .map(|level| {
                 version
-                    .overlapping_inputs(level, Some(&self.smallest_user_key), Some(&self.largest_user_key))
+                    .overlapping_inputs(
+                        level,
+                        Some(&self.smallest_user_key),
+                        Some(&self.largest_user_key),
+                    )
                     .iter()
                     .map(|f| UserKeyRange {
                         smallest: f.smallest.user_key().to_vec(),
@@ -196,10 +206,17 @@ pub fn pick_compaction(
         } else {
             files
                 .iter()
-                .position(|f| compare_internal_keys(f.largest.encoded(), &compact_pointers[level]) == Ordering::Greater)
+                .position(|f| {
+                    compare_internal_keys(f.largest.encoded(), &compact_pointers[level])
+                        == Ordering::Greater
+                })
                 .unwrap_or(0)
         };
-        let candidates = if level == 0 { files.len().min(1) } else { files.len() };
+        let candidates = if level == 0 {
+            files.len().min(1)
+        } else {
+            files.len()
+        };
         for i in 0..candidates {
             let file = files[(start + i) % files.len()].clone();
             let mut first = vec![file];
@@ -207,7 +224,15 @@ pub fn pick_compaction(
                 let (smallest, largest) = user_range(&first);
                 first = version.overlapping_inputs(0, Some(&smallest), Some(&largest));
             }
-            let plan = setup_other_inputs(version, options, level, first, PickReason::Size { score: scores_at(&scores, level) });
+            let plan = setup_other_inputs(
+                version,
+                options,
+                level,
+                first,
+                PickReason::Size {
+                    score: scores_at(&scores, level),
+                },
+            );
             if running.iter().all(|r| !plan.conflicts_with(r)) {
                 return Some(plan);
             }
@@ -248,7 +273,13 @@ pub fn plan_for_range(
             inputs.truncate(cut + 1);
         }
     }
-    Some(setup_other_inputs(version, options, level, inputs, PickReason::Manual))
+    Some(setup_other_inputs(
+        version,
+        options,
+        level,
+        inputs,
+        PickReason::Manual,
+    ))
 }
 
 /// User-key range of `files`.
@@ -265,14 +296,20 @@ fn internal_range<'a>(files: impl IntoIterator<Item = &'a Arc<FileMeta>>) -> (Ve
     let mut smallest: Option<&[u8]> = None;
     let mut largest: Option<&[u8]> = None;
     for f in files {
-        if smallest.is_none_or(|s| compare_internal_keys(f.smallest.encoded(), s) == Ordering::Less) {
+        if smallest.is_none_or(|s| compare_internal_keys(f.smallest.encoded(), s) == Ordering::Less)
+        {
             smallest = Some(f.smallest.encoded());
         }
-        if largest.is_none_or(|l| compare_internal_keys(f.largest.encoded(), l) == Ordering::Greater) {
+        if largest
+            .is_none_or(|l| compare_internal_keys(f.largest.encoded(), l) == Ordering::Greater)
+        {
             largest = Some(f.largest.encoded());
         }
     }
-    (smallest.unwrap_or_default().to_vec(), largest.unwrap_or_default().to_vec())
+    (
+        smallest.unwrap_or_default().to_vec(),
+        largest.unwrap_or_default().to_vec(),
+    )
 }
 
 /// Adds files of `level_files` whose smallest key has the same user key as
@@ -294,7 +331,9 @@ pub fn add_boundary_inputs(level_files: &[Arc<FileMeta>], inputs: &mut Vec<Arc<F
             })
             .min_by(|a, b| compare_internal_keys(a.smallest.encoded(), b.smallest.encoded()));
         match boundary {
-            Some(file) if !inputs.iter().any(|f| f.number == file.number) => inputs.push(file.clone()),
+            Some(file) if !inputs.iter().any(|f| f.number == file.number) => {
+                inputs.push(file.clone())
+            }
             _ => return,
         }
     }
@@ -314,13 +353,17 @@ fn setup_other_inputs(
     let (mut all_smallest, mut all_largest) = user_range(&[first.clone(), second.clone()].concat());
 
     if !second.is_empty() {
-        let mut expanded0 = version.overlapping_inputs(level, Some(&all_smallest), Some(&all_largest));
+        let mut expanded0 =
+            version.overlapping_inputs(level, Some(&all_smallest), Some(&all_largest));
         add_boundary_inputs(&version.files[level], &mut expanded0);
         let expanded0_size = total_file_size(&expanded0);
         let second_size = total_file_size(&second);
-        if expanded0.len() > first.len() && second_size + expanded0_size < expanded_compaction_byte_limit(options) {
+        if expanded0.len() > first.len()
+            && second_size + expanded0_size < expanded_compaction_byte_limit(options)
+        {
             let (new_smallest, new_largest) = user_range(&expanded0);
-            let mut expanded1 = version.overlapping_inputs(level + 1, Some(&new_smallest), Some(&new_largest));
+            let mut expanded1 =
+                version.overlapping_inputs(level + 1, Some(&new_smallest), Some(&new_largest));
             add_boundary_inputs(&version.files[level + 1], &mut expanded1);
             if expanded1.len() == second.len() {
                 first = expanded0;
@@ -409,7 +452,11 @@ mod tests {
             max_bytes_for_level_base: 100,
             ..Options::default()
         };
-        let v = version(&[(1, 1, "a", "b", 100), (1, 2, "c", "d", 100), (1, 3, "e", "f", 100)]);
+        let v = version(&[
+            (1, 1, "a", "b", 100),
+            (1, 2, "c", "d", 100),
+            (1, 3, "e", "f", 100),
+        ]);
         let mut pointers: [Vec<u8>; NUM_LEVELS] = Default::default();
         let plan = pick_compaction(&v, &options, &pointers, &[]).unwrap();
         assert_eq!(numbers(&plan.inputs[0]), vec![1]);
@@ -423,18 +470,24 @@ mod tests {
     fn boundary_inputs_keep_a_user_key_together() {
         // File 2 starts with an older version of file 1's last user key.
         let mut edit = VersionEdit::default();
-        edit.add_file(1, FileMetaData {
-            number: 1,
-            file_size: 100,
-            smallest: InternalKey::new(b"a", 50, ValueType::Value),
-            largest: InternalKey::new(b"k", 40, ValueType::Value),
-        });
-        edit.add_file(1, FileMetaData {
-            number: 2,
-            file_size: 100,
-            smallest: InternalKey::new(b"k", 30, ValueType::Value),
-            largest: InternalKey::new(b"p", 30, ValueType::Value),
-        });
+        edit.add_file(
+            1,
+            FileMetaData {
+                number: 1,
+                file_size: 100,
+                smallest: InternalKey::new(b"a", 50, ValueType::Value),
+                largest: InternalKey::new(b"k", 40, ValueType::Value),
+            },
+        );
+        edit.add_file(
+            1,
+            FileMetaData {
+                number: 2,
+                file_size: 100,
+                smallest: InternalKey::new(b"k", 30, ValueType::Value),
+                largest: InternalKey::new(b"p", 30, ValueType::Value),
+            },
+        );
         let mut builder = VersionBuilder::new(Arc::new(Version::default()));
         builder.apply(&edit).unwrap();
         let v = builder.build().unwrap();
@@ -474,6 +527,10 @@ mod tests {
         assert_eq!(job.grandparents.len(), 1);
         assert_eq!(job.smallest_snapshot, 77);
         assert_eq!(job.deeper_levels[0].len(), 1);
-        assert_eq!(job.deeper_levels[1].len(), 1, "level 3 file x..y is outside a..d");
+        assert_eq!(
+            job.deeper_levels[1].len(),
+            1,
+            "level 3 file x..y is outside a..d"
+        );
     }
 }

@@ -36,10 +36,16 @@ pub(super) fn start(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
             .map_err(|e| Error::io("starting a background thread", e))
     };
     let flusher = inner.clone();
-    threads.push(spawn("shale-flush".into(), Box::new(move || flusher.flush_loop()))?);
+    threads.push(spawn(
+        "shale-flush".into(),
+        Box::new(move || flusher.flush_loop()),
+    )?);
     for i in 0..inner.options.max_background_compactions {
         let worker = inner.clone();
-        threads.push(spawn(format!("shale-compact-{i}"), Box::new(move || worker.compaction_loop()))?);
+        threads.push(spawn(
+            format!("shale-compact-{i}"),
+            Box::new(move || worker.compaction_loop()),
+        )?);
     }
     Ok(threads)
 }
@@ -82,7 +88,9 @@ impl std::io::Write for TableSink {
 impl OutputSink for TableSink {
     fn finish(mut self: Box<Self>) -> Result<()> {
         let path = self.path.display().to_string();
-        self.file.sync().map_err(|e| Error::io(format!("syncing {path}"), e))
+        self.file
+            .sync()
+            .map_err(|e| Error::io(format!("syncing {path}"), e))
     }
 }
 
@@ -90,11 +98,15 @@ impl JobIo for EngineJobIo<'_> {
     fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>> {
         let path = filename::table_file_name(&self.inner.dir, file.number);
         match self.inner.options.env.new_random_access_file(&path) {
-            Err(Error::NotFound(_)) => self
-                .inner
-                .options
-                .env
-                .new_random_access_file(&filename::sst_table_file_name(&self.inner.dir, file.number)),
+            Err(Error::NotFound(_)) => {
+                self.inner
+                    .options
+                    .env
+                    .new_random_access_file(&filename::sst_table_file_name(
+                        &self.inner.dir,
+                        file.number,
+                    ))
+            }
             other => other,
         }
     }
@@ -102,7 +114,10 @@ impl JobIo for EngineJobIo<'_> {
     fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)> {
         let number = self.inner.new_file_number();
         self.inner.lock_state().pending_outputs.insert(number);
-        self.created.lock().unwrap_or_else(|e| e.into_inner()).push(number);
+        self.created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(number);
         let path = filename::table_file_name(&self.inner.dir, number);
         let file = self.inner.options.env.new_writable_file(&path)?;
         Ok((number, Box::new(TableSink { file, path })))
@@ -111,7 +126,10 @@ impl JobIo for EngineJobIo<'_> {
 
 impl EngineJobIo<'_> {
     fn created(&self) -> Vec<u64> {
-        self.created.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Forgets the outputs as pending; on failure also deletes them.
@@ -213,7 +231,10 @@ impl DbInner {
             if !manifest_attempted {
                 state.pending_outputs.remove(&number);
                 drop(state);
-                let _ = self.options.env.remove_file(&filename::table_file_name(&self.dir, number));
+                let _ = self
+                    .options
+                    .env
+                    .remove_file(&filename::table_file_name(&self.dir, number));
             }
         }
         result
@@ -221,7 +242,11 @@ impl DbInner {
 
     /// Builds table `number` from a memtable; `None` when the memtable is
     /// empty (no file is left behind).
-    pub(super) fn write_level0_table(&self, mem: &Arc<MemTable>, number: u64) -> Result<Option<FileMetaData>> {
+    pub(super) fn write_level0_table(
+        &self,
+        mem: &Arc<MemTable>,
+        number: u64,
+    ) -> Result<Option<FileMetaData>> {
         let path = filename::table_file_name(&self.dir, number);
         let mut iter = mem.iter();
         iter.seek_to_first();
@@ -229,7 +254,10 @@ impl DbInner {
             return Ok(None);
         }
         let file = self.options.env.new_writable_file(&path)?;
-        let sink = TableSink { file, path: path.clone() };
+        let sink = TableSink {
+            file,
+            path: path.clone(),
+        };
         let mut builder = TableBuilder::new(self.options.table_settings().table_options(), sink);
         let smallest = iter.key().to_vec();
         let mut largest = Vec::new();
@@ -258,7 +286,9 @@ impl DbInner {
         loop {
             {
                 let mut state = self.lock_state();
-                while !self.shutting_down() && (state.work_epoch == seen_epoch || state.bg_error.is_some()) {
+                while !self.shutting_down()
+                    && (state.work_epoch == seen_epoch || state.bg_error.is_some())
+                {
                     state = self.wait(&self.work_cv, state);
                 }
                 if self.shutting_down() {
@@ -297,7 +327,12 @@ impl DbInner {
                 }
                 plan
             }
-            None => picker::pick_compaction(&current, &self.options, &versions.compact_pointers, &state.running)?,
+            None => picker::pick_compaction(
+                &current,
+                &self.options,
+                &versions.compact_pointers,
+                &state.running,
+            )?,
         };
         state.running.push(plan.running());
         drop(state);
@@ -317,7 +352,13 @@ impl DbInner {
             edit.add_file(level + 1, file.to_meta());
             edit.set_compact_pointer(level, plan.compact_pointer.clone());
             self.apply_compaction_edit(edit, level, 0, 0, started)?;
-            shale_log!(self.info_log, "Moved #{} to level-{} {} bytes", file.number, level + 1, file.file_size);
+            shale_log!(
+                self.info_log,
+                "Moved #{} to level-{} {} bytes",
+                file.number,
+                level + 1,
+                file.file_size
+            );
             return Ok(());
         }
 
@@ -325,9 +366,15 @@ impl DbInner {
         // would keep the inputs alive past the install that obsoletes them.
         let job = {
             let state = self.lock_state();
-            let (version, smallest_snapshot) = (state.current.clone(), self.smallest_snapshot(&state));
+            let (version, smallest_snapshot) =
+                (state.current.clone(), self.smallest_snapshot(&state));
             drop(state);
-            plan.to_job(self.next_job_id.fetch_add(1, Ordering::SeqCst), &version, smallest_snapshot, &self.options)
+            plan.to_job(
+                self.next_job_id.fetch_add(1, Ordering::SeqCst),
+                &version,
+                smallest_snapshot,
+                &self.options,
+            )
         };
         shale_log!(
             self.info_log,
@@ -396,7 +443,10 @@ impl DbInner {
         let summary = self.apply_compaction_edit(edit, job.output_level, read, written, started)?;
         {
             let mut state = self.lock_state();
-            let entry = state.executor_stats.entry(output.executor.clone()).or_default();
+            let entry = state
+                .executor_stats
+                .entry(output.executor.clone())
+                .or_default();
             entry.0 += 1;
             entry.1.accumulate(&output.stats);
         }
@@ -438,7 +488,10 @@ impl DbInner {
         self.flush_memtable()?;
         let deepest = {
             let version = self.lock_state().current.clone();
-            (1..NUM_LEVELS).filter(|&l| version.overlaps(l, begin, end)).max().unwrap_or(1)
+            (1..NUM_LEVELS)
+                .filter(|&l| version.overlaps(l, begin, end))
+                .max()
+                .unwrap_or(1)
         };
         for level in 0..deepest {
             loop {
@@ -478,7 +531,8 @@ impl DbInner {
             let needed = {
                 let versions = self.lock_versions();
                 let current = versions.current();
-                picker::pick_compaction(&current, &self.options, &versions.compact_pointers, &[]).is_some()
+                picker::pick_compaction(&current, &self.options, &versions.compact_pointers, &[])
+                    .is_some()
             };
             let mut state = self.lock_state();
             if let Some(err) = &state.bg_error {
@@ -506,7 +560,10 @@ impl DbInner {
             .filter(|(_, kind)| *kind == filename::FileType::Table)
             .map(|(n, _)| n)
             .collect();
-        version.live_files().filter(|n| !present.contains(n)).collect()
+        version
+            .live_files()
+            .filter(|n| !present.contains(n))
+            .collect()
     }
 
     #[allow(dead_code, reason = "kept for symmetry with table_file_name in tools")]
@@ -519,7 +576,11 @@ impl DbInner {
 /// otherwise pushed down while the next level does not overlap and the
 /// grandparent overlap stays small, at most to L2 (LevelDB's rule, which
 /// spares compactions of tables nothing overlaps).
-pub fn pick_level_for_memtable_output(version: &Version, options: &crate::options::Options, meta: &FileMetaData) -> usize {
+pub fn pick_level_for_memtable_output(
+    version: &Version,
+    options: &crate::options::Options,
+    meta: &FileMetaData,
+) -> usize {
     const MAX_MEM_COMPACT_LEVEL: usize = 2;
     let smallest = meta.smallest.user_key();
     let largest = meta.largest.user_key();

@@ -21,9 +21,11 @@ use shale_compact::job::{Executor, PhaseStats};
 use shale_compact::opencl::{OpenClExecutor, OpenClOptions, OPENCL};
 use shale_compact::parallel::{ParallelExecutor, PARALLEL};
 use shale_compact::streaming::{StreamingExecutor, STREAMING};
-use shale_format::concat_iterator::ConcatIterator;
 use shale_format::comparator::InternalKeyComparator;
-use shale_format::internal_key::{InternalKey, ParsedInternalKey, SequenceNumber, ValueType, MAX_SEQUENCE_NUMBER};
+use shale_format::concat_iterator::ConcatIterator;
+use shale_format::internal_key::{
+    InternalKey, ParsedInternalKey, SequenceNumber, ValueType, MAX_SEQUENCE_NUMBER,
+};
 use shale_format::iterator::KvIterator;
 use shale_format::log_writer::LogWriter;
 use shale_format::merging_iterator::merging_iterator;
@@ -173,7 +175,9 @@ pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executo
         PARALLEL => parallel(),
         OPENCL => opencl_executor(options)
             .map(|e| Arc::new(e) as Arc<dyn Executor>)
-            .map_err(|reason| Error::NotSupported(format!("the opencl executor is unavailable: {reason}"))),
+            .map_err(|reason| {
+                Error::NotSupported(format!("the opencl executor is unavailable: {reason}"))
+            }),
         AUTO => match opencl_executor(options) {
             Ok(executor) => Ok(Arc::new(executor)),
             Err(_) => parallel(),
@@ -202,10 +206,15 @@ impl DB {
                 dir.display()
             )));
         }
-        let lock = env.lock_file(&filename::lock_file_name(&dir)).map_err(|e| match e {
-            Error::Busy(_) => Error::Busy(format!("{}: database is in use by another handle or process", dir.display())),
-            other => other,
-        })?;
+        let lock = env
+            .lock_file(&filename::lock_file_name(&dir))
+            .map_err(|e| match e {
+                Error::Busy(_) => Error::Busy(format!(
+                    "{}: database is in use by another handle or process",
+                    dir.display()
+                )),
+                other => other,
+            })?;
         let info_log = InfoLog::open(&*env, &dir)?;
         let block_cache = Arc::new(SharedBlockCache::new(options.block_cache_size));
         let table_cache = Arc::new(TableCache::new(
@@ -410,7 +419,10 @@ impl DbInner {
 
     /// The sequence reads see: the snapshot's, or the latest.
     fn read_sequence(&self, state: &State, options: &ReadOptions) -> SequenceNumber {
-        options.snapshot.as_ref().map_or(state.last_sequence, Snapshot::sequence)
+        options
+            .snapshot
+            .as_ref()
+            .map_or(state.last_sequence, Snapshot::sequence)
     }
 
     /// Pins the current version for a reader.
@@ -422,7 +434,12 @@ impl DbInner {
         let (mem, imm, version, sequence) = {
             let mut state = self.lock_state();
             let sequence = self.read_sequence(&state, options);
-            (state.mem.clone(), state.imm.clone(), Self::pin_current(&mut state), sequence)
+            (
+                state.mem.clone(),
+                state.imm.clone(),
+                Self::pin_current(&mut state),
+                sequence,
+            )
         };
         for table in std::iter::once(&mem).chain(imm.as_ref()) {
             match table.get(key, sequence) {
@@ -448,7 +465,9 @@ impl DbInner {
             let candidates: Vec<_> = if level == 0 {
                 let mut overlapping: Vec<_> = version.files[0]
                     .iter()
-                    .filter(|f| f.smallest.user_key() <= user_key && user_key <= f.largest.user_key())
+                    .filter(|f| {
+                        f.smallest.user_key() <= user_key && user_key <= f.largest.user_key()
+                    })
                     .cloned()
                     .collect();
                 // Newest first: a newer file's entry hides an older one's.
@@ -465,8 +484,11 @@ impl DbInner {
             };
             for file in candidates {
                 let table = self.table_cache.table(file.number, file.file_size)?;
-                if let Some((found_key, value)) = table.get_with(lookup.encoded(), block_read_options(options))? {
-                    let parsed = ParsedInternalKey::parse(&found_key).map_err(|e| e.at(table.name(), 0))?;
+                if let Some((found_key, value)) =
+                    table.get_with(lookup.encoded(), block_read_options(options))?
+                {
+                    let parsed =
+                        ParsedInternalKey::parse(&found_key).map_err(|e| e.at(table.name(), 0))?;
                     if parsed.user_key == user_key {
                         return Ok(match parsed.value_type {
                             ValueType::Value => Some(value),
@@ -521,9 +543,15 @@ impl DbInner {
         let (mem, imm, version, sequence) = {
             let mut state = self.lock_state();
             let sequence = self.read_sequence(&state, options);
-            (state.mem.clone(), state.imm.clone(), Self::pin_current(&mut state), sequence)
+            (
+                state.mem.clone(),
+                state.imm.clone(),
+                Self::pin_current(&mut state),
+                sequence,
+            )
         };
-        let internal = self.internal_iter(&mem, imm.as_ref(), &version, block_read_options(options))?;
+        let internal =
+            self.internal_iter(&mem, imm.as_ref(), &version, block_read_options(options))?;
         let mut iter = DbIterator::new(internal, sequence);
         if let Some(lower) = &options.lower_bound {
             iter = iter.with_lower_bound(lower.clone());
@@ -594,7 +622,10 @@ impl DbInner {
             };
             use filename::FileType;
             let keep = match kind {
-                FileType::Log => number >= versions.log_number.min(log_number) || number == versions.prev_log_number,
+                FileType::Log => {
+                    number >= versions.log_number.min(log_number)
+                        || number == versions.prev_log_number
+                }
                 FileType::Descriptor => number >= versions.manifest_file_number(),
                 FileType::Table | FileType::Temp => live.contains(&number),
                 FileType::Current | FileType::DbLock | FileType::InfoLog => true,
@@ -615,9 +646,19 @@ impl DbInner {
             let key = InternalKey::new(user_key, MAX_SEQUENCE_NUMBER, ValueType::VALUE_FOR_SEEK);
             let mut total = 0;
             for file in version.files.iter().flatten() {
-                if shale_format::comparator::compare_internal_keys(file.largest.encoded(), key.encoded()).is_le() {
+                if shale_format::comparator::compare_internal_keys(
+                    file.largest.encoded(),
+                    key.encoded(),
+                )
+                .is_le()
+                {
                     total += file.file_size;
-                } else if shale_format::comparator::compare_internal_keys(file.smallest.encoded(), key.encoded()).is_lt() {
+                } else if shale_format::comparator::compare_internal_keys(
+                    file.smallest.encoded(),
+                    key.encoded(),
+                )
+                .is_lt()
+                {
                     if let Ok(table) = self.table_cache.table(file.number, file.file_size) {
                         total += table.approximate_offset_of(key.encoded());
                     }

@@ -33,7 +33,9 @@ const MB: f64 = 1048576.0;
 
 impl DbInner {
     pub(super) fn property(&self, name: &str) -> Option<String> {
-        let name = name.strip_prefix("shale.").or_else(|| name.strip_prefix("leveldb."))?;
+        let name = name
+            .strip_prefix("shale.")
+            .or_else(|| name.strip_prefix("leveldb."))?;
         let state = self.lock_state();
         let version = state.current.clone();
         if let Some(level) = name.strip_prefix("num-files-at-level") {
@@ -101,7 +103,9 @@ impl DbInner {
     }
 }
 
-fn executor_lines(stats: &std::collections::HashMap<String, (u64, shale_compact::job::PhaseStats)>) -> String {
+fn executor_lines(
+    stats: &std::collections::HashMap<String, (u64, shale_compact::job::PhaseStats)>,
+) -> String {
     let mut names: Vec<&String> = stats.keys().collect();
     names.sort();
     let mut out = String::new();

@@ -27,7 +27,11 @@ impl DbInner {
                     self.dir.display()
                 )));
             }
-            shale_log!(self.info_log, "Creating a new database in {}", self.dir.display());
+            shale_log!(
+                self.info_log,
+                "Creating a new database in {}",
+                self.dir.display()
+            );
             VersionSet::create_new_db(&self.dir, env)?;
         } else if self.options.error_if_exists {
             return Err(Error::InvalidArgument(format!(
@@ -52,7 +56,10 @@ impl DbInner {
         if let Some(first) = missing.first() {
             return Err(Error::corruption(
                 0,
-                format!("{} table files named in the MANIFEST are missing, e.g. {first:06}.ldb", missing.len()),
+                format!(
+                    "{} table files named in the MANIFEST are missing, e.g. {first:06}.ldb",
+                    missing.len()
+                ),
             )
             .at(&recovered.manifest, 0));
         }
@@ -61,7 +68,8 @@ impl DbInner {
             .iter()
             .filter_map(|n| filename::parse_file_name(n))
             .filter(|&(number, kind)| {
-                kind == FileType::Log && (number >= versions.log_number || number == versions.prev_log_number)
+                kind == FileType::Log
+                    && (number >= versions.log_number || number == versions.prev_log_number)
             })
             .map(|(number, _)| number)
             .collect();
@@ -117,7 +125,10 @@ impl DbInner {
         let reporter = |bytes: u64, reason: Error| {
             shale_log!(info_log, "{report_name}: dropping {bytes} bytes; {reason}");
             if paranoid && first_error.is_none() {
-                first_error = Some(Error::corruption(0, format!("{bytes} bytes dropped: {reason}")).at(&report_name, 0));
+                first_error = Some(
+                    Error::corruption(0, format!("{bytes} bytes dropped: {reason}"))
+                        .at(&report_name, 0),
+                );
             }
         };
         let mut reader = LogReader::new(file, reporter, true, 0);
@@ -158,12 +169,21 @@ impl DbInner {
         Ok(())
     }
 
-    fn flush_recovered(&self, versions: &VersionSet, mem: &Arc<MemTable>, edit: &mut VersionEdit) -> Result<()> {
+    fn flush_recovered(
+        &self,
+        versions: &VersionSet,
+        mem: &Arc<MemTable>,
+        edit: &mut VersionEdit,
+    ) -> Result<()> {
         let number = versions.new_file_number();
         self.lock_state().pending_outputs.insert(number);
         let meta = self.write_level0_table(mem, number)?;
         if let Some(meta) = meta {
-            shale_log!(self.info_log, "Level-0 table #{number}: {} bytes (recovery)", meta.file_size);
+            shale_log!(
+                self.info_log,
+                "Level-0 table #{number}: {} bytes (recovery)",
+                meta.file_size
+            );
             edit.add_file(0, meta);
         }
         Ok(())

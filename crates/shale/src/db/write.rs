@@ -37,7 +37,13 @@ impl DbInner {
         let id = state.next_writer_id;
         state.next_writer_id += 1;
         state.writers.push_back(id);
-        state.pending_writes.insert(id, PendingWrite { batch, sync: options.sync });
+        state.pending_writes.insert(
+            id,
+            PendingWrite {
+                batch,
+                sync: options.sync,
+            },
+        );
         loop {
             if let Some(result) = state.finished_writes.remove(&id) {
                 return result;
@@ -68,7 +74,8 @@ impl DbInner {
             let mem = state.mem.clone();
             let mut log = state.log.take();
             drop(state);
-            result = append_to_wal(log.as_mut(), &batch, sync).and_then(|()| insert_into(&mem, &batch));
+            result =
+                append_to_wal(log.as_mut(), &batch, sync).and_then(|()| insert_into(&mem, &batch));
             state = self.lock_state();
             state.log = log;
             match &result {
@@ -237,7 +244,9 @@ fn append_to_wal(
     let log = log.ok_or_else(|| Error::InvalidArgument("no WAL is open".into()))?;
     log.add_record(batch.data())?;
     if sync {
-        log.get_mut().sync().map_err(|e| Error::io("syncing the WAL", e))?;
+        log.get_mut()
+            .sync()
+            .map_err(|e| Error::io("syncing the WAL", e))?;
     }
     Ok(())
 }
