@@ -4,10 +4,12 @@
 //! lives in its own module under `commands/`, and the db_bench-style option
 //! flags they share are in `db_flags.rs`.
 
+mod bench;
 mod commands;
 mod db_flags;
 mod error;
 mod hex;
+mod ycsb;
 
 use std::process::ExitCode;
 
@@ -44,6 +46,10 @@ enum Command {
     Stats(stats::StatsArgs),
     /// Print a table, a write-ahead log or a MANIFEST, as LevelDB's dumpfile.
     Dump(dump::DumpArgs),
+    /// Run LevelDB db_bench's benchmarks (same flags, same output lines).
+    Bench(bench::BenchArgs),
+    /// Run a YCSB core workload (a-f): load, then run.
+    Ycsb(ycsb::YcsbArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +64,8 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify::run(&args),
         Command::Stats(args) => stats::run(&args),
         Command::Dump(args) => dump::run(&args),
+        Command::Bench(args) => bench::run(&args),
+        Command::Ycsb(args) => ycsb::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

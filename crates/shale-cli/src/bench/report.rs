@@ -1,0 +1,265 @@
+//! The engine summary printed after the last benchmark: write
+//! amplification, compaction work per level and per executor, compaction
+//! speed, write stalls and CPU time.
+//!
+//! A run may reopen the database several times (every `fill*` benchmark
+//! starts from an empty one), and the engine's counters start at zero on
+//! each open, so each database's counters are added up before it is closed
+//! ([`EngineTotals::absorb`]).
+//!
+//! Definitions (DESIGN.md, "Performance method"):
+//! * write amplification = bytes written by flushes and compactions / bytes
+//!   of user data written (keys + values of puts, keys of deletes);
+//! * compaction speed = compaction input bytes / compaction seconds (the FPGA
+//!   paper's definition), over compactions only (the executors' counters),
+//!   flushes excluded — the per-level counters mix both, since a flush may
+//!   write to level 1 or 2 when nothing there overlaps, as in LevelDB;
+//! * MB is 2^20 bytes, as in db_bench's MB/s.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use shale::db::LevelStats;
+use shale::shale_compact::job::PhaseStats;
+use shale::{StallStats, DB};
+
+use super::cpu::CpuTime;
+
+const MB: f64 = 1_048_576.0;
+
+/// Counters of every database a run opened, added up.
+#[derive(Debug, Clone, Default)]
+pub struct EngineTotals {
+    levels: Vec<LevelStats>,
+    executors: BTreeMap<String, (u64, PhaseStats)>,
+    stalls: StallStats,
+    /// Bytes of user data written (keys and values).
+    pub user_bytes: u64,
+}
+
+impl EngineTotals {
+    /// Adds the counters of `db` (call once per open, before closing it).
+    pub fn absorb(&mut self, db: &DB) {
+        let levels = db.level_stats();
+        if self.levels.len() < levels.len() {
+            self.levels.resize(levels.len(), LevelStats::default());
+        }
+        for (total, level) in self.levels.iter_mut().zip(levels.iter()) {
+            total.seconds += level.seconds;
+            total.bytes_read += level.bytes_read;
+            total.bytes_written += level.bytes_written;
+            total.count += level.count;
+        }
+        for (name, jobs, stats) in db.executor_stats() {
+            let entry = self.executors.entry(name).or_default();
+            entry.0 += jobs;
+            entry.1.accumulate(&stats);
+        }
+        let stalls = db.stall_stats();
+        self.stalls.slowdown_count += stalls.slowdown_count;
+        self.stalls.slowdown_micros += stalls.slowdown_micros;
+        self.stalls.stop_count += stalls.stop_count;
+        self.stalls.stop_micros += stalls.stop_micros;
+    }
+
+    /// Bytes written by flushes and compactions.
+    pub fn engine_bytes_written(&self) -> u64 {
+        self.levels.iter().map(|l| l.bytes_written).sum()
+    }
+
+    /// Engine bytes written per user byte (`None` before any user write).
+    pub fn write_amplification(&self) -> Option<f64> {
+        (self.user_bytes > 0).then(|| self.engine_bytes_written() as f64 / self.user_bytes as f64)
+    }
+
+    /// Input bytes and seconds of compactions, over every executor.
+    pub fn compaction_input(&self) -> (u64, f64) {
+        self.executors
+            .values()
+            .fold((0, 0.0), |(bytes, secs), (_, s)| {
+                (bytes + s.bytes_read, secs + s.total_secs)
+            })
+    }
+
+    /// Writes the summary. `cpu` is the process's CPU time over the run,
+    /// `stress` what the `--cpu_stress` threads used of it, `wall_secs` the
+    /// run's duration.
+    pub fn write_summary(
+        &self,
+        out: &mut dyn Write,
+        cpu: CpuTime,
+        stress: CpuTime,
+        wall_secs: f64,
+    ) -> io::Result<()> {
+        writeln!(out, "------------------------------------------------")?;
+        writeln!(out, "Engine summary (all benchmarks of this run):")?;
+        let written = self.engine_bytes_written();
+        match self.write_amplification() {
+            Some(amplification) => writeln!(
+                out,
+                "Write amplification: {amplification:.2} ({:.1} MB written by flushes and compactions \
+                 for {:.1} MB of user data)",
+                written as f64 / MB,
+                self.user_bytes as f64 / MB
+            )?,
+            None => writeln!(
+                out,
+                "Write amplification: - (no user data written; {:.1} MB written by flushes and compactions)",
+                written as f64 / MB
+            )?,
+        }
+        writeln!(
+            out,
+            "Level  Count  Read(MB) Write(MB)   Time(s)  Read(MB/s)   (flushes and compactions writing to the level)"
+        )?;
+        for (level, stats) in self.levels.iter().enumerate() {
+            if stats.count == 0 {
+                continue;
+            }
+            let speed = if stats.bytes_read > 0 && stats.seconds > 0.0 {
+                format!("{:10.1}", stats.bytes_read as f64 / MB / stats.seconds)
+            } else {
+                format!("{:>10}", "-")
+            };
+            writeln!(
+                out,
+                "{level:5} {:6} {:9.1} {:9.1} {:9.3}  {speed}",
+                stats.count,
+                stats.bytes_read as f64 / MB,
+                stats.bytes_written as f64 / MB,
+                stats.seconds
+            )?;
+        }
+        for (name, (jobs, stats)) in &self.executors {
+            let speed = if stats.total_secs > 0.0 {
+                stats.bytes_read as f64 / MB / stats.total_secs
+            } else {
+                0.0
+            };
+            writeln!(
+                out,
+                "Executor {name}: {jobs} jobs, read {:.1} MB, wrote {:.1} MB in {:.3} s ({speed:.1} MB/s input); \
+                 phases (s): read {:.3} unpack {:.3} merge {:.3} gc {:.3} pack {:.3} write {:.3}",
+                stats.bytes_read as f64 / MB,
+                stats.bytes_written as f64 / MB,
+                stats.total_secs,
+                stats.read_secs,
+                stats.unpack_secs,
+                stats.merge_secs,
+                stats.gc_secs,
+                stats.pack_secs,
+                stats.write_secs
+            )?;
+        }
+        let (input, seconds) = self.compaction_input();
+        if seconds > 0.0 {
+            writeln!(
+                out,
+                "Compaction speed: {:.1} MB/s ({:.1} MB of input in {seconds:.3} s)",
+                input as f64 / MB / seconds,
+                input as f64 / MB
+            )?;
+        } else {
+            writeln!(out, "Compaction speed: - (no compaction ran)")?;
+        }
+        writeln!(
+            out,
+            "Stalls: slowed down {} times ({:.3} s), stopped {} times ({:.3} s)",
+            self.stalls.slowdown_count,
+            self.stalls.slowdown_micros as f64 / 1e6,
+            self.stalls.stop_count,
+            self.stalls.stop_micros as f64 / 1e6
+        )?;
+        let own = cpu.since(&stress);
+        let per_gb = if input > 0 {
+            format!(
+                "; {:.1} CPU-s per GB compacted",
+                own.total() / (input as f64 / (1u64 << 30) as f64)
+            )
+        } else {
+            String::new()
+        };
+        let stress_note = if stress.total() > 0.0 {
+            format!(" (not counting {:.2} s of --cpu_stress)", stress.total())
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "CPU: {:.2} s (user {:.2}, system {:.2}){stress_note} in {wall_secs:.2} s{per_gb}",
+            own.total(),
+            own.user,
+            own.system
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    #[test]
+    fn summary_of_known_counters() {
+        let mut totals = EngineTotals {
+            levels: vec![LevelStats::default(); 3],
+            user_bytes: 10 << 20,
+            ..EngineTotals::default()
+        };
+        totals.levels[0] = LevelStats {
+            seconds: 1.0,
+            bytes_read: 0,
+            bytes_written: 10 << 20,
+            count: 5,
+        };
+        totals.levels[1] = LevelStats {
+            seconds: 2.0,
+            bytes_read: 40 << 20,
+            bytes_written: 20 << 20,
+            count: 3,
+        };
+        totals.executors.insert(
+            "parallel".into(),
+            (
+                3,
+                PhaseStats {
+                    bytes_read: 40 << 20,
+                    bytes_written: 20 << 20,
+                    total_secs: 2.0,
+                    ..PhaseStats::default()
+                },
+            ),
+        );
+        assert_eq!(totals.write_amplification(), Some(3.0));
+        assert_eq!(totals.compaction_input(), (40 << 20, 2.0));
+        let mut out = Vec::new();
+        let cpu = CpuTime {
+            user: 3.0,
+            system: 1.0,
+        };
+        totals
+            .write_summary(&mut out, cpu, CpuTime::default(), 5.0)
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("Write amplification: 3.00 (30.0 MB"),
+            "{text}"
+        );
+        assert!(text.contains("Compaction speed: 20.0 MB/s"), "{text}");
+        assert!(
+            text.contains("CPU: 4.00 s (user 3.00, system 1.00) in 5.00 s; 102.4 CPU-s per GB"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    1      3      40.0      20.0     2.000        20.0"),
+            "{text}"
+        );
+        assert!(!text.contains("\n    2 "), "{text}");
+        assert!(
+            text.contains("Executor parallel: 3 jobs, read 40.0 MB, wrote 20.0 MB in 2.000 s (20.0 MB/s input)"),
+            "{text}"
+        );
+    }
+}

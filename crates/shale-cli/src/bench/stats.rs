@@ -1,0 +1,407 @@
+//! Per-thread benchmark statistics and db_bench's report line.
+//!
+//! As in db_bench, each thread times its own run; the threads' statistics
+//! are merged when all are done: micros/op is the sum of the threads'
+//! seconds over the total operations, MB/s is bytes over the wall-clock time
+//! from the first start to the last finish. An operation's latency is the
+//! time since the previous operation of the same thread finished (db_bench's
+//! `FinishedSingleOp`).
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+
+use super::timeline::{Timeline, TimelineRecorder};
+
+/// Significant decimal digits kept by latency histograms.
+const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// An empty latency histogram (nanoseconds, growing as needed).
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits is within 0..=5")
+}
+
+/// Records `nanos` (at least 1) in `histogram`, growing it as needed.
+/// (`saturating_record` would clamp to the current, small, range instead.)
+pub fn record_latency(histogram: &mut Histogram<u64>, nanos: u64) {
+    // Only fails when the histogram cannot grow (a count overflowing usize).
+    let _ = histogram.record(nanos.max(1));
+}
+
+/// Latency percentiles of a set of operations, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatencySummary {
+    /// Operations recorded.
+    pub count: u64,
+    /// Mean latency.
+    pub average: f64,
+    /// Standard deviation.
+    pub stddev: f64,
+    /// Smallest latency.
+    pub min: f64,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// 99.99th percentile.
+    pub p9999: f64,
+    /// Largest latency.
+    pub max: f64,
+}
+
+impl LatencySummary {
+    /// Summarizes a histogram of nanoseconds (all zeros when empty).
+    pub fn of(histogram: &Histogram<u64>) -> LatencySummary {
+        let micros = |nanos: u64| nanos as f64 / 1000.0;
+        if histogram.is_empty() {
+            return LatencySummary {
+                count: 0,
+                average: 0.0,
+                stddev: 0.0,
+                min: 0.0,
+                p50: 0.0,
+                p99: 0.0,
+                p999: 0.0,
+                p9999: 0.0,
+                max: 0.0,
+            };
+        }
+        LatencySummary {
+            count: histogram.len(),
+            average: histogram.mean() / 1000.0,
+            stddev: histogram.stdev() / 1000.0,
+            min: micros(histogram.min()),
+            p50: micros(histogram.value_at_quantile(0.5)),
+            p99: micros(histogram.value_at_quantile(0.99)),
+            p999: micros(histogram.value_at_quantile(0.999)),
+            p9999: micros(histogram.value_at_quantile(0.9999)),
+            max: micros(histogram.max()),
+        }
+    }
+
+    /// db_bench's first two histogram lines and RocksDB's percentile line.
+    pub fn db_bench_lines(&self) -> String {
+        format!(
+            "Count: {}  Average: {:.4}  StdDev: {:.2}\n\
+             Min: {:.4}  Median: {:.4}  Max: {:.4}\n\
+             Percentiles: P50: {:.2} P99: {:.2} P99.9: {:.2} P99.99: {:.2}\n",
+            self.count,
+            self.average,
+            self.stddev,
+            self.min,
+            self.p50,
+            self.max,
+            self.p50,
+            self.p99,
+            self.p999,
+            self.p9999
+        )
+    }
+}
+
+/// db_bench's progress message thresholds: every 100 ops up to 1000, then
+/// coarser steps.
+fn next_report_after(done: u64) -> u64 {
+    let step = match done {
+        0..1000 => 100,
+        1000..5000 => 500,
+        5000..10_000 => 1000,
+        10_000..50_000 => 5000,
+        50_000..100_000 => 10_000,
+        100_000..500_000 => 50_000,
+        _ => 100_000,
+    };
+    done + step
+}
+
+/// What a thread's [`Stats`] records besides counts.
+#[derive(Debug, Clone, Default)]
+pub struct Recording {
+    /// Keep a latency histogram (`--histogram`, `--plot`).
+    pub latencies: bool,
+    /// Print db_bench's `... finished N ops` progress on stderr.
+    pub progress: bool,
+    /// Feed the `--timeline` intervals: the timeline and this benchmark's
+    /// segment in it.
+    pub timeline: Option<(Arc<Timeline>, usize)>,
+}
+
+impl Recording {
+    /// Progress only when stderr is a terminal and `thread` is the first.
+    pub fn for_thread(&self, thread: usize) -> Recording {
+        Recording {
+            progress: self.progress && thread == 0 && std::io::stderr().is_terminal(),
+            ..self.clone()
+        }
+    }
+}
+
+/// One thread's statistics for one benchmark.
+#[derive(Debug)]
+pub struct Stats {
+    start: Instant,
+    finish: Instant,
+    seconds: f64,
+    done: u64,
+    bytes: u64,
+    message: String,
+    last_op_finish: Instant,
+    next_report: u64,
+    latencies: Option<Histogram<u64>>,
+    progress: bool,
+    timeline: Option<TimelineRecorder>,
+}
+
+impl Stats {
+    /// Statistics that record what `recording` asks, started now.
+    pub fn new(recording: &Recording) -> Stats {
+        let now = Instant::now();
+        Stats {
+            start: now,
+            finish: now,
+            seconds: 0.0,
+            done: 0,
+            bytes: 0,
+            message: String::new(),
+            last_op_finish: now,
+            next_report: 100,
+            latencies: recording.latencies.then(new_histogram),
+            progress: recording.progress,
+            timeline: recording
+                .timeline
+                .as_ref()
+                .map(|(timeline, segment)| TimelineRecorder::new(timeline.clone(), *segment)),
+        }
+    }
+
+    /// Starts (or restarts, forgetting what was counted) the clock.
+    pub fn start(&mut self) {
+        let now = Instant::now();
+        self.start = now;
+        self.finish = now;
+        self.last_op_finish = now;
+        self.seconds = 0.0;
+        self.done = 0;
+        self.bytes = 0;
+        self.next_report = 100;
+        self.message.clear();
+        if let Some(histogram) = &mut self.latencies {
+            histogram.reset();
+        }
+    }
+
+    /// Stops the clock and hands the last timeline interval over.
+    pub fn stop(&mut self) {
+        self.finish = Instant::now();
+        self.seconds = (self.finish - self.start).as_secs_f64();
+        if let Some(timeline) = &mut self.timeline {
+            timeline.flush();
+        }
+    }
+
+    /// Whether per-operation timing is needed.
+    fn timed(&self) -> bool {
+        self.latencies.is_some() || self.timeline.is_some()
+    }
+
+    /// Counts one operation (and times it when latencies are kept).
+    pub fn finished_single_op(&mut self) {
+        if self.timed() {
+            let now = Instant::now();
+            let nanos = (now - self.last_op_finish).as_nanos() as u64;
+            self.last_op_finish = now;
+            if let Some(histogram) = &mut self.latencies {
+                record_latency(histogram, nanos);
+            }
+            if let Some(timeline) = &mut self.timeline {
+                timeline.record(now, nanos.max(1));
+            }
+        }
+        self.done += 1;
+        if self.progress && self.done >= self.next_report {
+            self.next_report = next_report_after(self.next_report);
+            eprint!("... finished {} ops{:30}\r", self.done, "");
+        }
+    }
+
+    /// Counts bytes for the MB/s column.
+    pub fn add_bytes(&mut self, bytes: u64) {
+        self.bytes += bytes;
+    }
+
+    /// Appends to the message printed after the rate.
+    pub fn add_message(&mut self, message: &str) {
+        append_with_space(&mut self.message, message);
+    }
+
+    /// Operations counted.
+    #[cfg(test)]
+    pub fn done(&self) -> u64 {
+        self.done
+    }
+
+    /// The latency histogram, when kept.
+    pub fn latencies(&self) -> Option<&Histogram<u64>> {
+        self.latencies.as_ref()
+    }
+
+    /// Adds another thread's statistics (db_bench's `Stats::Merge`).
+    pub fn merge(&mut self, other: &Stats) {
+        if let (Some(mine), Some(theirs)) = (&mut self.latencies, &other.latencies) {
+            // Both auto-resize, so adding cannot run out of range.
+            let _ = mine.add(theirs);
+        }
+        self.done += other.done;
+        self.bytes += other.bytes;
+        self.seconds += other.seconds;
+        self.start = self.start.min(other.start);
+        self.finish = self.finish.max(other.finish);
+        // Keep the message of one thread only, as db_bench.
+        if self.message.is_empty() {
+            self.message = other.message.clone();
+        }
+    }
+
+    /// Wall-clock seconds from the first start to the last finish.
+    pub fn elapsed_seconds(&self) -> f64 {
+        (self.finish - self.start).as_secs_f64()
+    }
+
+    /// db_bench's report line, without the newline.
+    pub fn report_line(&self, name: &str) -> String {
+        // Pretend at least one op was done, for benchmarks that count none.
+        let done = self.done.max(1);
+        let mut extra = String::new();
+        if self.bytes > 0 {
+            let elapsed = self.elapsed_seconds();
+            let rate = if elapsed > 0.0 {
+                self.bytes as f64 / 1_048_576.0 / elapsed
+            } else {
+                0.0
+            };
+            extra = format!("{rate:6.1} MB/s");
+        }
+        append_with_space(&mut extra, &self.message);
+        format_report_line(name, self.seconds * 1e6 / done as f64, &extra)
+    }
+}
+
+/// `name : micros micros/op; extra` with db_bench's widths.
+pub fn format_report_line(name: &str, micros_per_op: f64, extra: &str) -> String {
+    let separator = if extra.is_empty() { "" } else { " " };
+    format!("{name:<12} : {micros_per_op:11.3} micros/op;{separator}{extra}")
+}
+
+/// Appends `message` to `text`, separated by a space.
+fn append_with_space(text: &mut String, message: &str) {
+    if message.is_empty() {
+        return;
+    }
+    if !text.is_empty() {
+        text.push(' ');
+    }
+    text.push_str(message);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    #[test]
+    fn report_line_has_db_bench_s_format() {
+        assert_eq!(
+            format_report_line("fillrandom", 2.45, "  18.7 MB/s"),
+            "fillrandom   :       2.450 micros/op;   18.7 MB/s"
+        );
+        assert_eq!(
+            format_report_line("compact", 1_234_567.0, ""),
+            "compact      : 1234567.000 micros/op;"
+        );
+        assert_eq!(
+            format_report_line("readrandomwriterandom", 3.0, "(x)"),
+            "readrandomwriterandom :       3.000 micros/op; (x)"
+        );
+    }
+
+    #[test]
+    fn merged_stats_sum_seconds_and_keep_one_message() {
+        let recording = Recording {
+            latencies: true,
+            ..Recording::default()
+        };
+        let mut a = Stats::new(&recording);
+        let mut b = Stats::new(&recording);
+        for _ in 0..10 {
+            a.finished_single_op();
+            b.finished_single_op();
+        }
+        a.add_bytes(1000);
+        b.add_bytes(1000);
+        b.add_message("(10 of 10 found)");
+        a.stop();
+        b.stop();
+        a.merge(&b);
+        assert_eq!(a.done(), 20);
+        assert_eq!(a.latencies().unwrap().len(), 20);
+        let line = a.report_line("readrandom");
+        assert!(line.starts_with("readrandom   : "), "{line}");
+        assert!(line.contains(" micros/op; "), "{line}");
+        assert!(line.ends_with("MB/s (10 of 10 found)"), "{line}");
+    }
+
+    #[test]
+    fn percentiles_of_a_known_distribution() {
+        let mut histogram = new_histogram();
+        // 1..=1000 microseconds, once each.
+        for micros in 1..=1000u64 {
+            histogram.record(micros * 1000).unwrap();
+        }
+        let summary = LatencySummary::of(&histogram);
+        assert_eq!(summary.count, 1000);
+        let close = |a: f64, b: f64| (a - b).abs() <= b * 0.002 + 0.001;
+        assert!(close(summary.average, 500.5), "{summary:?}");
+        assert!(close(summary.min, 1.0), "{summary:?}");
+        assert!(close(summary.p50, 500.0), "{summary:?}");
+        assert!(close(summary.p99, 990.0), "{summary:?}");
+        assert!(close(summary.p999, 999.0), "{summary:?}");
+        assert!(close(summary.max, 1000.0), "{summary:?}");
+        assert!(close(summary.stddev, 288.675), "{summary:?}");
+        let lines = summary.db_bench_lines();
+        assert!(lines.starts_with("Count: 1000  Average: 500.5"), "{lines}");
+        assert!(lines.contains("P99: 99"), "{lines}");
+        assert_eq!(LatencySummary::of(&new_histogram()).count, 0);
+    }
+
+    #[test]
+    fn histograms_grow_to_hold_long_operations() {
+        let mut histogram = new_histogram();
+        record_latency(&mut histogram, 50);
+        record_latency(&mut histogram, 0);
+        record_latency(&mut histogram, 12_000_000_000);
+        let summary = LatencySummary::of(&histogram);
+        assert_eq!(summary.count, 3);
+        assert!((summary.max - 12_000_000.0).abs() < 12_000.0, "{summary:?}");
+        assert!((summary.min - 0.001).abs() < 1e-9, "{summary:?}");
+    }
+
+    #[test]
+    fn progress_steps_follow_db_bench() {
+        let mut next = 100;
+        let mut steps = vec![];
+        while next <= 1_000_000 {
+            steps.push(next);
+            next = next_report_after(next);
+        }
+        assert_eq!(
+            &steps[..11],
+            &[100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1500]
+        );
+        assert!(steps.contains(&5000) && steps.contains(&60_000) && steps.contains(&600_000));
+    }
+}
