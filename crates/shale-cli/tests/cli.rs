@@ -546,7 +546,9 @@ fn dump_prints_tables_logs_and_manifests() {
     let tables = files_with_suffix(&dir, ".ldb");
     let table = tables
         .iter()
-        .find(|t| stdout(&shale(&["dump", &t.display().to_string()])) == "'k\\x01' @ 1 : val => 'v'\n")
+        .find(|t| {
+            stdout(&shale(&["dump", &t.display().to_string()])) == "'k\\x01' @ 1 : val => 'v'\n"
+        })
         .unwrap_or_else(|| panic!("no table holds k\\x01: {tables:?}"))
         .clone();
 
