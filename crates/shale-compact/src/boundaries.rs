@@ -43,10 +43,21 @@ impl<'a> GrandparentCutter<'a> {
     /// Called with every merged input key in order, dropped or not: true when
     /// the current output file must end before `internal_key`.
     pub fn should_stop_before(&mut self, internal_key: &[u8]) -> bool {
-        while self.index < self.grandparents.len()
-            && compare_internal_keys(internal_key, &self.grandparents[self.index].largest)
+        let mut passed = self.index;
+        while passed < self.grandparents.len()
+            && compare_internal_keys(internal_key, &self.grandparents[passed].largest)
                 == Ordering::Greater
         {
+            passed += 1;
+        }
+        self.should_stop_before_position(passed)
+    }
+
+    /// [`GrandparentCutter::should_stop_before`] for a key that sorts after
+    /// the largest keys of exactly `passed` grandparent files (for executors
+    /// that find that position elsewhere, by binary search on a device).
+    pub fn should_stop_before_position(&mut self, passed: usize) -> bool {
+        while self.index < passed.min(self.grandparents.len()) {
             if self.seen_key {
                 self.overlapped_bytes += self.grandparents[self.index].file_size;
             }

@@ -34,7 +34,6 @@ use super::session::{mem, Arg, Session};
 use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::job::{CompactionJob, JobIo, PhaseStats};
-use crate::parallel::plan::GrandparentIndexCutter;
 use crate::parallel::{open_table, shared_user_key_prefix, InputTable};
 
 /// One input data block in the device's `data` buffer.
@@ -595,10 +594,10 @@ fn gc_on_device(
     let passed = session.download("grandparent positions", &passed, n)?;
     let keep_host = session.download("keep flags", &keep, n)?;
     // The cut is sequential by nature: a scan over integers.
-    let mut cutter = GrandparentIndexCutter::new(job);
+    let mut cutter = GrandparentCutter::new(job);
     let stops = passed
         .iter()
-        .map(|&p| cutter.should_stop_before(p as usize))
+        .map(|&p| cutter.should_stop_before_position(p as usize))
         .collect();
     Ok((keep, Some((stops, keep_host))))
 }

@@ -18,11 +18,10 @@ use shale_format::format::{maybe_compress_owned, CompressionType, BLOCK_TRAILER_
 use shale_format::internal_key::extract_user_key;
 use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
-use shale_format::table_builder::block_is_full;
 use shale_format::Result;
 
+use super::plan::{plan_boundaries_from_sizes, EntrySize};
 use super::unpack::ParsedBlock;
-use crate::boundaries::output_file_full;
 use crate::job::{CompactionJob, JobIo, OutputSink, OutputTable, PhaseStats};
 
 /// A kept entry: block and entry index in the slice.
@@ -124,69 +123,24 @@ pub fn plan_boundaries(
     job: &CompactionJob,
     last: bool,
 ) -> (Vec<PlannedFile>, Range<usize>) {
-    let restart_interval = job.table.block_restart_interval.max(1);
-    let block_size = job.table.block_size;
-    // Shared prefixes with the previous kept entry, in parallel.
-    let shared: Vec<usize> = (0..kept.len())
+    // Sizes and shared prefixes with the previous kept entry, in parallel;
+    // then the one sequential scan over integers.
+    let sizes: Vec<EntrySize> = (0..kept.len())
         .into_par_iter()
         .map(|j| {
-            if j == 0 {
-                0
-            } else {
-                shared_prefix_len(key(blocks, kept[j - 1]), key(blocks, kept[j]))
+            let k = key(blocks, kept[j]);
+            EntrySize {
+                key_len: k.len() as u32,
+                value_len: value(blocks, kept[j]).len() as u32,
+                shared: if j == 0 {
+                    0
+                } else {
+                    shared_prefix_len(key(blocks, kept[j - 1]), k) as u32
+                },
             }
         })
         .collect();
-
-    let mut files = Vec::new();
-    let mut current = PlannedFile::default();
-    let mut block = BlockSizer::new();
-    let mut block_start = 0;
-    for j in 0..kept.len() {
-        if stops[j] && state.file_open {
-            if block.entries > 0 {
-                current.blocks.push(block_start..j);
-            }
-            current.finish = true;
-            files.push(std::mem::take(&mut current));
-            state.file_open = false;
-            state.raw_data_bytes = 0;
-            block = BlockSizer::new();
-            block_start = j;
-        }
-        state.file_open = true;
-        let k = kept[j];
-        block.add(
-            restart_interval,
-            shared[j],
-            key(blocks, k).len(),
-            value(blocks, k).len(),
-        );
-        if block_is_full(block.estimate(), block_size) {
-            current.blocks.push(block_start..j + 1);
-            state.raw_data_bytes += block.estimate() as u64;
-            block = BlockSizer::new();
-            block_start = j + 1;
-            if output_file_full(state.raw_data_bytes, job.max_output_file_size) {
-                current.finish = true;
-                files.push(std::mem::take(&mut current));
-                state.file_open = false;
-                state.raw_data_bytes = 0;
-            }
-        }
-    }
-    let mut carry = block_start..kept.len();
-    if last {
-        if block.entries > 0 {
-            current.blocks.push(carry.clone());
-            carry = kept.len()..kept.len();
-        }
-        current.finish = state.file_open;
-        state.file_open = false;
-    }
-    files.push(current);
-    files.retain(|f| !f.blocks.is_empty() || f.finish);
-    (files, carry)
+    plan_boundaries_from_sizes(&sizes, stops, state, job, last)
 }
 
 /// A data block ready to be written.

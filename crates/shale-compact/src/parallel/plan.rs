@@ -2,10 +2,8 @@
 //! elsewhere (the OpenCL executor's keys stay on the device): the same block
 //! and file rules as [`super::pack::plan_boundaries`], fed per kept entry
 //! with its key length, value length and bytes shared with the previous
-//! kept key; and the grandparent cut fed with the grandparent cursor
-//! position of each merged entry (found on the device by binary search)
-//! instead of the key. The tests check both against their key-based
-//! originals.
+//! kept key. The tests check it, and the grandparent cut fed with
+//! positions instead of keys, against their key-based forms.
 
 use std::ops::Range;
 
@@ -13,7 +11,7 @@ use shale_format::table_builder::block_is_full;
 
 use super::pack::{BlockSizer, PlannedFile, ScanState};
 use crate::boundaries::output_file_full;
-use crate::job::{CompactionJob, JobFile};
+use crate::job::CompactionJob;
 
 /// What the boundary scan needs of one kept entry.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -89,55 +87,12 @@ pub fn plan_boundaries_from_sizes(
 }
 
 /// True when the job's grandparent files are in increasing order of their
-/// largest keys, which [`GrandparentIndexCutter`] needs to agree with
-/// [`crate::boundaries::GrandparentCutter`] (files of one level always are).
+/// largest keys, which [`crate::boundaries::GrandparentCutter::should_stop_before_position`]
+/// needs to agree with its key-based form (files of one level always are).
 pub fn grandparents_in_order(job: &CompactionJob) -> bool {
     job.grandparents.windows(2).all(|w| {
         shale_format::comparator::compare_internal_keys(&w[0].largest, &w[1].largest).is_lt()
     })
-}
-
-/// [`crate::boundaries::GrandparentCutter`] fed, for each merged key in
-/// order, with the number of grandparent files whose largest key sorts
-/// before it.
-#[derive(Debug)]
-pub struct GrandparentIndexCutter<'a> {
-    grandparents: &'a [JobFile],
-    max_overlap: u64,
-    index: usize,
-    seen_key: bool,
-    overlapped_bytes: u64,
-}
-
-impl<'a> GrandparentIndexCutter<'a> {
-    /// A cutter for `job`'s grandparents.
-    pub fn new(job: &'a CompactionJob) -> GrandparentIndexCutter<'a> {
-        GrandparentIndexCutter {
-            grandparents: &job.grandparents,
-            max_overlap: job.max_grandparent_overlap_bytes,
-            index: 0,
-            seen_key: false,
-            overlapped_bytes: 0,
-        }
-    }
-
-    /// True when the current output file must end before the key that
-    /// `passed` grandparent files sort before.
-    pub fn should_stop_before(&mut self, passed: usize) -> bool {
-        while self.index < passed.min(self.grandparents.len()) {
-            if self.seen_key {
-                self.overlapped_bytes += self.grandparents[self.index].file_size;
-            }
-            self.index += 1;
-        }
-        self.seen_key = true;
-        if self.overlapped_bytes > self.max_overlap {
-            self.overlapped_bytes = 0;
-            true
-        } else {
-            false
-        }
-    }
 }
 
 #[cfg(test)]
@@ -146,7 +101,7 @@ mod tests {
 
     use super::*;
     use crate::boundaries::GrandparentCutter;
-    use crate::job::TableSettings;
+    use crate::job::{JobFile, TableSettings};
     use crate::parallel::pack::plan_boundaries;
     use crate::parallel::unpack::ParsedBlock;
     use shale_format::block_builder::shared_prefix_len;
@@ -272,14 +227,14 @@ mod tests {
                 .collect();
             keys.sort_by(|a, b| compare_internal_keys(a, b));
             let mut by_key = GrandparentCutter::new(&job);
-            let mut by_index = GrandparentIndexCutter::new(&job);
+            let mut by_index = GrandparentCutter::new(&job);
             for key in &keys {
                 let passed = job
                     .grandparents
                     .partition_point(|g| compare_internal_keys(key, &g.largest).is_gt());
                 assert_eq!(
                     by_key.should_stop_before(key),
-                    by_index.should_stop_before(passed)
+                    by_index.should_stop_before_position(passed)
                 );
             }
         }
