@@ -204,6 +204,9 @@ pub struct CompactionOutput {
     pub outputs: Vec<OutputTable>,
     /// Where the time went.
     pub stats: PhaseStats,
+    /// Set when the job was meant for a device but ran on the CPU: why.
+    #[serde(default)]
+    pub fallback: Option<String>,
 }
 
 /// A file being written by an executor.

@@ -163,6 +163,7 @@ impl Executor for StreamingExecutor {
             executor: STREAMING.to_string(),
             outputs,
             stats,
+            fallback: None,
         })
     }
 }

@@ -56,6 +56,9 @@ pub struct Options {
     /// Memory the `parallel` executor may use for one job, in bytes; larger
     /// jobs are processed in key-range slices.
     pub compaction_memory_budget: usize,
+    /// `opencl` executor: jobs with more input files than this run on the
+    /// CPU (`parallel`), reported as a fallback.
+    pub opencl_max_device_files: usize,
 }
 
 impl Default for Options {
@@ -82,6 +85,7 @@ impl Default for Options {
             compaction_executor: shale_compact::parallel::PARALLEL.to_string(),
             compaction_threads: 0,
             compaction_memory_budget: shale_compact::parallel::DEFAULT_MEMORY_BUDGET,
+            opencl_max_device_files: shale_compact::opencl::DEFAULT_MAX_DEVICE_FILES,
         }
     }
 }

@@ -136,3 +136,39 @@ fn full_compaction_is_identical_with_every_executor() {
         }
     }
 }
+
+#[test]
+fn jobs_the_device_cannot_take_are_reported_as_fallbacks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let options = Options {
+        // No job fits: every compaction is placed on the CPU.
+        opencl_max_device_files: 0,
+        ..options("opencl")
+    };
+    let db = match DB::open(tmp.path().join("db"), options) {
+        Ok(db) => db,
+        Err(err) => {
+            assert!(
+                std::env::var_os("SHALE_REQUIRE_OPENCL").is_none(),
+                "OpenCL required: {err}"
+            );
+            eprintln!("skipping: {err}");
+            return;
+        }
+    };
+    for i in 0..3000u32 {
+        let key = format!("key{:06}", (i * 7919) % 3000);
+        db.put(&WriteOptions::default(), key.as_bytes(), b"value")
+            .unwrap();
+        if i % 1000 == 999 {
+            db.flush().unwrap();
+        }
+    }
+    db.compact_range(None, None).unwrap();
+    let executors = db.property("shale.executors").unwrap();
+    assert!(executors.contains("Executor parallel"), "{executors}");
+    assert!(executors.contains("fallback:"), "{executors}");
+    assert!(executors.contains("placed on the CPU"), "{executors}");
+    let log = std::fs::read_to_string(tmp.path().join("db").join("LOG")).unwrap();
+    assert!(log.contains("fallback to the parallel executor"), "{log}");
+}

@@ -295,6 +295,7 @@ impl OpenClExecutor {
                 executor: OPENCL.to_string(),
                 outputs,
                 stats,
+                fallback: None,
             })
         })();
         Ok(written)
@@ -313,11 +314,15 @@ impl Executor for OpenClExecutor {
         let gc = match placement(job, self.options.policy, &self.limits) {
             Placement::Device { gc } => gc,
             Placement::Cpu { reason } => {
+                let why = format!("placed on the CPU: {reason}");
                 self.record(|s| {
                     s.placed_on_cpu += 1;
                     s.last_placement_reason = Some(reason);
                 });
-                return self.cpu.run(job, io);
+                return self.cpu.run(job, io).map(|output| CompactionOutput {
+                    fallback: Some(why),
+                    ..output
+                });
             }
         };
         match self.run_on_device(job, io, gc) {
@@ -333,11 +338,15 @@ impl Executor for OpenClExecutor {
                     job.id
                 ))),
                 OnDeviceError::FallBack => {
+                    let why = format!("the device failed: {}", error.reason);
                     self.record(|s| {
                         s.fallbacks += 1;
                         s.last_fallback_reason = Some(error.reason);
                     });
-                    self.cpu.run(job, io)
+                    self.cpu.run(job, io).map(|output| CompactionOutput {
+                        fallback: Some(why),
+                        ..output
+                    })
                 }
             },
         }

@@ -312,6 +312,7 @@ fn run_job(
         executor: PARALLEL.to_string(),
         outputs,
         stats,
+        fallback: None,
     })
 }
 

@@ -449,6 +449,18 @@ impl DbInner {
                 .or_default();
             entry.0 += 1;
             entry.1.accumulate(&output.stats);
+            if let Some(reason) = &output.fallback {
+                state.fallbacks.0 += 1;
+                state.fallbacks.1 = Some(reason.clone());
+            }
+        }
+        if let Some(reason) = &output.fallback {
+            shale_log!(
+                self.info_log,
+                "Compaction #{}: fallback to the {} executor: {reason}",
+                job.id,
+                output.executor
+            );
         }
         shale_log!(
             self.info_log,

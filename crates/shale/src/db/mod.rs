@@ -101,6 +101,8 @@ pub(crate) struct State {
     flushing: bool,
     level_stats: [LevelStats; NUM_LEVELS],
     executor_stats: HashMap<String, (u64, PhaseStats)>,
+    /// Jobs meant for a device that ran on the CPU, and the last reason.
+    fallbacks: (u64, Option<String>),
     stalls: StallStats,
 }
 
@@ -154,6 +156,7 @@ pub const AUTO: &str = "auto";
 
 fn opencl_executor(options: &Options) -> std::result::Result<OpenClExecutor, String> {
     OpenClExecutor::new(OpenClOptions {
+        max_device_files: options.opencl_max_device_files,
         cpu_threads: options.compaction_threads,
         cpu_memory_budget: options.compaction_memory_budget,
         ..OpenClOptions::default()
@@ -249,6 +252,7 @@ impl DB {
                 flushing: false,
                 level_stats: Default::default(),
                 executor_stats: HashMap::new(),
+                fallbacks: (0, None),
                 stalls: StallStats::default(),
             }),
             versions: Mutex::new(versions),

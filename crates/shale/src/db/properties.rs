@@ -73,9 +73,14 @@ impl DbInner {
                     stalls.stop_micros as f64 / 1e6
                 );
                 out.push_str(&executor_lines(&state.executor_stats));
+                out.push_str(&fallback_line(&state.fallbacks));
                 Some(out)
             }
-            "executors" => Some(executor_lines(&state.executor_stats)),
+            "executors" => {
+                let mut out = executor_lines(&state.executor_stats);
+                out.push_str(&fallback_line(&state.fallbacks));
+                Some(out)
+            }
             "sstables" => {
                 let mut out = String::new();
                 for level in 0..NUM_LEVELS {
@@ -100,6 +105,17 @@ impl DbInner {
             }
             _ => None,
         }
+    }
+}
+
+/// `fallback: N jobs ran on the CPU (last: reason)`, or nothing.
+fn fallback_line(fallbacks: &(u64, Option<String>)) -> String {
+    match fallbacks {
+        (0, _) => String::new(),
+        (n, reason) => format!(
+            "fallback: {n} jobs meant for the device ran on the CPU (last reason: {})\n",
+            reason.as_deref().unwrap_or("unknown")
+        ),
     }
 }
 
