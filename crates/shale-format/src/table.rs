@@ -1,7 +1,6 @@
 //! Reads a table: footer, index, metaindex and filter at open; data blocks on
 //! demand, through an optional block cache. See `docs/format/table.md`.
 
-use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
@@ -469,10 +468,4 @@ impl KvIterator for TableIter {
             None => self.index.status(),
         }
     }
-}
-
-/// Compares with the table's comparator; a convenience for callers holding
-/// only the table.
-pub fn compare_keys(table: &Table, a: &[u8], b: &[u8]) -> Ordering {
-    table.inner.options.comparator.compare(a, b)
 }

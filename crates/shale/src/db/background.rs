@@ -4,7 +4,6 @@
 //! code.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -576,11 +575,6 @@ impl DbInner {
             .live_files()
             .filter(|n| !present.contains(n))
             .collect()
-    }
-
-    #[allow(dead_code, reason = "kept for symmetry with table_file_name in tools")]
-    fn table_path(&self, number: u64) -> std::path::PathBuf {
-        filename::table_file_name(Path::new(&self.dir), number)
     }
 }
 
