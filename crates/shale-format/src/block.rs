@@ -5,16 +5,18 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::coding::{decode_fixed32, decode_varint32};
 use crate::comparator::Comparator;
 use crate::error::{Error, Result};
 use crate::iterator::KvIterator;
 
 /// The decoded contents of one block (after the trailer is checked and the
-/// block decompressed). Cheap to clone.
+/// block decompressed). Cheap to clone; may share a memory-mapped file.
 #[derive(Debug, Clone)]
 pub struct Block {
-    data: Arc<[u8]>,
+    data: Bytes,
     restarts_offset: usize,
     num_restarts: usize,
 }
@@ -22,8 +24,8 @@ pub struct Block {
 impl Block {
     /// Checks the restart array of `data`. A corruption error (offsets within
     /// the block) when the block is too short or the restart count does not fit.
-    pub fn new(data: impl Into<Arc<[u8]>>) -> Result<Block> {
-        let data: Arc<[u8]> = data.into();
+    pub fn new(data: impl Into<Bytes>) -> Result<Block> {
+        let data: Bytes = data.into();
         let size = data.len();
         if size < 4 {
             return Err(Error::corruption(

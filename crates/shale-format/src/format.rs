@@ -2,7 +2,10 @@
 //! footer, and reading one block back with its checksum checked.
 //! The layout is in `docs/format/table.md`.
 
+use std::ops::Range;
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use crate::coding::{put_fixed32, put_varint64, Decoder};
 use crate::crc;
@@ -201,6 +204,13 @@ pub fn maybe_compress_owned(
 pub trait RandomAccess: Send + Sync {
     /// Fills `buf` with the bytes at `offset`; an error if fewer exist.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+
+    /// The whole source as shared, immutable bytes, when it is already in
+    /// memory (a memory-mapped file): blocks are then borrowed from it
+    /// instead of copied, as LevelDB does with its mmap reads.
+    fn mapped(&self) -> Option<&Bytes> {
+        None
+    }
 }
 
 fn read_slice_at(data: &[u8], buf: &mut [u8], offset: u64) -> std::io::Result<()> {
@@ -229,6 +239,16 @@ impl RandomAccess for Arc<[u8]> {
     }
 }
 
+impl RandomAccess for Bytes {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        read_slice_at(self, buf, offset)
+    }
+
+    fn mapped(&self) -> Option<&Bytes> {
+        Some(self)
+    }
+}
+
 impl RandomAccess for std::fs::File {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
@@ -250,20 +270,7 @@ pub fn read_block(
     handle: BlockHandle,
     verify_checksum: bool,
 ) -> Result<Vec<u8>> {
-    let end = handle
-        .offset
-        .checked_add(handle.size)
-        .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64));
-    if end.is_none_or(|end| end > file_size) {
-        return Err(Error::corruption(
-            handle.offset,
-            format!(
-                "block handle (size {}) runs past the end of the file ({file_size} bytes)",
-                handle.size
-            ),
-        )
-        .at(file, 0));
-    }
+    block_range(file, file_size, handle)?;
     let len = handle.size as usize;
     let mut buf = vec![0u8; len + BLOCK_TRAILER_LEN];
     source
@@ -285,6 +292,57 @@ pub fn decode_block(
             buf.truncate(buf.len() - BLOCK_TRAILER_LEN);
             Ok(buf)
         }
+    }
+}
+
+/// [`read_block`] without a copy when `source` is [`RandomAccess::mapped`]
+/// and the block is stored uncompressed: the result then shares the
+/// mapping. Otherwise the same as `read_block`.
+pub fn read_block_shared(
+    source: &dyn RandomAccess,
+    file: &str,
+    file_size: u64,
+    handle: BlockHandle,
+    verify_checksum: bool,
+) -> Result<Bytes> {
+    let Some(map) = source.mapped() else {
+        return read_block(source, file, file_size, handle, verify_checksum).map(Bytes::from);
+    };
+    let range = block_range(file, file_size.min(map.len() as u64), handle)?;
+    let raw = &map[range.clone()];
+    match check_and_decompress(raw, file, handle, verify_checksum)? {
+        Some(decompressed) => Ok(Bytes::from(decompressed)),
+        None => Ok(map.slice(range.start..range.end - BLOCK_TRAILER_LEN)),
+    }
+}
+
+/// Whether the block at `handle` in the mapping `map` is stored without
+/// compression (false when the handle is out of range).
+pub fn mapped_block_is_uncompressed(map: &Bytes, handle: BlockHandle) -> bool {
+    usize::try_from(handle.offset.saturating_add(handle.size))
+        .ok()
+        .and_then(|at| map.get(at))
+        .is_some_and(|&t| t == CompressionType::None as u8)
+}
+
+/// The byte range of the block at `handle` with its trailer, checked
+/// against a file of `file_size` bytes.
+fn block_range(file: &str, file_size: u64, handle: BlockHandle) -> Result<Range<usize>> {
+    let end = handle
+        .offset
+        .checked_add(handle.size)
+        .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64));
+    match end {
+        // Both fit in usize: they are at most `file_size`, which is in memory.
+        Some(end) if end <= file_size => Ok(handle.offset as usize..end as usize),
+        _ => Err(Error::corruption(
+            handle.offset,
+            format!(
+                "block handle (size {}) runs past the end of the file ({file_size} bytes)",
+                handle.size
+            ),
+        )
+        .at(file, 0)),
     }
 }
 
@@ -372,6 +430,35 @@ mod tests {
         bad[47] ^= 1;
         assert!(Footer::decode(&bad).unwrap_err().is_corruption());
         assert!(Footer::decode(&bytes[1..]).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn mapped_uncompressed_blocks_are_borrowed_and_still_checked() {
+        let contents = b"hello block".to_vec();
+        let mut file = contents.clone();
+        file.extend_from_slice(&block_trailer(&contents, CompressionType::None));
+        let size = file.len() as u64;
+        let source = Bytes::from(file);
+        let handle = BlockHandle::new(0, contents.len() as u64);
+        assert!(mapped_block_is_uncompressed(&source, handle));
+        assert!(!mapped_block_is_uncompressed(
+            &source,
+            BlockHandle::new(0, u64::MAX)
+        ));
+        let block = read_block_shared(&source, "t", size, handle, true).unwrap();
+        assert_eq!(block, contents);
+        assert_eq!(block.as_ptr(), source.as_ptr(), "borrowed, not copied");
+
+        let mut flipped = source.to_vec();
+        flipped[3] ^= 0x10;
+        let flipped = Bytes::from(flipped);
+        let err = read_block_shared(&flipped, "t", size, handle, true).unwrap_err();
+        assert!(err.is_corruption());
+        assert!(
+            read_block_shared(&source, "t", size, BlockHandle::new(1, 100), true)
+                .unwrap_err()
+                .is_corruption()
+        );
     }
 
     #[test]

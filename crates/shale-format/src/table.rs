@@ -9,7 +9,10 @@ use crate::bloom::FilterPolicy;
 use crate::comparator::Comparator;
 use crate::error::{Error, Result};
 use crate::filter_block::FilterBlockReader;
-use crate::format::{read_block, BlockHandle, Footer, RandomAccess, FOOTER_LEN};
+use crate::format::{
+    mapped_block_is_uncompressed, read_block, read_block_shared, BlockHandle, Footer, RandomAccess,
+    FOOTER_LEN,
+};
 use crate::iterator::KvIterator;
 
 /// A shared cache of decoded data blocks, keyed by (table id, block offset).
@@ -128,7 +131,7 @@ impl Table {
             .map_err(|e| Error::io(format!("reading the footer of {name}"), e))?;
         let footer = Footer::decode(&footer_bytes).map_err(|e| e.at(name, footer_offset))?;
 
-        let index_bytes = read_block(&*source, name, file_size, footer.index_handle, true)?;
+        let index_bytes = read_block_shared(&*source, name, file_size, footer.index_handle, true)?;
         let index = Block::new(index_bytes).map_err(|e| e.at(name, footer.index_handle.offset))?;
 
         let mut table = TableInner {
@@ -186,6 +189,17 @@ impl Table {
         key: &[u8],
         read: BlockReadOptions,
     ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.get_entry(key, read, |k, v| (k.to_vec(), v.to_vec()))
+    }
+
+    /// [`Table::get_with`] without copies: `found` sees the entry's key and
+    /// value in place (LevelDB's `InternalGet` callback).
+    pub fn get_entry<R>(
+        &self,
+        key: &[u8],
+        read: BlockReadOptions,
+        found: impl FnOnce(&[u8], &[u8]) -> R,
+    ) -> Result<Option<R>> {
         let mut index = self.inner.index.iter(self.inner.options.comparator.clone());
         index.seek(key);
         if !index.valid() {
@@ -202,7 +216,7 @@ impl Table {
         let mut iter = block.iter(self.inner.options.comparator.clone());
         iter.seek(key);
         if iter.valid() {
-            return Ok(Some((iter.key().to_vec(), iter.value().to_vec())));
+            return Ok(Some(found(iter.key(), iter.value())));
         }
         iter.status()
             .map_err(|e| e.at(&self.inner.name, handle.offset))?;
@@ -240,18 +254,28 @@ impl Table {
     /// Reads and decodes a data block, through the cache when there is one.
     pub fn read_data_block(&self, handle: BlockHandle, read: BlockReadOptions) -> Result<Block> {
         let inner = &self.inner;
+        let verify = inner.options.verify_checksums || read.verify_checksums;
+        // An uncompressed block of a mapped file is borrowed from the
+        // mapping; caching it would only copy what the page cache holds
+        // (LevelDB does not cache such blocks either).
+        if let Some(map) = inner.source.mapped() {
+            if mapped_block_is_uncompressed(map, handle) {
+                let bytes = read_block_shared(
+                    &*inner.source,
+                    &inner.name,
+                    inner.file_size,
+                    handle,
+                    verify,
+                )?;
+                return Block::new(bytes).map_err(|e| e.at(&inner.name, handle.offset));
+            }
+        }
         if let Some((cache, id)) = &inner.options.block_cache {
             if let Some(block) = cache.get(*id, handle.offset) {
                 return Ok(block);
             }
         }
-        let bytes = read_block(
-            &*inner.source,
-            &inner.name,
-            inner.file_size,
-            handle,
-            inner.options.verify_checksums || read.verify_checksums,
-        )?;
+        let bytes = read_block(&*inner.source, &inner.name, inner.file_size, handle, verify)?;
         let block = Block::new(bytes).map_err(|e| e.at(&inner.name, handle.offset))?;
         if let (Some((cache, id)), true) = (&inner.options.block_cache, read.fill_cache) {
             cache.insert(*id, handle.offset, block.clone());

@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use proptest::prelude::*;
-use shale_format::format::CompressionType;
+use shale_format::format::{CompressionType, RandomAccess};
 use shale_format::iterator::{collect_all, Entry, KvIterator};
 use shale_format::options::TableOptions;
 use shale_format::table::{ReadTableOptions, Table};
@@ -23,14 +24,22 @@ fn build(entries: &[(Vec<u8>, Vec<u8>)], options: &TableOptions) -> Vec<u8> {
 
 /// Reads everything a reader can reach: a full scan forwards and backwards,
 /// and point lookups of every written key.
+/// With `mapped`, the table reads from shared bytes, as from a memory map:
+/// uncompressed blocks are then borrowed rather than copied.
 fn read_everything(
     bytes: Vec<u8>,
     options: &TableOptions,
     keys: &[Vec<u8>],
+    mapped: bool,
 ) -> Result<Vec<Entry>, Error> {
     let size = bytes.len() as u64;
+    let source: Arc<dyn RandomAccess> = if mapped {
+        Arc::new(Bytes::from(bytes))
+    } else {
+        Arc::new(bytes)
+    };
     let table = Table::open(
-        Arc::new(bytes),
+        source,
         size,
         "000042.ldb",
         ReadTableOptions::from_table_options(options),
@@ -77,7 +86,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
-    fn bit_flips_are_detected(entries in entries_strategy(), snappy in any::<bool>(),
+    fn bit_flips_are_detected(entries in entries_strategy(), snappy in any::<bool>(), mapped in any::<bool>(),
                               flips in proptest::collection::vec((any::<prop::sample::Index>(), 0u8..8), 1..4)) {
         let options = TableOptions {
             block_size: 128,
@@ -90,22 +99,22 @@ proptest! {
             bytes[at] ^= 1 << bit;
         }
         let keys: Vec<Vec<u8>> = entries.iter().map(|(k, _)| k.clone()).collect();
-        check_outcome(read_everything(bytes, &options, &keys), &entries);
+        check_outcome(read_everything(bytes, &options, &keys, mapped), &entries);
     }
 
     #[test]
-    fn truncation_is_detected(entries in entries_strategy(), cut in any::<prop::sample::Index>()) {
+    fn truncation_is_detected(entries in entries_strategy(), cut in any::<prop::sample::Index>(), mapped in any::<bool>()) {
         let options = TableOptions { block_size: 128, ..TableOptions::bytewise(Some(10)) };
         let mut bytes = build(&entries, &options);
         let keep = cut.index(bytes.len());
         bytes.truncate(keep);
         let keys: Vec<Vec<u8>> = entries.iter().map(|(k, _)| k.clone()).collect();
-        let result = read_everything(bytes, &options, &keys);
+        let result = read_everything(bytes, &options, &keys, mapped);
         prop_assert!(matches!(result, Err(Error::Corruption { .. })), "{:?}", result.map(|v| v.len()));
     }
 
     #[test]
-    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600), magic in any::<bool>()) {
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600), magic in any::<bool>(), mapped in any::<bool>()) {
         let mut bytes = bytes;
         if magic && bytes.len() >= 48 {
             // Give the garbage a valid magic number so the handles get parsed.
@@ -113,7 +122,7 @@ proptest! {
             bytes[n - 8..].copy_from_slice(&0xdb47_7524_8b80_fb57u64.to_le_bytes());
         }
         let options = TableOptions::bytewise(Some(10));
-        let _ = read_everything(bytes, &options, &[b"a".to_vec()]);
+        let _ = read_everything(bytes, &options, &[b"a".to_vec()], mapped);
     }
 }
 
@@ -129,8 +138,10 @@ fn corrupt_data_block_names_file_and_offset() {
         .collect();
     let mut bytes = build(&entries, &options);
     bytes[200] ^= 0x40;
-    let err = read_everything(bytes, &options, &[]).unwrap_err();
-    let text = err.to_string();
-    assert!(text.contains("000042.ldb"), "{text}");
-    assert!(text.contains("checksum mismatch"), "{text}");
+    for mapped in [false, true] {
+        let err = read_everything(bytes.clone(), &options, &[], mapped).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("000042.ldb"), "{text}");
+        assert!(text.contains("checksum mismatch"), "{text}");
+    }
 }

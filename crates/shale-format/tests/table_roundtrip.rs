@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use proptest::prelude::*;
-use shale_format::format::CompressionType;
+use shale_format::format::{CompressionType, RandomAccess};
 use shale_format::internal_key::{InternalKey, ValueType};
 use shale_format::iterator::{collect_all, KvIterator};
 use shale_format::options::TableOptions;
@@ -22,15 +23,26 @@ fn build(entries: &[(Vec<u8>, Vec<u8>)], options: &TableOptions) -> Vec<u8> {
     bytes
 }
 
-fn open(bytes: Vec<u8>, options: &TableOptions) -> Table {
+/// With `mapped`, the table reads from shared bytes, as from a memory map:
+/// uncompressed blocks are then borrowed rather than copied.
+fn open_source(bytes: Vec<u8>, options: &TableOptions, mapped: bool) -> Table {
     let size = bytes.len() as u64;
+    let source: Arc<dyn RandomAccess> = if mapped {
+        Arc::new(Bytes::from(bytes))
+    } else {
+        Arc::new(bytes)
+    };
     Table::open(
-        Arc::new(bytes),
+        source,
         size,
         "test.ldb",
         ReadTableOptions::from_table_options(options),
     )
     .expect("valid table")
+}
+
+fn open(bytes: Vec<u8>, options: &TableOptions) -> Table {
+    open_source(bytes, options, false)
 }
 
 fn options(block_size: usize, restart_interval: usize, snappy: bool, bloom: bool) -> TableOptions {
@@ -63,10 +75,10 @@ proptest! {
 
     #[test]
     fn user_key_tables_round_trip(entries in user_entries(), block_size in prop_oneof![Just(1usize), 64usize..8192],
-                                  interval in 1usize..24, snappy in any::<bool>(), bloom in any::<bool>(),
+                                  interval in 1usize..24, snappy in any::<bool>(), bloom in any::<bool>(), mapped in any::<bool>(),
                                   probes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..20)) {
         let opts = options(block_size, interval, snappy, bloom);
-        let table = open(build(&entries, &opts), &opts);
+        let table = open_source(build(&entries, &opts), &opts, mapped);
         let mut it = table.iter();
         prop_assert_eq!(collect_all(&mut it).unwrap(), entries.clone());
 

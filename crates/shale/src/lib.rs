@@ -20,6 +20,7 @@ pub mod env;
 pub mod filename;
 pub mod memtable;
 pub mod options;
+pub mod skiplist;
 pub mod snapshot;
 pub mod table_cache;
 pub mod verify;

@@ -1,21 +1,17 @@
-//! The memtable: recent writes, sorted by internal key, in a lock-free skip
-//! list (LevelDB's `db/memtable.cc` on `crossbeam-skiplist`).
+//! The memtable: recent writes, sorted by internal key, in an insert-only
+//! arena skip list (LevelDB's `db/memtable.cc`; the list is
+//! [`crate::skiplist`]).
 //!
-//! One writer adds at a time (the write path serialises writers); any number
-//! of readers look up keys and iterate concurrently with it. Entries are
-//! never removed: a memtable is dropped as a whole once it is flushed.
+//! One writer adds at a time (the write path serialises writers; the list
+//! also locks inserts); any number of readers look up keys and iterate
+//! concurrently with it. Entries are never removed: a memtable is dropped as
+//! a whole once it is flushed.
 //!
-//! Each entry is one allocation holding the internal key followed by the
-//! value.
+//! Each entry is one arena allocation holding the node's links, the internal
+//! key and the value.
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
-use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
-use crossbeam_skiplist::map::Entry as MapEntry;
-use crossbeam_skiplist::SkipMap;
 use shale_format::comparator::compare_internal_keys;
 use shale_format::error::Error;
 use shale_format::internal_key::{
@@ -24,91 +20,10 @@ use shale_format::internal_key::{
 };
 use shale_format::iterator::KvIterator;
 
-/// Bytes counted per entry on top of its key and value: the skip-list node
-/// (key handle, reference count, a tower of about two pointers on average)
-/// and the allocator's rounding.
-const ENTRY_OVERHEAD: usize = std::mem::size_of::<EntryKey>() + 48;
+use crate::skiplist::{Position, SkipList};
 
 /// Internal keys up to this length are built on the stack for lookups.
 const STACK_KEY_LEN: usize = 128;
-
-/// An encoded internal key, ordered by [`compare_internal_keys`]: the form in
-/// which lookups reach the skip list without building an [`EntryKey`].
-#[repr(transparent)]
-struct InternalKeySlice([u8]);
-
-impl InternalKeySlice {
-    fn new(encoded: &[u8]) -> &InternalKeySlice {
-        let pointer = encoded as *const [u8] as *const InternalKeySlice;
-        // SAFETY: `InternalKeySlice` is a `repr(transparent)` wrapper around
-        // `[u8]`, so both have the same layout and pointer metadata, and the
-        // returned reference keeps the lifetime of `encoded`.
-        unsafe { &*pointer }
-    }
-}
-
-impl PartialEq for InternalKeySlice {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for InternalKeySlice {}
-
-impl PartialOrd for InternalKeySlice {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for InternalKeySlice {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare_internal_keys(&self.0, &other.0)
-    }
-}
-
-/// A skip-list key: one buffer with the internal key and then the value.
-/// Ordered by the internal key alone.
-struct EntryKey {
-    buffer: Box<[u8]>,
-    internal_key_len: usize,
-}
-
-impl EntryKey {
-    fn internal_key(&self) -> &[u8] {
-        &self.buffer[..self.internal_key_len]
-    }
-
-    fn value(&self) -> &[u8] {
-        &self.buffer[self.internal_key_len..]
-    }
-}
-
-impl Borrow<InternalKeySlice> for EntryKey {
-    fn borrow(&self) -> &InternalKeySlice {
-        InternalKeySlice::new(self.internal_key())
-    }
-}
-
-impl PartialEq for EntryKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for EntryKey {}
-
-impl PartialOrd for EntryKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for EntryKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare_internal_keys(self.internal_key(), other.internal_key())
-    }
-}
 
 /// What [`MemTable::get`] found for a user key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,8 +38,7 @@ pub enum MemGet {
 /// Recent writes, sorted by internal key. `Send + Sync`; see the module docs
 /// for the concurrency rules.
 pub struct MemTable {
-    map: SkipMap<EntryKey, ()>,
-    memory_usage: AtomicUsize,
+    list: SkipList,
 }
 
 impl std::fmt::Debug for MemTable {
@@ -146,15 +60,13 @@ impl MemTable {
     /// An empty memtable.
     pub fn new() -> MemTable {
         MemTable {
-            map: SkipMap::new(),
-            memory_usage: AtomicUsize::new(0),
+            list: SkipList::new(compare_internal_keys),
         }
     }
 
     /// Adds an entry: a value, or a tombstone (whose `value` is normally
     /// empty). REQUIRES: no entry with the same user key and sequence exists
-    /// (sequences are unique per write; a duplicate would replace the
-    /// earlier entry).
+    /// (sequences are unique per write).
     pub fn add(
         &self,
         sequence: SequenceNumber,
@@ -162,20 +74,16 @@ impl MemTable {
         user_key: &[u8],
         value: &[u8],
     ) {
-        let internal_key_len = user_key.len() + INTERNAL_KEY_TRAILER_LEN;
-        let mut buffer = Vec::with_capacity(internal_key_len + value.len());
-        append_internal_key(&mut buffer, user_key, sequence, value_type);
-        buffer.extend_from_slice(value);
-        let size = buffer.len();
-        self.map.insert(
-            EntryKey {
-                buffer: buffer.into_boxed_slice(),
-                internal_key_len,
-            },
-            (),
-        );
-        self.memory_usage
-            .fetch_add(size + ENTRY_OVERHEAD, AtomicOrdering::Relaxed);
+        let key_len = user_key.len() + INTERNAL_KEY_TRAILER_LEN;
+        // The trailer is a little-endian fixed64, as `append_internal_key`
+        // writes it.
+        let trailer = pack_sequence_and_type(sequence, value_type).to_le_bytes();
+        self.list.insert(key_len, value.len(), |entry| {
+            let (key, rest) = entry.split_at_mut(key_len);
+            key[..user_key.len()].copy_from_slice(user_key);
+            key[user_key.len()..].copy_from_slice(&trailer);
+            rest.copy_from_slice(value);
+        });
     }
 
     /// The newest entry for `user_key` with a sequence at or below
@@ -185,17 +93,14 @@ impl MemTable {
         let mut stack = [0u8; STACK_KEY_LEN];
         let mut heap = Vec::new();
         let lookup = lookup_key(user_key, snapshot, &mut stack, &mut heap);
-        let entry = self
-            .map
-            .lower_bound(Bound::Included(InternalKeySlice::new(lookup)))?;
-        let key = entry.key();
-        // Keys in the map were encoded by `add`, so they always parse.
-        let parsed = ParsedInternalKey::parse(key.internal_key()).ok()?;
+        let at = self.list.seek(lookup)?;
+        // Keys in the list were encoded by `add`, so they always parse.
+        let parsed = ParsedInternalKey::parse(self.list.key(at)).ok()?;
         if parsed.user_key != user_key {
             return None;
         }
         match parsed.value_type {
-            ValueType::Value => Some(MemGet::Value(key.value().to_vec())),
+            ValueType::Value => Some(MemGet::Value(self.list.value(at).to_vec())),
             ValueType::Deletion => Some(MemGet::Deleted),
         }
     }
@@ -203,17 +108,17 @@ impl MemTable {
     /// Bytes used by keys, values and per-entry bookkeeping, counted as
     /// entries are added. Decides when the memtable is full.
     pub fn approximate_memory_usage(&self) -> usize {
-        self.memory_usage.load(AtomicOrdering::Relaxed)
+        self.list.entry_bytes()
     }
 
     /// Number of entries (versions, not distinct user keys).
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.list.len()
     }
 
     /// True when nothing has been added.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.list.is_empty()
     }
 
     /// A cursor over internal keys and their values. It holds the memtable
@@ -252,9 +157,8 @@ fn lookup_key<'a>(
 /// A [`KvIterator`] over a memtable's internal keys and values. Holds the
 /// memtable alive; `Send`.
 pub struct MemTableIter {
-    /// The current entry. Declared before `table` so it is dropped first:
-    /// its lifetime is really that of the skip list inside `table`.
-    current: Option<MapEntry<'static, EntryKey, ()>>,
+    /// The current entry, a node of `table`'s list (valid while `table` is).
+    current: Option<Position>,
     table: Arc<MemTable>,
 }
 
@@ -267,79 +171,39 @@ impl std::fmt::Debug for MemTableIter {
     }
 }
 
-/// Extends the lifetime of an entry of the skip list of a memtable held by a
-/// [`MemTableIter`].
-///
-/// # Safety
-///
-/// `entry` must borrow `iter.table.map` of the `MemTableIter` that stores the
-/// result in its `current` field. That allocation does not move and outlives
-/// the entry: `table` is never replaced, and `current` is declared before
-/// `table`, so it is dropped first. The entry holds a reference count on its
-/// node, and a memtable never removes nodes.
-unsafe fn detach(
-    entry: Option<MapEntry<'_, EntryKey, ()>>,
-) -> Option<MapEntry<'static, EntryKey, ()>> {
-    // SAFETY: only the lifetime changes; the caller guarantees it holds.
-    entry.map(|entry| unsafe {
-        std::mem::transmute::<MapEntry<'_, EntryKey, ()>, MapEntry<'static, EntryKey, ()>>(entry)
-    })
-}
-
 impl KvIterator for MemTableIter {
     fn valid(&self) -> bool {
         self.current.is_some()
     }
 
     fn seek_to_first(&mut self) {
-        let entry = self.table.map.front();
-        // SAFETY: `entry` borrows `self.table.map`.
-        self.current = unsafe { detach(entry) };
+        self.current = self.table.list.first();
     }
 
     fn seek_to_last(&mut self) {
-        let entry = self.table.map.back();
-        // SAFETY: `entry` borrows `self.table.map`.
-        self.current = unsafe { detach(entry) };
+        self.current = self.table.list.last();
     }
 
     fn seek(&mut self, target: &[u8]) {
-        let entry = self
-            .table
-            .map
-            .lower_bound(Bound::Included(InternalKeySlice::new(target)));
-        // SAFETY: `entry` borrows `self.table.map`.
-        self.current = unsafe { detach(entry) };
+        self.current = self.table.list.seek(target);
     }
 
     fn next(&mut self) {
         debug_assert!(self.valid(), "next() on an invalid MemTableIter");
-        if let Some(entry) = &mut self.current {
-            if !entry.move_next() {
-                self.current = None;
-            }
-        }
+        self.current = self.current.and_then(|at| self.table.list.next(at));
     }
 
     fn prev(&mut self) {
         debug_assert!(self.valid(), "prev() on an invalid MemTableIter");
-        if let Some(entry) = &mut self.current {
-            if !entry.move_prev() {
-                self.current = None;
-            }
-        }
+        self.current = self.current.and_then(|at| self.table.list.prev(at));
     }
 
     fn key(&self) -> &[u8] {
-        self.current
-            .as_ref()
-            .map_or(&[], |entry| entry.key().internal_key())
+        self.current.map_or(&[], |at| self.table.list.key(at))
     }
 
     fn value(&self) -> &[u8] {
-        self.current
-            .as_ref()
-            .map_or(&[], |entry| entry.key().value())
+        self.current.map_or(&[], |at| self.table.list.value(at))
     }
 
     fn status(&self) -> Result<(), Error> {
@@ -353,8 +217,10 @@ mod tests {
     use proptest::prelude::*;
     use shale_format::internal_key::{InternalKey, MAX_SEQUENCE_NUMBER};
     use shale_format::iterator::collect_all;
+    use std::cmp::Ordering;
     use std::collections::BTreeMap;
     use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::Ordering as AtomicOrdering;
 
     fn assert_send_sync<T: Send + Sync>() {}
     fn assert_send<T: Send>() {}

@@ -46,6 +46,9 @@ pub struct Options {
     pub max_bytes_for_level_base: u64,
     /// Growth factor between levels.
     pub level_multiplier: f64,
+    /// Compact a file that reads keep searching in vain before finding the
+    /// key in a deeper file (LevelDB's seek-triggered compaction; on).
+    pub seek_compaction: bool,
     /// Threads running compactions (flushes have their own thread).
     pub max_background_compactions: usize,
     /// Executor for compactions, by name: `parallel` (data-parallel phases on
@@ -81,6 +84,7 @@ impl Default for Options {
             l0_stop_writes_trigger: 12,
             max_bytes_for_level_base: 10 << 20,
             level_multiplier: 10.0,
+            seek_compaction: true,
             max_background_compactions: 1,
             compaction_executor: shale_compact::parallel::PARALLEL.to_string(),
             compaction_threads: 0,

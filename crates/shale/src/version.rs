@@ -6,7 +6,8 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering as AtomicOrdering};
+use std::sync::{Arc, OnceLock};
 
 use shale_format::comparator::compare_internal_keys;
 use shale_format::internal_key::InternalKey;
@@ -24,7 +25,42 @@ pub struct FileMeta {
     pub smallest: InternalKey,
     /// Largest internal key.
     pub largest: InternalKey,
+    /// Reads that may still search this file in vain before it is
+    /// compacted (see [`FileMeta::charge_seek`]).
+    pub allowed_seeks: SeekBudget,
 }
+
+/// A file's remaining seek allowance. Shared by every version holding the
+/// file; not part of the file's identity (ignored by `==`).
+#[derive(Debug)]
+pub struct SeekBudget(AtomicI64);
+
+impl SeekBudget {
+    /// LevelDB's rule: one seek costs about as much as compacting 16 KiB,
+    /// and a file of `file_size` bytes is worth compacting once it has been
+    /// searched in vain that many times (at least 100).
+    pub fn for_file_size(file_size: u64) -> SeekBudget {
+        SeekBudget(AtomicI64::new(
+            i64::try_from(file_size / 16384)
+                .unwrap_or(i64::MAX)
+                .max(100),
+        ))
+    }
+}
+
+impl Clone for SeekBudget {
+    fn clone(&self) -> SeekBudget {
+        SeekBudget(AtomicI64::new(self.0.load(AtomicOrdering::Relaxed)))
+    }
+}
+
+impl PartialEq for SeekBudget {
+    fn eq(&self, _other: &SeekBudget) -> bool {
+        true
+    }
+}
+
+impl Eq for SeekBudget {}
 
 impl FileMeta {
     /// From a MANIFEST record.
@@ -34,7 +70,14 @@ impl FileMeta {
             file_size: meta.file_size,
             smallest: meta.smallest.clone(),
             largest: meta.largest.clone(),
+            allowed_seeks: SeekBudget::for_file_size(meta.file_size),
         }
+    }
+
+    /// Records a read that searched this file without an answer and went
+    /// on to another file; true when the allowance has run out.
+    pub fn charge_seek(&self) -> bool {
+        self.allowed_seeks.0.fetch_sub(1, AtomicOrdering::Relaxed) <= 1
     }
 
     /// To a MANIFEST record.
@@ -63,6 +106,10 @@ impl FileMeta {
 pub struct Version {
     /// Files of each level.
     pub files: [Vec<Arc<FileMeta>>; NUM_LEVELS],
+    /// The first file of this version whose seek allowance ran out, with
+    /// its level: the seek-triggered compaction to run when no level needs
+    /// a size compaction.
+    pub seek_compaction: OnceLock<(usize, Arc<FileMeta>)>,
 }
 
 /// Sum of file sizes.

@@ -179,3 +179,73 @@ fn iterators_honour_bounds_and_snapshots() {
     }
     assert_eq!(n, 10);
 }
+
+/// Reads that keep searching a file in vain before finding their key deeper
+/// make that file compact (LevelDB's seek compaction), and only when the
+/// option is on.
+#[test]
+fn reads_that_search_a_file_in_vain_trigger_its_compaction() {
+    for seek_compaction in [true, false] {
+        let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+        let db = DB::open(
+            "/seeks",
+            Options {
+                seek_compaction,
+                ..options(&env)
+            },
+        )
+        .unwrap();
+        let w = WriteOptions::default();
+        for key in [b"b", b"m", b"y"] {
+            db.put(&w, key, b"deep").unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        // A newer file whose key range covers "m" without holding it.
+        db.put(&w, b"a", b"shallow").unwrap();
+        db.put(&w, b"z", b"shallow").unwrap();
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        let files = |db: &DB| -> Vec<String> {
+            (0..7)
+                .map(|l| {
+                    db.property(&format!("shale.num-files-at-level{l}"))
+                        .unwrap()
+                })
+                .collect()
+        };
+        let before = files(&db);
+        assert_eq!(
+            before.iter().filter(|n| *n != "0").count(),
+            2,
+            "two levels hold files: {before:?}"
+        );
+        // The allowance of a small file is 100 seeks.
+        for _ in 0..100 {
+            assert_eq!(
+                db.get(&ReadOptions::new(), b"m").unwrap().as_deref(),
+                Some(&b"deep"[..])
+            );
+        }
+        db.wait_for_compactions().unwrap();
+        let after = files(&db);
+        if seek_compaction {
+            assert_eq!(
+                after.iter().filter(|n| *n != "0").count(),
+                1,
+                "the shallow file was compacted into the deep one: {before:?} -> {after:?}"
+            );
+        } else {
+            assert_eq!(after, before);
+        }
+        for (key, value) in [
+            (b"a", b"shallow" as &[u8]),
+            (b"m", b"deep"),
+            (b"z", b"shallow"),
+        ] {
+            assert_eq!(
+                db.get(&ReadOptions::new(), key).unwrap().as_deref(),
+                Some(value)
+            );
+        }
+    }
+}

@@ -60,6 +60,13 @@ pub struct BenchArgs {
           default_value = "false", default_missing_value = "true",
           value_parser = BoolishValueParser::new())]
     pub histogram: bool,
+    /// Check the CRC of every block a read benchmark reads (0 or 1). Off,
+    /// as in db_bench (whose reads use LevelDB's default `ReadOptions`), so
+    /// the two compare the same work; the engine's own default is on.
+    #[arg(long = "verify_checksums", value_name = "0|1", num_args = 0..=1, require_equals = true,
+          default_value = "false", default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    pub verify_checksums: bool,
     /// Database directory (default: a temporary directory, removed at the
     /// end).
     #[arg(long = "db", value_name = "DIR")]

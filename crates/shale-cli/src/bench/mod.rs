@@ -241,6 +241,7 @@ fn run_benchmarks(
             key_format: plan.key_format,
             compression_ratio: args.compression_ratio,
             read_percent: args.readwritepercent,
+            verify_checksums: args.verify_checksums,
             threads,
             threads_done: AtomicUsize::new(0),
             user_bytes: AtomicU64::new(0),

@@ -151,6 +151,8 @@ pub struct Context<'a> {
     pub compression_ratio: f64,
     /// `--readwritepercent`.
     pub read_percent: u32,
+    /// `--verify_checksums`.
+    pub verify_checksums: bool,
     /// Threads running this benchmark.
     pub threads: usize,
     /// Threads that have finished (for `readwhilewriting`'s writer).
@@ -158,6 +160,15 @@ pub struct Context<'a> {
     /// Bytes of user data written (keys and values), for write
     /// amplification.
     pub user_bytes: AtomicU64,
+}
+
+impl Context<'_> {
+    /// The options of every read.
+    fn read_options(&self) -> ReadOptions {
+        let mut options = ReadOptions::new();
+        options.verify_checksums = self.verify_checksums;
+        options
+    }
 }
 
 /// One thread's state.
@@ -248,7 +259,7 @@ fn write(context: &Context<'_>, thread: &mut ThreadState, sequential: bool) -> O
 }
 
 fn read_random(context: &Context<'_>, thread: &mut ThreadState) -> Outcome {
-    let options = ReadOptions::new();
+    let options = context.read_options();
     let mut key = Vec::with_capacity(context.key_format.key_size);
     let mut found = 0u64;
     for _ in 0..context.reads {
@@ -271,7 +282,7 @@ fn read_random(context: &Context<'_>, thread: &mut ThreadState) -> Outcome {
 }
 
 fn read_missing(context: &Context<'_>, thread: &mut ThreadState) -> Outcome {
-    let options = ReadOptions::new();
+    let options = context.read_options();
     let mut key = Vec::with_capacity(context.key_format.key_size);
     for _ in 0..context.reads {
         let k = thread.rand.uniform(context.key_space);
@@ -287,7 +298,7 @@ fn read_missing(context: &Context<'_>, thread: &mut ThreadState) -> Outcome {
 }
 
 fn read_hot(context: &Context<'_>, thread: &mut ThreadState) -> Outcome {
-    let options = ReadOptions::new();
+    let options = context.read_options();
     let range = context.key_space.div_ceil(100);
     let mut key = Vec::with_capacity(context.key_format.key_size);
     for _ in 0..context.reads {
@@ -305,7 +316,7 @@ fn read_hot(context: &Context<'_>, thread: &mut ThreadState) -> Outcome {
 fn read_sequential(context: &Context<'_>, thread: &mut ThreadState, forward: bool) -> Outcome {
     let mut iter = context
         .db
-        .iter(&ReadOptions::new())
+        .iter(&context.read_options())
         .map_err(|e| format!("iterator error: {e}"))?;
     if forward {
         iter.seek_to_first();
@@ -330,7 +341,7 @@ fn read_sequential(context: &Context<'_>, thread: &mut ThreadState, forward: boo
 }
 
 fn seek_random(context: &Context<'_>, thread: &mut ThreadState) -> Outcome {
-    let options = ReadOptions::new();
+    let options = context.read_options();
     let mut key = Vec::with_capacity(context.key_format.key_size);
     let mut found = 0u64;
     for _ in 0..context.reads {
@@ -401,7 +412,7 @@ fn delete(context: &Context<'_>, thread: &mut ThreadState, sequential: bool) -> 
 }
 
 fn read_random_write_random(context: &Context<'_>, thread: &mut ThreadState) -> Outcome {
-    let read_options = ReadOptions::new();
+    let read_options = context.read_options();
     let write_options = WriteOptions { sync: context.sync };
     let mut values = ValueGenerator::new(context.compression_ratio);
     let mut key = Vec::with_capacity(context.key_format.key_size);
@@ -535,6 +546,7 @@ mod tests {
             reads: num,
             value_size: 100,
             sync: false,
+            verify_checksums: true,
             key_format: KeyFormat::new(16),
             compression_ratio: 0.5,
             read_percent: 90,
@@ -566,7 +578,7 @@ mod tests {
         assert_eq!(t.stats.done(), 500);
         assert_eq!(context.user_bytes.load(Ordering::Relaxed), 500 * 116);
         assert_eq!(
-            db.get(&ReadOptions::new(), b"0000000000000499")
+            db.get(&context.read_options(), b"0000000000000499")
                 .unwrap()
                 .unwrap()
                 .len(),
@@ -591,7 +603,8 @@ mod tests {
         let mut t = thread();
         run_thread(Benchmark::DeleteSeq, &context, &mut t).unwrap();
         assert_eq!(
-            db.get(&ReadOptions::new(), b"0000000000000000").unwrap(),
+            db.get(&context.read_options(), b"0000000000000000")
+                .unwrap(),
             None
         );
     }

@@ -24,8 +24,20 @@ pub enum PickReason {
         /// The score that triggered it.
         score: f64,
     },
+    /// Reads kept searching a file in vain (LevelDB's seek compaction).
+    Seek,
     /// Asked for by `compact_range`.
     Manual,
+}
+
+impl std::fmt::Display for PickReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PickReason::Size { score } => write!(f, "size, score {score:.2}"),
+            PickReason::Seek => f.write_str("seek"),
+            PickReason::Manual => f.write_str("manual"),
+        }
+    }
 }
 
 /// A chosen compaction: inputs at `level` and `level + 1`.
@@ -186,9 +198,35 @@ impl CompactionPlan {
     }
 }
 
-/// The size compaction to run next, if any level scores >= 1 and a plan for
-/// it does not conflict with `running`. Levels are tried by descending score.
+/// The compaction to run next: a size compaction when a level scores >= 1
+/// (levels tried by descending score), else the version's seek compaction;
+/// never one that conflicts with `running`.
 pub fn pick_compaction(
+    version: &Version,
+    options: &Options,
+    compact_pointers: &[Vec<u8>; NUM_LEVELS],
+    running: &[RunningCompaction],
+) -> Option<CompactionPlan> {
+    if let Some(plan) = pick_size_compaction(version, options, compact_pointers, running) {
+        return Some(plan);
+    }
+    let (level, file) = version.seek_compaction.get()?;
+    if level + 1 >= NUM_LEVELS {
+        return None;
+    }
+    let mut first = vec![file.clone()];
+    if *level == 0 {
+        let (smallest, largest) = user_range(&first);
+        first = version.overlapping_inputs(0, Some(&smallest), Some(&largest));
+    }
+    let plan = setup_other_inputs(version, options, *level, first, PickReason::Seek);
+    running
+        .iter()
+        .all(|r| !plan.conflicts_with(r))
+        .then_some(plan)
+}
+
+fn pick_size_compaction(
     version: &Version,
     options: &Options,
     compact_pointers: &[Vec<u8>; NUM_LEVELS],
@@ -438,6 +476,32 @@ mod tests {
         assert!(numbers(&plan.inputs[0]).len() >= 3);
         assert_eq!(numbers(&plan.inputs[1]), vec![5, 6]);
         assert!(!plan.is_trivial_move(&options));
+    }
+
+    #[test]
+    fn a_file_out_of_seeks_is_compacted_when_no_level_needs_it() {
+        let options = Options::default();
+        let v = version(&[
+            (1, 5, "a", "f", 100),
+            (1, 6, "g", "k", 100),
+            (2, 7, "b", "c", 100),
+            (2, 8, "d", "e", 100),
+            (2, 9, "h", "i", 100),
+        ]);
+        assert!(pick_compaction(&v, &options, &Default::default(), &[]).is_none());
+        let file = v.files[1][0].clone();
+        // The allowance is at least 100 seeks; only the last one reports.
+        let charged: Vec<bool> = (0..100).map(|_| file.charge_seek()).collect();
+        assert_eq!(charged.iter().filter(|&&out| out).count(), 1);
+        assert!(charged[99]);
+        v.seek_compaction.set((1, file)).unwrap();
+        let plan = pick_compaction(&v, &options, &Default::default(), &[]).unwrap();
+        assert_eq!(plan.reason, PickReason::Seek);
+        assert_eq!(plan.level, 1);
+        assert_eq!(numbers(&plan.inputs[0]), vec![5]);
+        assert_eq!(numbers(&plan.inputs[1]), vec![7, 8]);
+        // Not while a conflicting compaction runs.
+        assert!(pick_compaction(&v, &options, &Default::default(), &[plan.running()]).is_none());
     }
 
     #[test]

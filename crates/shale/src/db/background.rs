@@ -377,8 +377,9 @@ impl DbInner {
         };
         shale_log!(
             self.info_log,
-            "Compaction #{}: {}@{} + {}@{} files, {} bytes, executor {}",
+            "Compaction #{} ({}): {}@{} + {}@{} files, {} bytes, executor {}",
             job.id,
+            plan.reason,
             plan.inputs[0].len(),
             level,
             plan.inputs[1].len(),

@@ -43,7 +43,7 @@ use crate::memtable::{MemGet, MemTable};
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::table_cache::{SharedBlockCache, TableCache};
-use crate::version::Version;
+use crate::version::{FileMeta, Version};
 use crate::version_set::VersionSet;
 
 pub use properties::LevelStats;
@@ -465,44 +465,77 @@ impl DbInner {
         sequence: SequenceNumber,
     ) -> Result<Option<Vec<u8>>> {
         let lookup = InternalKey::new(user_key, sequence, ValueType::VALUE_FOR_SEEK);
-        for level in 0..NUM_LEVELS {
-            let candidates: Vec<_> = if level == 0 {
-                let mut overlapping: Vec<_> = version.files[0]
-                    .iter()
-                    .filter(|f| {
-                        f.smallest.user_key() <= user_key && user_key <= f.largest.user_key()
-                    })
-                    .cloned()
-                    .collect();
-                // Newest first: a newer file's entry hides an older one's.
-                overlapping.sort_by_key(|f| std::cmp::Reverse(f.number));
-                overlapping
+        let read = block_read_options(options);
+        // The first file searched, charged a seek when the search goes on
+        // to a second file (LevelDB's `GetStats`).
+        let mut first_searched: Option<(usize, Arc<FileMeta>)> = None;
+        let mut searched_more = false;
+        // `Some(answer)` when `file` decides the key: a value or a deletion.
+        let mut search = |level: usize, file: &Arc<FileMeta>| {
+            if first_searched.is_none() {
+                first_searched = Some((level, file.clone()));
             } else {
+                searched_more = true;
+            }
+            let table = self.table_cache.table(file.number, file.file_size)?;
+            let found = table.get_entry(lookup.encoded(), read, |found_key, value| {
+                match ParsedInternalKey::parse(found_key) {
+                    Ok(parsed) if parsed.user_key != user_key => Ok(None),
+                    Ok(parsed) => Ok(Some(match parsed.value_type {
+                        ValueType::Value => Some(value.to_vec()),
+                        ValueType::Deletion => None,
+                    })),
+                    Err(err) => Err(err.at(table.name(), 0)),
+                }
+            })?;
+            Ok::<_, Error>(found.transpose()?.flatten())
+        };
+        let answer = (|| {
+            // L0 files may overlap: search those that hold the key, newest
+            // first, since a newer file's entry hides an older one's.
+            let mut overlapping: Vec<&Arc<FileMeta>> = version.files[0]
+                .iter()
+                .filter(|f| f.smallest.user_key() <= user_key && user_key <= f.largest.user_key())
+                .collect();
+            overlapping.sort_unstable_by_key(|f| std::cmp::Reverse(f.number));
+            for file in overlapping {
+                if let Some(answer) = search(0, file)? {
+                    return Ok(answer);
+                }
+            }
+            // Deeper levels are sorted and disjoint: at most one file each.
+            for level in 1..NUM_LEVELS {
                 let index = version.find_file(level, lookup.encoded());
-                version.files[level]
+                if let Some(file) = version.files[level]
                     .get(index)
                     .filter(|f| f.smallest.user_key() <= user_key)
-                    .cloned()
-                    .into_iter()
-                    .collect()
-            };
-            for file in candidates {
-                let table = self.table_cache.table(file.number, file.file_size)?;
-                if let Some((found_key, value)) =
-                    table.get_with(lookup.encoded(), block_read_options(options))?
                 {
-                    let parsed =
-                        ParsedInternalKey::parse(&found_key).map_err(|e| e.at(table.name(), 0))?;
-                    if parsed.user_key == user_key {
-                        return Ok(match parsed.value_type {
-                            ValueType::Value => Some(value),
-                            ValueType::Deletion => None,
-                        });
+                    if let Some(answer) = search(level, file)? {
+                        return Ok(answer);
                     }
                 }
             }
+            Ok(None)
+        })();
+        if let (Some((level, file)), true) = (first_searched, searched_more) {
+            self.charge_seek(version, level, &file);
         }
-        Ok(None)
+        answer
+    }
+
+    /// Charges `file` (at `level` of `version`) a seek that found nothing;
+    /// when its allowance runs out it becomes the version's seek compaction.
+    fn charge_seek(&self, version: &Version, level: usize, file: &Arc<FileMeta>) {
+        if !self.options.seek_compaction
+            || !file.charge_seek()
+            || version.seek_compaction.get().is_some()
+            || version.seek_compaction.set((level, file.clone())).is_err()
+        {
+            return;
+        }
+        let mut state = self.lock_state();
+        state.work_epoch += 1;
+        self.work_cv.notify_all();
     }
 
     /// The merged internal iterator over memtables and tables of `version`.

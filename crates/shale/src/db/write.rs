@@ -86,16 +86,22 @@ impl DbInner {
             }
         }
         // Hand the result to every writer in the group.
+        let mut served_others = false;
         while let Some(writer) = state.writers.pop_front() {
             state.pending_writes.remove(&writer);
             if writer != id {
                 state.finished_writes.insert(writer, result.clone());
+                served_others = true;
             }
             if writer == last_id {
                 break;
             }
         }
-        self.done_cv.notify_all();
+        // Wake the writers served and the next leader; a lone writer skips
+        // the wake-up (a system call on every write otherwise).
+        if served_others || !state.writers.is_empty() {
+            self.done_cv.notify_all();
+        }
         result
     }
 

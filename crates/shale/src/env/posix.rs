@@ -9,6 +9,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use bytes::Bytes;
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
@@ -34,22 +35,17 @@ const WRITE_BUFFER_SIZE: usize = 64 * 1024;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PosixEnv;
 
-/// A read-only memory map of a file.
-struct MappedFile(memmap2::Mmap);
+/// A read-only memory map of a file, shared as [`Bytes`] so that blocks can
+/// borrow from it.
+struct MappedFile(Bytes);
 
 impl RandomAccess for MappedFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
-        match start
-            .checked_add(buf.len())
-            .and_then(|end| self.0.get(start..end))
-        {
-            Some(src) => {
-                buf.copy_from_slice(src);
-                Ok(())
-            }
-            None => Err(std::io::ErrorKind::UnexpectedEof.into()),
-        }
+        self.0.read_exact_at(buf, offset)
+    }
+
+    fn mapped(&self) -> Option<&Bytes> {
+        Some(&self.0)
     }
 }
 
@@ -194,7 +190,7 @@ impl Env for PosixEnv {
             // truncates or rewrites a file after opening it for random
             // access (tables are immutable once written).
             if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
-                return Ok(Arc::new(MappedFile(map)));
+                return Ok(Arc::new(MappedFile(Bytes::from_owner(map))));
             }
         }
         Ok(Arc::new(file))
