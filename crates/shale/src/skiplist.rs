@@ -311,20 +311,9 @@ impl SkipList {
 
     /// The entry before `at` (by a search: nodes have no back links).
     pub fn prev(&self, at: Position) -> Option<Position> {
-        let key = self.key(at);
-        let mut x = self.head.as_ptr() as *const Node;
-        let mut level = self.max_height.load(AtomicOrdering::Relaxed) - 1;
-        loop {
-            // SAFETY: `x` is the head or a node at least `level + 1` tall.
-            let next = unsafe { Node::link(x, level).load(AtomicOrdering::Acquire) };
-            if !next.is_null() && (self.order)(self.node_key(next), key) == Ordering::Less {
-                x = next;
-            } else if level == 0 {
-                return self.position_unless_head(x);
-            } else {
-                level -= 1;
-            }
-        }
+        let mut before = [self.head.as_ptr() as *const Node; MAX_HEIGHT];
+        self.find_greater_or_equal(self.key(at), Some(&mut before));
+        self.position_unless_head(before[0])
     }
 
     /// The key of the entry at `at`.

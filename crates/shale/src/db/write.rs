@@ -261,9 +261,12 @@ fn append_to_wal(
 /// numbers from the batch's. The batch is checked completely first so a
 /// damaged batch is never half applied.
 pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<()> {
-    let ops = batch.iter().collect::<Result<Vec<BatchOp<'_>>>>()?;
-    for (sequence, op) in (batch.sequence()..).zip(ops) {
-        match op {
+    // Two passes rather than collecting the records: no allocation per write.
+    for op in batch.iter() {
+        op?;
+    }
+    for (sequence, op) in (batch.sequence()..).zip(batch.iter()) {
+        match op? {
             BatchOp::Put { key, value } => mem.add(sequence, ValueType::Value, key, value),
             BatchOp::Delete { key } => mem.add(sequence, ValueType::Deletion, key, b""),
         }
