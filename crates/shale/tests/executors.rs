@@ -172,3 +172,55 @@ fn jobs_the_device_cannot_take_are_reported_as_fallbacks() {
     let log = std::fs::read_to_string(tmp.path().join("db").join("LOG")).unwrap();
     assert!(log.contains("fallback to the parallel executor"), "{log}");
 }
+
+#[test]
+fn opencl_options_reach_the_executor_and_its_times_reach_the_stats() {
+    let tmp = tempfile::tempdir().unwrap();
+    let options = Options {
+        opencl_placement: shale::shale_compact::opencl::PlacementPolicy::CCompaction,
+        opencl_memory_budget: Some(256 << 20),
+        ..options("opencl")
+    };
+    let db = match DB::open(tmp.path().join("db"), options) {
+        Ok(db) => db,
+        Err(err) => {
+            assert!(
+                std::env::var_os("SHALE_REQUIRE_OPENCL").is_none(),
+                "OpenCL required: {err}"
+            );
+            eprintln!("skipping: {err}");
+            return;
+        }
+    };
+    for i in 0..3000u32 {
+        let key = format!("key{:06}", (i * 7919) % 3000);
+        db.put(&WriteOptions::default(), key.as_bytes(), b"value")
+            .unwrap();
+        if i % 1000 == 999 {
+            db.flush().unwrap();
+        }
+    }
+    db.compact_range(None, None).unwrap();
+    let stats = db.property("shale.stats").unwrap();
+    assert!(stats.contains("Executor opencl:"), "{stats}");
+    assert!(!stats.contains("fallback:"), "{stats}");
+    // C-Compaction: gc on the host, so no gc_keep kernel ran.
+    assert!(!stats.contains("  gc_keep:"), "{stats}");
+    for kernel in ["unpack_parse", "rank_merge", "encode_groups", "bloom_set"] {
+        assert!(
+            stats.contains(&format!("  {kernel}: ")),
+            "{kernel}: {stats}"
+        );
+    }
+    assert!(stats.contains("  pipeline: stages busy"), "{stats}");
+    assert_eq!(
+        db.property("shale.executors")
+            .map(|e| e.contains("  rank_merge: ")),
+        Some(true)
+    );
+    let value = db
+        .get(&ReadOptions::default(), b"key001234")
+        .unwrap()
+        .unwrap();
+    assert_eq!(value, b"value");
+}

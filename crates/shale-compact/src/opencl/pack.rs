@@ -11,10 +11,21 @@
 //! | Bloom filters: byte vector, then folded into bits (Algorithm 2) | device: `bloom_set`, `bloom_fold` |
 //! | index block, filter block layout, metaindex, footer, block trailers (CRC32C) | host: `TableAssembler`, as every executor |
 //!
+//! The encoded blocks come back on the transfer queue while the device
+//! gathers the blocks' first and last keys on the compute queue.
+//!
+//! Per slice only finished files are packed; the blocks of the file still
+//! open at the end of a slice (and the entries of its unfinished block, as
+//! one more block) come back uncompressed and are carried into the next
+//! slice, where they are packed again together with that slice's entries:
+//! block and file boundaries are then decided from the open file's first
+//! entry, exactly as one pass over the whole job decides them.
+//!
 //! The device has a `block_checksum` kernel for output trailers, tested
-//! against `block_checksum`, but the pipeline does not use it yet:
-//! `TableAssembler::write_data_block` computes the trailer itself, so a
-//! device CRC would be computed twice.
+//! against `block_checksum`, but the pipeline does not use it:
+//! `TableAssembler::write_data_block` computes the trailer of the block as
+//! stored (compressed by the host or not), so a device CRC of the
+//! uncompressed block would not be the one written.
 
 use std::ops::Range;
 
@@ -29,7 +40,7 @@ use super::device::DeviceError;
 use super::pipeline::DeviceEntries;
 use super::session::{mem, Arg, Session};
 use crate::job::CompactionJob;
-use crate::parallel::pack::ScanState;
+use crate::parallel::pack::{PlannedFile, ScanState};
 use crate::parallel::plan::{plan_boundaries_from_sizes, EntrySize};
 
 /// A finished table, in memory, before it has a file number.
@@ -98,13 +109,27 @@ pub(crate) fn group_layout(
     layout
 }
 
-/// Packs the kept entries into finished files.
+/// What packing one slice produced.
+#[derive(Debug, Default)]
+pub(crate) struct PackedSlice {
+    /// Finished files, in key order.
+    pub(crate) files: Vec<AssembledFile>,
+    /// The file still open: its blocks' uncompressed contents, for the next
+    /// slice (empty after the last slice).
+    pub(crate) open_blocks: Vec<Vec<u8>>,
+    /// Entries in `open_blocks`.
+    pub(crate) open_entries: usize,
+}
+
+/// Packs the kept entries of a slice into finished files; the open file's
+/// entries come back as blocks for the next slice unless `last`.
 pub(crate) fn pack_on_device(
     session: &mut Session<'_>,
     pool: &rayon::ThreadPool,
     job: &CompactionJob,
     entries: &DeviceEntries,
-) -> Result<Vec<AssembledFile>, DeviceError> {
+    last: bool,
+) -> Result<PackedSlice, DeviceError> {
     let m = entries.kept_count;
     let sizes = session.alloc::<u32>("kept sizes", 3 * m)?;
     session.launch(
@@ -137,12 +162,30 @@ pub(crate) fn pack_on_device(
         file_open: false,
         raw_data_bytes: 0,
     };
-    let (planned, _) =
-        plan_boundaries_from_sizes(&host_sizes, &entries.stops, &mut state, job, true);
-    let block_ranges: Vec<Range<usize>> = planned
+    let (planned, unfinished_block) =
+        plan_boundaries_from_sizes(&host_sizes, &entries.stops, &mut state, job, last);
+    // Finished files first; only the last planned file may still be open.
+    let finished: Vec<&PlannedFile> = planned.iter().filter(|f| f.finish).collect();
+    let mut block_ranges: Vec<Range<usize>> = finished
         .iter()
         .flat_map(|f| f.blocks.iter().cloned())
         .collect();
+    let finished_blocks = block_ranges.len();
+    let finished_entries = block_ranges.last().map_or(0, |b| b.end);
+    block_ranges.extend(
+        planned
+            .iter()
+            .filter(|f| !f.finish)
+            .flat_map(|f| f.blocks.iter().cloned()),
+    );
+    if !unfinished_block.is_empty() {
+        block_ranges.push(unfinished_block);
+    }
+    if block_ranges.last().map_or(0, |b| b.end) != m {
+        return Err(DeviceError::new(
+            "the boundary plan does not cover every kept entry",
+        ));
+    }
     let layout = group_layout(&host_sizes, &block_ranges, job.table.block_restart_interval);
     let out_len = layout.blocks.last().map_or(0, |b| b.end);
     if out_len > u32::MAX as usize {
@@ -169,7 +212,7 @@ pub(crate) fn pack_on_device(
         &[
             mem(&entries.keys),
             mem(&entries.key_offset),
-            mem(&entries.data),
+            mem(&entries.data.buffer),
             mem(&entries.value_offset),
             mem(&entries.kept),
             mem(&sizes),
@@ -182,14 +225,15 @@ pub(crate) fn pack_on_device(
             mem(&out),
         ],
     )?;
-    let encoded = session.download("output blocks", &out, out_len)?;
-    drop(out);
+    // The blocks come back on the transfer queue while the device gathers
+    // the boundary keys.
+    let encoded = session.download_async("output blocks", &out, out_len, &[])?;
 
-    // The first and last key of every block.
-    let mut which = Vec::with_capacity(2 * block_ranges.len());
-    let mut key_at = Vec::with_capacity(2 * block_ranges.len() + 1);
+    // The first and last key of every finished block.
+    let mut which = Vec::with_capacity(2 * finished_blocks);
+    let mut key_at = Vec::with_capacity(2 * finished_blocks + 1);
     let mut key_bytes = 0usize;
-    for range in &block_ranges {
+    for range in &block_ranges[..finished_blocks] {
         for j in [range.start, range.end - 1] {
             which.push(j as u32);
             key_at.push(key_bytes);
@@ -219,12 +263,25 @@ pub(crate) fn pack_on_device(
     )?;
     let gathered = session.download("boundary keys", &gathered, key_bytes)?;
     let boundary_key = |w: usize| &gathered[key_at[w]..key_at[w + 1]];
+    let encoded = session.finish_download(encoded)?;
+    drop(out);
+    let open_blocks: Vec<Vec<u8>> = layout.blocks[finished_blocks..]
+        .iter()
+        .map(|range| encoded[range.clone()].to_vec())
+        .collect();
+    let open_entries = m - finished_entries;
+    if finished_blocks == 0 {
+        return Ok(PackedSlice {
+            files: Vec::new(),
+            open_blocks,
+            open_entries,
+        });
+    }
 
     // Snappy on the host, block by block in parallel.
     let compression = job.table.table_options().compression;
     let compressed: Vec<(Vec<u8>, CompressionType)> = pool.install(|| {
-        layout
-            .blocks
+        layout.blocks[..finished_blocks]
             .par_iter()
             .map(|range| maybe_compress_owned(encoded[range.clone()].to_vec(), compression))
             .collect()
@@ -232,9 +289,9 @@ pub(crate) fn pack_on_device(
     drop(encoded);
 
     // Files: their blocks (indices into block_ranges) and filter plans.
-    let mut file_blocks = Vec::with_capacity(planned.len());
+    let mut file_blocks = Vec::with_capacity(finished.len());
     let mut next_block = 0;
-    for file in &planned {
+    for file in &finished {
         file_blocks.push(next_block..next_block + file.blocks.len());
         next_block += file.blocks.len();
     }
@@ -245,6 +302,7 @@ pub(crate) fn pack_on_device(
             &block_ranges,
             &compressed,
             &file_blocks,
+            finished_entries,
             bits_per_key,
         )?),
         None => None,
@@ -286,7 +344,11 @@ pub(crate) fn pack_on_device(
             })
             .collect::<Result<_, _>>()
     })?;
-    Ok(files)
+    Ok(PackedSlice {
+        files,
+        open_blocks,
+        open_entries,
+    })
 }
 
 /// Builds every filter of every file on the device: per file, the filters
@@ -298,6 +360,7 @@ fn bloom_on_device(
     block_ranges: &[Range<usize>],
     compressed: &[(Vec<u8>, CompressionType)],
     file_blocks: &[Range<usize>],
+    finished_entries: usize,
     bits_per_key: u32,
 ) -> Result<Vec<Vec<Vec<u8>>>, DeviceError> {
     let probes = probes_for_bits_per_key(bits_per_key);
@@ -335,8 +398,9 @@ fn bloom_on_device(
         plans.push(file_plan);
     }
     let filters = filter_first.len();
-    // Filters cover the kept entries one after another: close the list.
-    filter_first.push(entries.kept_count as u32);
+    // Filters cover the finished files' entries one after another: close
+    // the list there (the open file's entries get no filter yet).
+    filter_first.push(finished_entries as u32);
     if out_bytes.saturating_mul(8) > u32::MAX as usize {
         return Err(DeviceError::new("Bloom filters past 32-bit offsets"));
     }
@@ -346,9 +410,9 @@ fn bloom_on_device(
     let byte_vector = session.alloc_zeroed::<u8>("the Bloom byte vector", out_bytes * 8)?;
     session.launch(
         "bloom_set",
-        entries.kept_count,
+        finished_entries,
         None,
-        entries.kept_count as u64 * u64::from(probes),
+        finished_entries as u64 * u64::from(probes),
         &[
             mem(&entries.keys),
             mem(&entries.key_offset),

@@ -121,6 +121,18 @@ impl JobIo for EngineJobIo<'_> {
         let file = self.inner.options.env.new_writable_file(&path)?;
         Ok((number, Box::new(TableSink { file, path })))
     }
+
+    fn discard_output(&self, number: u64) -> Result<()> {
+        self.created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|&n| n != number);
+        self.inner.lock_state().pending_outputs.remove(&number);
+        self.inner
+            .options
+            .env
+            .remove_file(&filename::table_file_name(&self.inner.dir, number))
+    }
 }
 
 impl EngineJobIo<'_> {
