@@ -152,6 +152,17 @@ pub struct DbFlags {
         allow_negative_numbers = true
     )]
     pub opencl_max_device_files: Option<usize>,
+    /// Compactions read and write tables with O_DIRECT (the file system
+    /// must support it; tmpfs before Linux 6.6 does not). `shale bench --direct_io=1` sets it.
+    #[arg(
+        long = "use_direct_io_for_compaction",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub direct_io_for_compaction: Option<bool>,
     /// Create the database when it does not exist (default: true for put
     /// and load, false otherwise). `--create_if_missing` alone means true.
     #[arg(
@@ -246,6 +257,9 @@ impl DbFlags {
         }
         if let Some(n) = self.opencl_max_device_files {
             options.opencl_max_device_files = n;
+        }
+        if let Some(direct) = self.direct_io_for_compaction {
+            options.direct_io_for_compaction = direct;
         }
         if let Some(create) = self.create_if_missing {
             options.create_if_missing = create;
@@ -375,6 +389,13 @@ mod tests {
             .to_options()
             .unwrap();
         assert_eq!(o.opencl_placement, PlacementPolicy::CCompaction);
+        assert!(!o.direct_io_for_compaction);
+        let o = parse(&["--use_direct_io_for_compaction"])
+            .unwrap()
+            .to_options()
+            .unwrap();
+        assert!(o.direct_io_for_compaction);
+        assert!(parse(&["--use_direct_io_for_compaction=maybe"]).is_err());
 
         let error = parse(&["--opencl_placement=gpu-only"])
             .unwrap_err()

@@ -72,6 +72,13 @@ pub struct Options {
     /// `opencl` executor: device memory one job may use, in bytes (`None`:
     /// half the device's global memory). Larger jobs run on the CPU.
     pub opencl_memory_budget: Option<u64>,
+    /// Compactions read their input tables and write their output tables
+    /// with direct I/O (`O_DIRECT`), bypassing the page cache; off by
+    /// default. Flushes, the WAL and user reads are unchanged. The Env must
+    /// support it (`PosixEnv` does) and the file system must take
+    /// `O_DIRECT` (tmpfs before Linux 6.6 does not): `DB::open` checks both and fails with
+    /// `NotSupported` otherwise.
+    pub direct_io_for_compaction: bool,
 }
 
 impl Default for Options {
@@ -102,6 +109,7 @@ impl Default for Options {
             opencl_placement: PlacementPolicy::default(),
             opencl_device: DeviceSelector::default(),
             opencl_memory_budget: None,
+            direct_io_for_compaction: false,
         }
     }
 }

@@ -216,6 +216,10 @@ impl DB {
                 dir.display()
             )));
         }
+        if options.direct_io_for_compaction {
+            // Now rather than at the first compaction.
+            env.check_direct_io(&dir)?;
+        }
         let lock = env
             .lock_file(&filename::lock_file_name(&dir))
             .map_err(|e| match e {
