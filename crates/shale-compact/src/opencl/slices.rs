@@ -190,9 +190,11 @@ impl SlicePlanner {
         let mut remaining: Vec<(&[u8], u64)> = Vec::new();
         for run in &self.runs {
             if let Some(leftover) = &run.leftover {
-                // Its keys sort before the run's next block: the next
-                // block's index key bounds them too.
-                if let Some(&(t, b)) = run.blocks.get(run.next) {
+                // Its keys sort before the run's next block, so the next
+                // block's index key bounds them; with no next block, the
+                // run's last index key (its largest key) does.
+                let bound = run.blocks.get(run.next).or(run.blocks.last());
+                if let Some(&(t, b)) = bound {
                     remaining.push((&self.tables[t].blocks[b].0, leftover.stored.len() as u64));
                 }
             }
