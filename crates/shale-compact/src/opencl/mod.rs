@@ -63,7 +63,7 @@ pub use placement::{
 use crate::boundaries::GrandparentCutter;
 use crate::job::{CompactionJob, CompactionOutput, Executor, JobIo, OutputTable, PhaseStats};
 use crate::parallel::ParallelExecutor;
-use pack::AssembledFile;
+use pack::FileParts;
 use pipeline::GcCarry;
 use session::Session;
 use slices::{SliceInput, SlicePlanner};
@@ -341,7 +341,7 @@ impl OpenClExecutor {
         let slice_bytes = slice_bytes.min(self.options.max_slice_input_bytes.unwrap_or(u64::MAX));
         let mut stats = PhaseStats::default();
         let (read_sender, read_receiver) = sync_channel::<Result<SliceInput, DeviceError>>(1);
-        let (write_sender, write_receiver) = sync_channel::<Vec<AssembledFile>>(1);
+        let (write_sender, write_receiver) = sync_channel::<Vec<FileParts>>(1);
         let (device_result, read_busy, written) = std::thread::scope(|scope| {
             let reader = scope.spawn(move || read_slices(job, io, slice_bytes, read_sender));
             let writer = scope.spawn(move || write_files(io, write_receiver));
@@ -400,7 +400,7 @@ impl OpenClExecutor {
         job: &CompactionJob,
         gc: GcSite,
         slices: Receiver<Result<SliceInput, DeviceError>>,
-        files: SyncSender<Vec<AssembledFile>>,
+        files: SyncSender<Vec<FileParts>>,
         stats: &mut PhaseStats,
     ) -> std::result::Result<(f64, f64), DeviceError> {
         let mut gc_carry = GcCarry {
@@ -487,11 +487,12 @@ struct Written {
     error: Option<Error>,
 }
 
-/// The writing stage: creates, writes and syncs every file that arrives.
+/// The writing stage: lays out, creates, writes and syncs every file that
+/// arrives.
 /// On an error it stops taking files (the device stage then sees the
 /// channel closed) and keeps the error; `outputs` lists every file it
 /// created, so that a device failure can discard them.
-fn write_files(io: &dyn JobIo, files: Receiver<Vec<AssembledFile>>) -> Written {
+fn write_files(io: &dyn JobIo, files: Receiver<Vec<FileParts>>) -> Written {
     let mut written = Written {
         outputs: Vec::new(),
         bytes: 0,
@@ -500,9 +501,12 @@ fn write_files(io: &dyn JobIo, files: Receiver<Vec<AssembledFile>>) -> Written {
         error: None,
     };
     for batch in files {
-        for file in batch {
+        for parts in batch {
             let t = Instant::now();
+            let mut size = (0, 0);
             let result = (|| -> Result<()> {
+                let file = parts.assemble()?;
+                size = (file.bytes.len() as u64, file.entries);
                 let (number, mut sink) = io.create_output()?;
                 written.outputs.push(OutputTable {
                     number,
@@ -521,8 +525,8 @@ fn write_files(io: &dyn JobIo, files: Receiver<Vec<AssembledFile>>) -> Written {
                 written.error = Some(error);
                 return written;
             }
-            written.bytes += file.bytes.len() as u64;
-            written.entries += file.entries;
+            written.bytes += size.0;
+            written.entries += size.1;
         }
     }
     written

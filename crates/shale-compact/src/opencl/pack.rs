@@ -34,6 +34,7 @@ use shale_format::bloom::{filter_bits, probes_for_bits_per_key};
 use shale_format::coding::varint_length;
 use shale_format::filter_block::{assemble_filters, plan_filters};
 use shale_format::format::{maybe_compress_owned, CompressionType, BLOCK_TRAILER_LEN};
+use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
 
 use super::device::DeviceError;
@@ -112,8 +113,8 @@ pub(crate) fn group_layout(
 /// What packing one slice produced.
 #[derive(Debug, Default)]
 pub(crate) struct PackedSlice {
-    /// Finished files, in key order.
-    pub(crate) files: Vec<AssembledFile>,
+    /// Finished files, in key order, to be laid out.
+    pub(crate) files: Vec<FileParts>,
     /// The file still open: its blocks' uncompressed contents, for the next
     /// slice (empty after the last slice).
     pub(crate) open_blocks: Vec<Vec<u8>>,
@@ -308,47 +309,84 @@ pub(crate) fn pack_on_device(
         None => None,
     };
 
-    // Lay out each file as every executor does.
+    // The parts of each file; the writing thread lays them out (as every
+    // executor does, with TableAssembler) while the device goes on.
     let options = job.table.table_options();
-    let files: Vec<AssembledFile> = pool.install(|| {
-        file_blocks
-            .par_iter()
-            .enumerate()
-            .map(|(f, blocks)| -> Result<AssembledFile, DeviceError> {
-                let mut assembler = TableAssembler::new(options.clone(), Vec::new());
-                for b in blocks.clone() {
-                    let (contents, kind) = &compressed[b];
-                    assembler
-                        .write_data_block(
-                            boundary_key(2 * b),
-                            boundary_key(2 * b + 1),
-                            contents,
-                            *kind,
-                        )
-                        .map_err(|e| {
-                            DeviceError::new(format!("assembling an output table: {e}"))
-                        })?;
-                }
-                let filter = filters
-                    .as_ref()
-                    .map(|filters| assemble_filters(&filters[f]));
-                let (bytes, _) = assembler
-                    .finish_with_filter_block(filter)
-                    .map_err(|e| DeviceError::new(format!("assembling an output table: {e}")))?;
-                Ok(AssembledFile {
-                    bytes,
-                    smallest: boundary_key(2 * blocks.start).to_vec(),
-                    largest: boundary_key(2 * (blocks.end - 1) + 1).to_vec(),
-                    entries: blocks.clone().map(|b| block_ranges[b].len() as u64).sum(),
+    let mut filters = filters.map(|f| f.into_iter());
+    let mut compressed = compressed.into_iter();
+    let files = file_blocks
+        .iter()
+        .map(|blocks| FileParts {
+            blocks: blocks
+                .clone()
+                .zip(compressed.by_ref())
+                .map(|(b, (contents, kind))| StoredBlock {
+                    contents,
+                    kind,
+                    first_key: boundary_key(2 * b).to_vec(),
+                    last_key: boundary_key(2 * b + 1).to_vec(),
                 })
-            })
-            .collect::<Result<_, _>>()
-    })?;
+                .collect(),
+            filters: filters.as_mut().and_then(Iterator::next),
+            entries: blocks.clone().map(|b| block_ranges[b].len() as u64).sum(),
+            options: options.clone(),
+        })
+        .collect();
     Ok(PackedSlice {
         files,
         open_blocks,
         open_entries,
     })
+}
+
+/// One output data block as stored, with its first and last key.
+#[derive(Debug)]
+pub(crate) struct StoredBlock {
+    contents: Vec<u8>,
+    kind: CompressionType,
+    first_key: Vec<u8>,
+    last_key: Vec<u8>,
+}
+
+/// A finished output file in parts: its data blocks (encoded on the
+/// device, compressed on the host) and its Bloom filters.
+#[derive(Debug)]
+pub(crate) struct FileParts {
+    blocks: Vec<StoredBlock>,
+    /// The filters `plan_filters` asks for, when the table has a filter.
+    filters: Option<Vec<Vec<u8>>>,
+    entries: u64,
+    options: TableOptions,
+}
+
+impl FileParts {
+    /// Lays the file out: data blocks with trailers, filter block,
+    /// metaindex, index block, footer (`TableAssembler`, as every executor).
+    pub(crate) fn assemble(self) -> shale_format::Result<AssembledFile> {
+        let (Some(first), Some(last)) = (self.blocks.first(), self.blocks.last()) else {
+            return Err(shale_format::Error::InvalidArgument(
+                "an output file without data blocks".into(),
+            ));
+        };
+        let (smallest, largest) = (first.first_key.clone(), last.last_key.clone());
+        let mut assembler = TableAssembler::new(self.options, Vec::new());
+        for block in &self.blocks {
+            assembler.write_data_block(
+                &block.first_key,
+                &block.last_key,
+                &block.contents,
+                block.kind,
+            )?;
+        }
+        let filter = self.filters.as_deref().map(assemble_filters);
+        let (bytes, _) = assembler.finish_with_filter_block(filter)?;
+        Ok(AssembledFile {
+            bytes,
+            smallest,
+            largest,
+            entries: self.entries,
+        })
+    }
 }
 
 /// Builds every filter of every file on the device: per file, the filters
