@@ -144,6 +144,8 @@ pub(crate) struct Session<'d> {
     inject_failure: Option<InjectedFailure>,
     /// Per kernel name, and "upload" / "download".
     pub(crate) times: HashMap<&'static str, KernelTime>,
+    /// Launches not waited for yet: name, items, bytes, event.
+    pending_launches: Vec<(&'static str, u64, u64, Event)>,
 }
 
 impl<'d> Session<'d> {
@@ -165,6 +167,7 @@ impl<'d> Session<'d> {
             allocated: 0,
             inject_failure,
             times: HashMap::new(),
+            pending_launches: Vec::new(),
         })
     }
 
@@ -309,12 +312,13 @@ impl<'d> Session<'d> {
         Ok(())
     }
 
-    /// Starts reading the first `count` elements of `buffer` back on the
-    /// transfer queue, after `wait` (events); returns at once.
+    /// Starts reading elements `first..first + count` of `buffer` back on
+    /// the transfer queue, after `wait` (events); returns at once.
     pub(crate) fn download_async<T: Copy + Default>(
         &mut self,
         what: &str,
         buffer: &Buffer<T>,
+        first: usize,
         count: usize,
         wait: &[cl_event],
     ) -> Result<Download<T>, DeviceError> {
@@ -330,9 +334,13 @@ impl<'d> Session<'d> {
         // returned Download, which waits for the event before freeing it;
         // the buffer's release is deferred by OpenCL until the read is done.
         let event = unsafe {
-            self.transfer
-                .queue()
-                .enqueue_read_buffer(buffer, CL_NON_BLOCKING, 0, &mut host, wait)
+            self.transfer.queue().enqueue_read_buffer(
+                buffer,
+                CL_NON_BLOCKING,
+                first * size_of::<T>(),
+                &mut host,
+                wait,
+            )
         }
         .map_err(|e| DeviceError::cl(&format!("downloading {what}"), e))?;
         self.transfer
@@ -483,6 +491,62 @@ impl<'d> Session<'d> {
         args: &[Arg],
         wait: &[cl_event],
     ) -> Result<(), DeviceError> {
+        if let Some(event) = self.enqueue(name, 0, items, local, args, wait)? {
+            event
+                .wait()
+                .map_err(|e| DeviceError::cl(&format!("running {name}"), e))?;
+            self.account(name, items as u64, bytes, event_seconds(&event));
+        }
+        Ok(())
+    }
+
+    /// Enqueues kernel `name` over work items `first..first + items` (the
+    /// global offset: `get_global_id` starts at `first`) after `wait`, and
+    /// returns without waiting: the event to wait on, if anything was
+    /// enqueued. The buffers in `args` must live until
+    /// [`Session::settle`], which waits for every such launch and counts
+    /// its time.
+    pub(crate) fn launch_async(
+        &mut self,
+        name: &'static str,
+        first: usize,
+        items: usize,
+        bytes: u64,
+        args: &[Arg],
+        wait: &[cl_event],
+    ) -> Result<Option<cl_event>, DeviceError> {
+        let Some(event) = self.enqueue(name, first, items, None, args, wait)? else {
+            return Ok(None);
+        };
+        let handle = event.get();
+        self.pending_launches
+            .push((name, items as u64, bytes, event));
+        Ok(Some(handle))
+    }
+
+    /// Waits for every [`Session::launch_async`] launch and counts them.
+    pub(crate) fn settle(&mut self) -> Result<(), DeviceError> {
+        for (name, items, bytes, event) in std::mem::take(&mut self.pending_launches) {
+            event
+                .wait()
+                .map_err(|e| DeviceError::cl(&format!("running {name}"), e))?;
+            self.account(name, items, bytes, event_seconds(&event));
+        }
+        Ok(())
+    }
+
+    /// Sets the arguments of `name` and enqueues it over `first..first +
+    /// items` (rounded up to the work-group size; kernels ignore the extra
+    /// items) on the compute queue; `None` for no items.
+    fn enqueue(
+        &mut self,
+        name: &'static str,
+        first: usize,
+        items: usize,
+        local: Option<usize>,
+        args: &[Arg],
+        wait: &[cl_event],
+    ) -> Result<Option<Event>, DeviceError> {
         if let Some(inject) = self.inject_failure.as_ref().filter(|i| i.kernel == name) {
             let launched = inject
                 .seen
@@ -494,7 +558,7 @@ impl<'d> Session<'d> {
             }
         }
         if items == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let local = match local {
             Some(local) => local,
@@ -506,7 +570,8 @@ impl<'d> Session<'d> {
             let index = index as u32;
             // SAFETY: each argument has the size and kind the kernel's
             // signature declares (checked by the tests of every kernel);
-            // buffers outlive the blocking launch.
+            // buffers outlive the launch (blocking, or settled before the
+            // caller drops them).
             let set = unsafe {
                 match arg {
                     Arg::Mem(m) => kernel.set_arg(index, m),
@@ -518,26 +583,31 @@ impl<'d> Session<'d> {
             set.map_err(|e| DeviceError::cl(&format!("setting argument {index} of {name}"), e))?;
         }
         let kernel_handle = kernel.get();
+        let offsets = [first];
         let global_sizes = [global];
         let local_sizes = [local];
-        let local_ptr = local_sizes.as_ptr();
-        // SAFETY: one dimension; sizes point to live arrays; every argument set above.
+        // SAFETY: one dimension; offsets and sizes point to live arrays;
+        // every argument set above.
         let event = unsafe {
             self.lease.queue().enqueue_nd_range_kernel(
                 kernel_handle,
                 1,
-                std::ptr::null(),
+                if first == 0 {
+                    std::ptr::null()
+                } else {
+                    offsets.as_ptr()
+                },
                 global_sizes.as_ptr(),
-                local_ptr,
+                local_sizes.as_ptr(),
                 wait,
             )
         }
         .map_err(|e| DeviceError::cl(&format!("launching {name}"), e))?;
-        event
-            .wait()
-            .map_err(|e| DeviceError::cl(&format!("running {name}"), e))?;
-        self.account(name, items as u64, bytes, event_seconds(&event));
-        Ok(())
+        self.lease
+            .queue()
+            .flush()
+            .map_err(|e| DeviceError::cl(&format!("launching {name}"), e))?;
+        Ok(Some(event))
     }
 
     /// Reads a one-word error flag a kernel sets; an error naming `what` when
