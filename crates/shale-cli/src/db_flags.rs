@@ -5,6 +5,7 @@
 
 use clap::builder::BoolishValueParser;
 use clap::{Args, ValueEnum};
+use shale::shale_compact::opencl::PlacementPolicy;
 use shale::Options;
 
 /// Block compression, as db_bench's `--compression`.
@@ -114,6 +115,54 @@ pub struct DbFlags {
     /// Compaction executor, by name.
     #[arg(long = "compaction_executor", value_name = "NAME")]
     pub compaction_executor: Option<String>,
+    /// OpenCL executor: where jobs run, `all-device` (default),
+    /// `c-compaction` (gc on the host) or `q-compaction` (jobs into L1 and
+    /// L2 all on the device, deeper ones with gc on the host).
+    #[arg(long = "opencl_placement", value_name = "POLICY", value_parser = parse_placement)]
+    pub opencl_placement: Option<PlacementPolicy>,
+    /// OpenCL executor: platform index, as `clinfo -l` lists them (default:
+    /// a GPU on any platform, else the first device).
+    #[arg(
+        long = "opencl_platform",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub opencl_platform: Option<usize>,
+    /// OpenCL executor: device index within the platform (with no
+    /// --opencl_platform: within platform 0).
+    #[arg(
+        long = "opencl_device",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub opencl_device: Option<usize>,
+    /// OpenCL executor: device memory one job may use (default: half the
+    /// device's memory); larger jobs run on the CPU.
+    #[arg(
+        long = "opencl_memory_budget",
+        value_name = "BYTES",
+        allow_negative_numbers = true
+    )]
+    pub opencl_memory_budget: Option<u64>,
+    /// OpenCL executor: jobs with more input files run on the CPU
+    /// (default: 40, the GPU compaction paper's limit).
+    #[arg(
+        long = "opencl_max_device_files",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub opencl_max_device_files: Option<usize>,
+    /// Compactions read and write tables with O_DIRECT (the file system
+    /// must support it; tmpfs before Linux 6.6 does not). `shale bench --direct_io=1` sets it.
+    #[arg(
+        long = "use_direct_io_for_compaction",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub direct_io_for_compaction: Option<bool>,
     /// Create the database when it does not exist (default: true for put
     /// and load, false otherwise). `--create_if_missing` alone means true.
     #[arg(
@@ -125,6 +174,11 @@ pub struct DbFlags {
         value_parser = BoolishValueParser::new()
     )]
     pub create_if_missing: Option<bool>,
+}
+
+/// `--opencl_placement`'s value, with the engine's own names.
+fn parse_placement(value: &str) -> Result<PlacementPolicy, String> {
+    value.parse()
 }
 
 impl DbFlags {
@@ -189,6 +243,24 @@ impl DbFlags {
         if let Some(name) = &self.compaction_executor {
             options.compaction_executor = name.clone();
         }
+        if let Some(policy) = self.opencl_placement {
+            options.opencl_placement = policy;
+        }
+        if self.opencl_platform.is_some() {
+            options.opencl_device.platform = self.opencl_platform;
+        }
+        if self.opencl_device.is_some() {
+            options.opencl_device.device = self.opencl_device;
+        }
+        if let Some(bytes) = self.opencl_memory_budget {
+            options.opencl_memory_budget = Some(bytes);
+        }
+        if let Some(n) = self.opencl_max_device_files {
+            options.opencl_max_device_files = n;
+        }
+        if let Some(direct) = self.direct_io_for_compaction {
+            options.direct_io_for_compaction = direct;
+        }
         if let Some(create) = self.create_if_missing {
             options.create_if_missing = create;
         }
@@ -214,6 +286,7 @@ impl DbFlags {
 mod tests {
     use super::*;
     use clap::Parser;
+    use shale::shale_compact::opencl::DEFAULT_MAX_DEVICE_FILES;
 
     #[derive(Debug, Parser)]
     struct Harness {
@@ -286,6 +359,56 @@ mod tests {
         let flags = parse(&["--create_if_missing", "positional"]).unwrap();
         assert!(flags.create_if_missing_or(false));
         assert!(parse(&[]).unwrap().create_if_missing_or(true));
+    }
+
+    #[test]
+    fn opencl_flags() {
+        let o = parse(&[]).unwrap().to_options().unwrap();
+        assert_eq!(o.opencl_placement, PlacementPolicy::AllDevice);
+        assert_eq!(o.opencl_device.platform, None);
+        assert_eq!(o.opencl_device.device, None);
+        assert_eq!(o.opencl_memory_budget, None);
+        assert_eq!(o.opencl_max_device_files, DEFAULT_MAX_DEVICE_FILES);
+        let o = parse(&[
+            "--opencl_placement=q-compaction",
+            "--opencl_platform=1",
+            "--opencl_device=2",
+            "--opencl_memory_budget=1048576",
+            "--opencl_max_device_files=8",
+        ])
+        .unwrap()
+        .to_options()
+        .unwrap();
+        assert_eq!(o.opencl_placement, PlacementPolicy::QCompaction);
+        assert_eq!(o.opencl_device.platform, Some(1));
+        assert_eq!(o.opencl_device.device, Some(2));
+        assert_eq!(o.opencl_memory_budget, Some(1 << 20));
+        assert_eq!(o.opencl_max_device_files, 8);
+        let o = parse(&["--opencl_placement", "c-compaction"])
+            .unwrap()
+            .to_options()
+            .unwrap();
+        assert_eq!(o.opencl_placement, PlacementPolicy::CCompaction);
+        assert!(!o.direct_io_for_compaction);
+        let o = parse(&["--use_direct_io_for_compaction"])
+            .unwrap()
+            .to_options()
+            .unwrap();
+        assert!(o.direct_io_for_compaction);
+        assert!(parse(&["--use_direct_io_for_compaction=maybe"]).is_err());
+
+        let error = parse(&["--opencl_placement=gpu-only"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("gpu-only"), "{error}");
+        assert!(error.contains("q-compaction"), "{error}");
+        assert!(parse(&["--opencl_device=-1"]).is_err());
+        assert!(parse(&["--opencl_platform=first"]).is_err());
+        let message = parse(&["--opencl_memory_budget=0"])
+            .unwrap()
+            .to_options()
+            .unwrap_err();
+        assert!(message.contains("opencl_memory_budget"), "{message}");
     }
 
     #[test]

@@ -210,7 +210,6 @@ fn bad_bench_flags_fail_with_a_message() {
         (&["--benchmarks=nosuch"][..], "unknown benchmark 'nosuch'"),
         (&["--num=abc"], "--num"),
         (&["--compression_ratio=2"], "--compression_ratio"),
-        (&["--direct_io=1"], "not supported yet"),
         (&["--threads=0"], "--threads"),
         (&["--block_size=0"], "block_size"),
         (&["--compaction_executor=warp"], "warp"),
@@ -229,6 +228,44 @@ fn bad_bench_flags_fail_with_a_message() {
             "{args:?} printed {}",
             stdout(&output)
         );
+    }
+}
+
+#[test]
+fn bench_with_direct_io() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db").display().to_string();
+    let output = shale(&[
+        "bench",
+        "--direct_io=1",
+        &format!("--db={db}"),
+        "--num=5000",
+        "--write_buffer_size=200000",
+        "--benchmarks=fillrandom,compact,readrandom",
+    ]);
+    if !output.status.success() && stderr(&output).contains("refuses direct I/O") {
+        eprintln!("skipping: {}", stderr(&output));
+        return;
+    }
+    assert_ok(&output);
+    let text = stdout(&output);
+    assert!(
+        report_line(&text, "readrandom").ends_with("(5000 of 5000 found)"),
+        "{text}"
+    );
+    // A file system without O_DIRECT is named in a clear error.
+    if std::path::Path::new("/dev/shm").is_dir() {
+        if let Ok(shm) = tempfile::tempdir_in("/dev/shm") {
+            let db = shm.path().join("db").display().to_string();
+            let output = shale(&["bench", "--direct_io=1", &format!("--db={db}"), "--num=10"]);
+            if !output.status.success() {
+                assert!(
+                    stderr(&output).contains("refuses direct I/O"),
+                    "{}",
+                    stderr(&output)
+                );
+            }
+        }
     }
 }
 

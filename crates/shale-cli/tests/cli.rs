@@ -269,6 +269,51 @@ fn write_compacted_db(dir: &Path) {
 }
 
 #[test]
+fn compact_with_opencl_prints_kernel_times() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, db) = db_dir(&tmp);
+    let input: String = (0..5000)
+        .map(|i| format!("key{:06}\t{}\n", (i * 7919) % 5000, "v".repeat(100)))
+        .collect();
+    assert_ok(&shale_with_input(
+        &["load", "--db", &db, "--write_buffer_size=100000"],
+        input.as_bytes(),
+    ));
+    let compact = shale(&[
+        "compact",
+        "--db",
+        &db,
+        "--executor",
+        "opencl",
+        "--opencl_placement=c-compaction",
+    ]);
+    if !compact.status.success() {
+        let stderr = String::from_utf8_lossy(&compact.stderr);
+        assert!(
+            std::env::var_os("SHALE_REQUIRE_OPENCL").is_none(),
+            "OpenCL required: {stderr}"
+        );
+        assert!(stderr.contains("unavailable"), "{stderr}");
+        eprintln!("skipping: {stderr}");
+        return;
+    }
+    let text = stdout(&compact);
+    assert!(
+        text.lines().any(|l| l.starts_with("Executor opencl:")),
+        "{text}"
+    );
+    for kernel in ["rank_merge", "encode_groups", "upload", "download"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("  {kernel}: ")) && l.ends_with("MB/s")),
+            "{kernel} missing in {text}"
+        );
+    }
+    assert!(text.contains("  pipeline: stages busy"), "{text}");
+    assert_eq!(stdout(&shale(&["scan", "--db", &db])).lines().count(), 5000);
+}
+
+#[test]
 fn compact_prints_executor_lines_and_one_summary() {
     let tmp = tempfile::tempdir().unwrap();
     let (_, db) = db_dir(&tmp);
@@ -445,6 +490,15 @@ fn bad_flags_fail_before_anything_is_written() {
         (&["put", "k", "v"], "--db"),
         (&["load", "--db", &db, "--compaction_executor=warp"], "warp"),
         (&["compact", "--db", &db, "--executor", "warp"], "warp"),
+        (
+            &["compact", "--db", &db, "--opencl_placement=gpu-only"],
+            "gpu-only",
+        ),
+        (
+            &["compact", "--db", &db, "--opencl_memory_budget=0"],
+            "opencl_memory_budget",
+        ),
+        (&["compact", "--db", &db, "--opencl_device=first"], "first"),
         (&["scan", "--db", &db, "--limit=many"], "limit"),
         (&["scan", "--db", &db, "--hex", "--from", "x"], "hex"),
         (&["frobnicate", "--db", &db], "frobnicate"),

@@ -5,12 +5,14 @@
 //! `--value-size`-byte values (half compressible), Snappy and Bloom on;
 //! `--overwrite-percent` of each run's keys also appear in the next run.
 //!
-//! `cargo run --release -p shale-compact --example opencl_bench -- [--runs 5] [--entries 100000] [--value-size 128] [--repeats 3] [--threads 0]`
+//! `cargo run --release -p shale-compact --example opencl_bench -- [--runs 5] [--entries 100000] [--value-size 128] [--repeats 3] [--threads 0] [--slice-mib 8]`
 //!
 //! Prints, per executor, the median wall time and input MB/s; for the
 //! OpenCL executor the phase times of the last run and, over the measured
 //! runs, each kernel's device time, launches and bytes/s (from OpenCL
-//! profiling events), and the host<->device transfer rates.
+//! profiling events), and the host<->device transfer rates. `opencl-sl`
+//! runs the job in slices of `--slice-mib` input MiB and shows what the
+//! pipeline overlapped.
 
 #![allow(clippy::unwrap_used, reason = "benchmark program")]
 #![allow(clippy::print_stdout, reason = "benchmark program")]
@@ -73,6 +75,10 @@ impl JobIo for MemIo {
                 written: self.written.clone(),
             }),
         ))
+    }
+    fn discard_output(&self, number: u64) -> Result<()> {
+        self.written.lock().unwrap().remove(&number);
+        Ok(())
     }
 }
 
@@ -168,21 +174,23 @@ fn main() {
         arg("--threads", 0),
         arg("--overwrite-percent", 30),
     );
+    let slice_mib = arg("--slice-mib", 8) as u64;
     let (job, inputs, input_bytes) = make_job(runs, entries, value_size, overwrite);
     let new_io = || MemIo {
         inputs: inputs.clone(),
         next: Mutex::new(1000),
         written: Arc::new(Mutex::new(BTreeMap::new())),
     };
-    let opencl = |policy| {
+    let opencl = |policy, max_slice_input_bytes| {
         OpenClExecutor::new(OpenClOptions {
             policy,
             cpu_threads: threads,
             max_device_files: usize::MAX,
+            max_slice_input_bytes,
             ..OpenClOptions::default()
         })
     };
-    let all_device = match opencl(PlacementPolicy::AllDevice) {
+    let all_device = match opencl(PlacementPolicy::AllDevice, None) {
         Ok(executor) => executor,
         Err(reason) => {
             println!("no OpenCL device: {reason}");
@@ -199,11 +207,15 @@ fn main() {
         if threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { threads }
     );
     let parallel = ParallelExecutor::new(threads, 256 << 20).unwrap();
-    let c_compaction = opencl(PlacementPolicy::CCompaction).unwrap();
+    let c_compaction = opencl(PlacementPolicy::CCompaction, None).unwrap();
+    // The whole job in slices of --slice-mib: the three-stage pipeline
+    // (read | device | write) has something to overlap.
+    let sliced = opencl(PlacementPolicy::AllDevice, Some(slice_mib << 20)).unwrap();
     let executors: Vec<(&str, &dyn Executor, Option<&OpenClExecutor>)> = vec![
         ("parallel", &parallel, None),
         ("opencl", &all_device, Some(&all_device)),
         ("opencl-c", &c_compaction, Some(&c_compaction)),
+        ("opencl-sl", &sliced, Some(&sliced)),
     ];
     let mut reference: Option<BTreeMap<u64, Vec<u8>>> = None;
     for &(name, executor, device) in &executors {
@@ -249,6 +261,22 @@ fn main() {
             s.entries_in,
             s.entries_out
         );
+        if !s.stage_busy_secs.is_empty() {
+            let busy: f64 = s.stage_busy_secs.values().sum();
+            let stages: Vec<String> = s
+                .stage_busy_secs
+                .iter()
+                .map(|(stage, secs)| format!("{stage} {secs:.3}"))
+                .collect();
+            println!(
+                "    pipeline (last run): {} slices; stages busy {} = {busy:.3} s in {:.3} s wall: {:.3} s concurrent, {:.3} s of I/O hidden",
+                device.map_or(0, |d| d.stats().slices) / (repeats as u64 + 1),
+                stages.join(", "),
+                s.total_secs,
+                s.concurrent_secs(),
+                s.overlapped_secs
+            );
+        }
         if let (Some(before), Some(device)) = (kernels_before, device) {
             let after = device.stats().kernels;
             println!(

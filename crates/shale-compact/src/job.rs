@@ -4,6 +4,7 @@
 //! everything an executor needs, so the same job can run on a thread, a GPU
 //! or another process.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 
@@ -175,6 +176,44 @@ pub struct PhaseStats {
     pub overlapped_secs: f64,
     /// Wall-clock seconds for the whole job.
     pub total_secs: f64,
+    /// Device executors: time and volume per kernel, and per transfer kind
+    /// (`upload`, `download`); empty for CPU executors.
+    #[serde(default)]
+    pub kernels: BTreeMap<String, KernelTime>,
+    /// Pipelined executors: seconds each pipeline stage was busy (`read`,
+    /// `upload`, `device`, `host`, `write`, ...). Their sum above
+    /// `total_secs` is work that ran at the same time as other work.
+    #[serde(default)]
+    pub stage_busy_secs: BTreeMap<String, f64>,
+}
+
+/// Time and volume of one kernel or transfer kind, summed over launches.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelTime {
+    /// Launches (or transfers).
+    pub launches: u64,
+    /// Work items (for transfers: 0).
+    pub items: u64,
+    /// Bytes the launches processed (their main input) or moved.
+    pub bytes: u64,
+    /// Device seconds from the profiling events (for transfers too, where
+    /// the device reports them; else wall time).
+    pub seconds: f64,
+}
+
+impl KernelTime {
+    /// Adds `other` into `self`.
+    pub fn accumulate(&mut self, other: &KernelTime) {
+        self.launches += other.launches;
+        self.items += other.items;
+        self.bytes += other.bytes;
+        self.seconds += other.seconds;
+    }
+
+    /// Bytes per second, when there is a time to divide by.
+    pub fn bytes_per_second(&self) -> Option<f64> {
+        (self.seconds > 0.0 && self.bytes > 0).then(|| self.bytes as f64 / self.seconds)
+    }
 }
 
 impl PhaseStats {
@@ -192,6 +231,23 @@ impl PhaseStats {
         self.write_secs += other.write_secs;
         self.overlapped_secs += other.overlapped_secs;
         self.total_secs += other.total_secs;
+        for (name, time) in &other.kernels {
+            self.kernels
+                .entry(name.clone())
+                .or_default()
+                .accumulate(time);
+        }
+        for (stage, secs) in &other.stage_busy_secs {
+            *self.stage_busy_secs.entry(stage.clone()).or_default() += secs;
+        }
+    }
+
+    /// Seconds of work that ran concurrently with other work: the stages'
+    /// busy seconds summed, minus the wall-clock seconds (0 when there are
+    /// no stages, or nothing overlapped).
+    pub fn concurrent_secs(&self) -> f64 {
+        let busy: f64 = self.stage_busy_secs.values().sum();
+        (busy - self.total_secs).max(0.0)
     }
 }
 
@@ -223,6 +279,10 @@ pub trait JobIo: Send + Sync {
     /// Allocates a file number and creates the output table file. The engine
     /// removes every file created by a job that fails.
     fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)>;
+    /// Deletes an output this job created and will not report: a device
+    /// executor whose device failed after some files were written runs the
+    /// job again on the CPU, with new files.
+    fn discard_output(&self, number: u64) -> Result<()>;
 }
 
 /// Turns a job into output tables. Every executor must write byte-identical

@@ -75,6 +75,10 @@ impl JobIo for MemIo {
             }),
         ))
     }
+    fn discard_output(&self, number: u64) -> Result<()> {
+        self.outputs.lock().unwrap().remove(&number);
+        Ok(())
+    }
 }
 
 /// A generated job with its input files.
@@ -354,10 +358,22 @@ fn executors() -> Vec<Box<dyn Executor>> {
             executors.push(Box::new(
                 opencl(OpenClOptions {
                     policy: PlacementPolicy::CCompaction,
-                    ..strict
+                    ..strict.clone()
                 })
                 .unwrap(),
             ));
+            // Many small key-range slices: split input blocks, the open
+            // output file carried from slice to slice, both gc sites.
+            for policy in [PlacementPolicy::AllDevice, PlacementPolicy::CCompaction] {
+                executors.push(Box::new(
+                    opencl(OpenClOptions {
+                        policy,
+                        max_slice_input_bytes: Some(2048),
+                        ..strict.clone()
+                    })
+                    .unwrap(),
+                ));
+            }
             // Forced fallbacks: placement on the CPU, a failing kernel, and a
             // budget small jobs pass at placement and may then run past.
             executors.push(Box::new(

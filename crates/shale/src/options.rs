@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use shale_compact::job::TableSettings;
+use shale_compact::opencl::{DeviceSelector, PlacementPolicy};
 
 use crate::env::{Env, PosixEnv};
 use crate::snapshot::Snapshot;
@@ -62,6 +63,25 @@ pub struct Options {
     /// `opencl` executor: jobs with more input files than this run on the
     /// CPU (`parallel`), reported as a fallback.
     pub opencl_max_device_files: usize,
+    /// `opencl` executor: how jobs are split between device and host
+    /// (`all-device`, the default; `c-compaction`: gc on the host;
+    /// `q-compaction`: jobs into L1 and L2 all on the device, deeper jobs
+    /// with gc on the host).
+    pub opencl_placement: PlacementPolicy,
+    /// `opencl` executor: which device, by platform and device index in the
+    /// order `clinfo -l` lists them. Left unset: a GPU on any platform when
+    /// there is one, else the first device.
+    pub opencl_device: DeviceSelector,
+    /// `opencl` executor: device memory one job may use, in bytes (`None`:
+    /// half the device's global memory). Larger jobs run on the CPU.
+    pub opencl_memory_budget: Option<u64>,
+    /// Compactions read their input tables and write their output tables
+    /// with direct I/O (`O_DIRECT`), bypassing the page cache; off by
+    /// default. Flushes, the WAL and user reads are unchanged. The Env must
+    /// support it (`PosixEnv` does) and the file system must take
+    /// `O_DIRECT` (tmpfs before Linux 6.6 does not): `DB::open` checks both and fails with
+    /// `NotSupported` otherwise.
+    pub direct_io_for_compaction: bool,
 }
 
 impl Default for Options {
@@ -90,6 +110,10 @@ impl Default for Options {
             compaction_threads: 0,
             compaction_memory_budget: shale_compact::parallel::DEFAULT_MEMORY_BUDGET,
             opencl_max_device_files: shale_compact::opencl::DEFAULT_MAX_DEVICE_FILES,
+            opencl_placement: PlacementPolicy::default(),
+            opencl_device: DeviceSelector::default(),
+            opencl_memory_budget: None,
+            direct_io_for_compaction: false,
         }
     }
 }
@@ -154,6 +178,9 @@ impl Options {
         if self.bloom_bits_per_key.is_some_and(|b| b > 1000) {
             return Err("bloom_bits_per_key must be at most 1000".into());
         }
+        if self.opencl_memory_budget == Some(0) {
+            return Err("opencl_memory_budget must be at least 1 byte".into());
+        }
         Ok(())
     }
 }
@@ -202,5 +229,25 @@ impl Default for ReadOptions {
             lower_bound: None,
             upper_bound: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opencl_defaults_and_budget_check() {
+        let options = Options::default();
+        assert_eq!(options.opencl_placement, PlacementPolicy::AllDevice);
+        assert_eq!(options.opencl_device, DeviceSelector::default());
+        assert_eq!(options.opencl_memory_budget, None);
+        assert!(options.validate().is_ok());
+        let zero = Options {
+            opencl_memory_budget: Some(0),
+            ..Options::default()
+        };
+        let message = zero.validate().unwrap_err();
+        assert!(message.contains("opencl_memory_budget"), "{message}");
     }
 }

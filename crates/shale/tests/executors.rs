@@ -172,3 +172,132 @@ fn jobs_the_device_cannot_take_are_reported_as_fallbacks() {
     let log = std::fs::read_to_string(tmp.path().join("db").join("LOG")).unwrap();
     assert!(log.contains("fallback to the parallel executor"), "{log}");
 }
+
+#[test]
+fn opencl_options_reach_the_executor_and_its_times_reach_the_stats() {
+    let tmp = tempfile::tempdir().unwrap();
+    let options = Options {
+        opencl_placement: shale::shale_compact::opencl::PlacementPolicy::CCompaction,
+        opencl_memory_budget: Some(256 << 20),
+        ..options("opencl")
+    };
+    let db = match DB::open(tmp.path().join("db"), options) {
+        Ok(db) => db,
+        Err(err) => {
+            assert!(
+                std::env::var_os("SHALE_REQUIRE_OPENCL").is_none(),
+                "OpenCL required: {err}"
+            );
+            eprintln!("skipping: {err}");
+            return;
+        }
+    };
+    for i in 0..3000u32 {
+        let key = format!("key{:06}", (i * 7919) % 3000);
+        db.put(&WriteOptions::default(), key.as_bytes(), b"value")
+            .unwrap();
+        if i % 1000 == 999 {
+            db.flush().unwrap();
+        }
+    }
+    db.compact_range(None, None).unwrap();
+    let stats = db.property("shale.stats").unwrap();
+    assert!(stats.contains("Executor opencl:"), "{stats}");
+    assert!(!stats.contains("fallback:"), "{stats}");
+    // C-Compaction: gc on the host, so no gc_keep kernel ran.
+    assert!(!stats.contains("  gc_keep:"), "{stats}");
+    for kernel in ["unpack_parse", "rank_merge", "encode_groups", "bloom_set"] {
+        assert!(
+            stats.contains(&format!("  {kernel}: ")),
+            "{kernel}: {stats}"
+        );
+    }
+    assert!(stats.contains("  pipeline: stages busy"), "{stats}");
+    assert_eq!(
+        db.property("shale.executors")
+            .map(|e| e.contains("  rank_merge: ")),
+        Some(true)
+    );
+    let value = db
+        .get(&ReadOptions::default(), b"key001234")
+        .unwrap()
+        .unwrap();
+    assert_eq!(value, b"value");
+}
+
+#[test]
+fn direct_io_compaction_writes_the_same_tables() {
+    // Under the current directory: /tmp may be tmpfs, which refuses O_DIRECT.
+    let tmp = tempfile::tempdir_in(std::env::current_dir().unwrap()).unwrap();
+    let source = tmp.path().join("source");
+    {
+        let db = DB::open(&source, options("streaming")).unwrap();
+        for round in 0..4u32 {
+            for i in 0..3000u32 {
+                let key = format!("key{:06}", (i * 7919 + round) % 5000);
+                let value = format!("value-{round}-{i}-{}", "x".repeat((i % 50) as usize));
+                db.put(&WriteOptions::default(), key.as_bytes(), value.as_bytes())
+                    .unwrap();
+            }
+            db.flush().unwrap();
+        }
+    }
+    let mut compacted = Vec::new();
+    for direct in [false, true] {
+        let dir = tmp.path().join(format!("direct-{direct}"));
+        copy_dir(&source, &dir);
+        let direct_options = Options {
+            direct_io_for_compaction: direct,
+            ..options("parallel")
+        };
+        let db = match DB::open(&dir, direct_options) {
+            Ok(db) => db,
+            Err(shale::Error::NotSupported(reason)) if direct => {
+                eprintln!("skipping: {reason}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        db.compact_range(None, None).unwrap();
+        let value = db.get(&ReadOptions::default(), b"key001234").unwrap();
+        assert!(value.is_some());
+        drop(db);
+        // Reopened, every key reads back (the files were synced whole).
+        let db = DB::open(&dir, options("parallel")).unwrap();
+        let mut iter = db.iter(&ReadOptions::default()).unwrap();
+        iter.seek_to_first();
+        let mut count = 0;
+        while iter.valid() {
+            count += 1;
+            iter.next();
+        }
+        assert_eq!(count, 5000);
+        drop(iter);
+        drop(db);
+        compacted.push(files(&dir));
+    }
+    assert!(!compacted[0].is_empty());
+    assert_eq!(
+        compacted[0].keys().collect::<Vec<_>>(),
+        compacted[1].keys().collect::<Vec<_>>()
+    );
+    for (name, bytes) in &compacted[0] {
+        assert!(
+            bytes == &compacted[1][name],
+            "{name} differs with direct I/O"
+        );
+    }
+}
+
+#[test]
+fn direct_io_on_an_env_without_it_is_refused_at_open() {
+    let env: std::sync::Arc<dyn shale::env::Env> = std::sync::Arc::new(shale::env::MemEnv::new());
+    let options = Options {
+        env,
+        direct_io_for_compaction: true,
+        ..options("parallel")
+    };
+    let error = DB::open("/db", options).unwrap_err();
+    assert!(matches!(error, shale::Error::NotSupported(_)), "{error}");
+    assert!(error.to_string().contains("direct I/O"), "{error}");
+}

@@ -84,8 +84,9 @@ pub struct BenchArgs {
     #[arg(long = "readwritepercent", value_name = "PCT", default_value_t = 90,
           value_parser = clap::value_parser!(u32).range(0..=100))]
     pub readwritepercent: u32,
-    /// Direct I/O for reads and compaction (not supported by the engine
-    /// yet: 1 is refused).
+    /// Direct I/O (O_DIRECT) for compaction reads and writes
+    /// (`--use_direct_io_for_compaction`); user reads stay memory-mapped.
+    /// The database's file system must take O_DIRECT.
     #[arg(long = "direct_io", value_name = "0|1", num_args = 0..=1, require_equals = true,
           default_value = "false", default_missing_value = "true",
           value_parser = BoolishValueParser::new())]
@@ -144,13 +145,6 @@ impl BenchArgs {
                 self.value_size
             ));
         }
-        if self.direct_io {
-            return Err(
-                "--direct_io=1 is not supported yet: the engine has no direct I/O option \
-                        (shale::Options); run without it"
-                    .into(),
-            );
-        }
         if !(self.timeline_interval > 0.0 && self.timeline_interval.is_finite()) {
             return Err(format!(
                 "--timeline_interval must be a positive number of seconds (got {})",
@@ -162,6 +156,9 @@ impl BenchArgs {
         }
         let mut options = self.db_flags.to_options()?;
         options.create_if_missing = !self.use_existing_db;
+        if self.direct_io {
+            options.direct_io_for_compaction = true;
+        }
         let reads = u64::try_from(self.reads).unwrap_or(self.num);
         Ok(Plan {
             benchmarks,
@@ -302,12 +299,26 @@ mod tests {
         assert!(message(&["--benchmarks=fillrandom,nosuch"]).contains("'nosuch'"));
         assert!(message(&["--compression_ratio=2"]).contains("--compression_ratio"));
         assert!(message(&["--compression_ratio=0"]).contains("--compression_ratio"));
-        assert!(message(&["--direct_io=1"]).contains("not supported yet"));
         assert!(message(&["--value_size=2000000"]).contains("--value_size"));
         assert!(message(&["--key_size=3", "--num=5000"]).contains("--key_size"));
         assert!(message(&["--use_existing_db=1"]).contains("--db"));
         assert!(message(&["--timeline_interval=0"]).contains("--timeline_interval"));
         assert!(message(&["--block_size=0"]).contains("block_size"));
-        assert!(parse(&["--direct_io=0"]).unwrap().plan().is_ok());
+        assert!(
+            !parse(&["--direct_io=0"])
+                .unwrap()
+                .plan()
+                .unwrap()
+                .options
+                .direct_io_for_compaction
+        );
+        assert!(
+            parse(&["--direct_io=1"])
+                .unwrap()
+                .plan()
+                .unwrap()
+                .options
+                .direct_io_for_compaction
+        );
     }
 }

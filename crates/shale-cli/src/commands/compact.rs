@@ -2,7 +2,9 @@
 //! with its speed.
 //!
 //! Output: the per-executor lines of `shale.executors` (job counts and time
-//! per phase), then exactly one summary line
+//! per phase; for the `opencl` executor also one line per kernel and
+//! transfer and one for the pipeline's stages), then exactly one summary
+//! line
 //!
 //! ```text
 //! compact: read <bytes> bytes, wrote <bytes> bytes, <seconds> s, <MB/s> MB/s, executor <name>

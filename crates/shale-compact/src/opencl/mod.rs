@@ -7,15 +7,29 @@
 //! - `device.rs`: finding the device, one long-lived context per process,
 //!   queues, compiled programs, limits; [`Unavailable`] when there is none.
 //! - `placement.rs`: where a job runs ([`placement`], a pure function).
-//! - `pipeline.rs`: read, unpack, merge and gc on the device; `pack.rs`:
-//!   pack. Each file's header says which steps run on the host.
-//! - `session.rs`, `scan.rs`: buffers, launches, timing; the device scan.
+//! - `slices.rs`: cutting a job into key-range slices that fit the
+//!   device-memory budget, and reading them.
+//! - `pipeline.rs`: unpack, merge and gc of one slice on the device;
+//!   `pack.rs`: pack. Each file's header says which steps run on the host.
+//! - `session.rs`, `scan.rs`: buffers, two queues and events, launches,
+//!   timing; the device scan.
+//!
+//! **The pipeline** (the GPU paper's, in three stages on three threads): a
+//! reading thread reads and decompresses slice k+1 while the device works
+//! on slice k, and a writing thread writes and syncs the files of slice k-1.
+//! Within a slice, uploads and read-backs run on a transfer queue beside
+//! the compute queue (see `session.rs`). Each stage's busy time goes into
+//! the job's [`PhaseStats::stage_busy_secs`]; their sum above the wall time
+//! is work the pipeline overlapped.
 //!
 //! **A failure never loses a compaction**: any device error (a build
 //! failure, an allocation past the limits, a kernel that reports bad input,
 //! an OpenCL error) makes the same job run on the CPU executor, with the
-//! reason recorded in [`OpenClStats`]. No output file is created before the
-//! device work is done, so the CPU run allocates the same file numbers.
+//! reason recorded in [`OpenClStats`]. Files of finished slices may already
+//! be written then: they are discarded ([`JobIo::discard_output`]) before
+//! the CPU run, which allocates new file numbers. A failure in the first
+//! slice (where bad input and injected failures show) leaves nothing
+//! behind.
 
 mod device;
 mod pack;
@@ -23,29 +37,36 @@ mod pipeline;
 mod placement;
 mod scan;
 mod session;
+mod slices;
 #[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use opencl3::program::Program;
 use shale_format::{Error, Result};
 
+pub use crate::job::KernelTime;
 pub use device::{
     device, list_devices, DeviceContext, DeviceError, DeviceInfo, DeviceSelector, ListedDevice,
     Unavailable,
 };
 pub use placement::{
-    estimated_device_bytes, placement, DeviceLimits, GcSite, Placement, PlacementPolicy,
-    DEFAULT_MAX_DEVICE_FILES, DEVICE_BYTES_PER_INPUT_BYTE, Q_COMPACTION_MAX_OUTPUT_LEVEL,
+    estimated_device_bytes, placement, slice_input_bytes, DeviceLimits, GcSite, Placement,
+    PlacementPolicy, DEFAULT_MAX_DEVICE_FILES, DEVICE_BYTES_PER_INPUT_BYTE, MIN_SLICE_INPUT_BYTES,
+    Q_COMPACTION_MAX_OUTPUT_LEVEL,
 };
-pub use session::KernelTime;
 
+use crate::boundaries::GrandparentCutter;
 use crate::job::{CompactionJob, CompactionOutput, Executor, JobIo, OutputTable, PhaseStats};
 use crate::parallel::ParallelExecutor;
+use pack::FileParts;
+use pipeline::GcCarry;
 use session::Session;
+use slices::{SliceInput, SlicePlanner};
 
 /// Name of this executor.
 pub const OPENCL: &str = "opencl";
@@ -100,8 +121,12 @@ pub struct OpenClOptions {
     pub cpu_threads: usize,
     /// Memory budget of the CPU executor.
     pub cpu_memory_budget: usize,
-    /// For tests: every launch of the kernel with this name fails.
+    /// For tests: every launch of the kernel with this name fails; with
+    /// `name#N`, every launch after its first N.
     pub inject_kernel_failure: Option<String>,
+    /// At most this many input bytes per slice (`None`: what the memory
+    /// budget allows). Small values force many slices (tests).
+    pub max_slice_input_bytes: Option<u64>,
 }
 
 impl Default for OpenClOptions {
@@ -115,6 +140,7 @@ impl Default for OpenClOptions {
             cpu_threads: 0,
             cpu_memory_budget: crate::parallel::DEFAULT_MEMORY_BUDGET,
             inject_kernel_failure: None,
+            max_slice_input_bytes: None,
         }
     }
 }
@@ -132,8 +158,10 @@ pub struct OpenClStats {
     pub last_placement_reason: Option<String>,
     /// Why the device failed the last job it failed.
     pub last_fallback_reason: Option<String>,
-    /// The most device memory one job allocated, in bytes.
+    /// The most device memory one slice of a job allocated, in bytes.
     pub peak_job_device_bytes: u64,
+    /// Slices the device jobs were cut into (1 per job that fit whole).
+    pub slices: u64,
     /// Device time and volume per kernel (and "upload" / "download" for
     /// transfers), over every device job.
     pub kernels: BTreeMap<String, KernelTime>,
@@ -148,6 +176,7 @@ pub struct OpenClExecutor {
     cpu: ParallelExecutor,
     pool: rayon::ThreadPool,
     stats: Mutex<OpenClStats>,
+    injected_failure: Option<session::InjectedFailure>,
 }
 
 impl std::fmt::Debug for OpenClExecutor {
@@ -190,6 +219,10 @@ impl OpenClExecutor {
             .thread_name(|i| format!("shale-opencl-{i}"))
             .build()
             .map_err(|e| unavailable(format!("cannot start {threads} host threads: {e}")))?;
+        let injected_failure = options
+            .inject_kernel_failure
+            .as_deref()
+            .map(session::InjectedFailure::parse);
         Ok(OpenClExecutor {
             device,
             program,
@@ -198,6 +231,7 @@ impl OpenClExecutor {
             cpu,
             pool,
             stats: Mutex::new(OpenClStats::default()),
+            injected_failure,
         })
     }
 
@@ -220,35 +254,61 @@ impl OpenClExecutor {
         update(&mut self.stats.lock().unwrap_or_else(|p| p.into_inner()));
     }
 
-    /// Runs the device part of `job`: every output file, assembled in memory.
-    fn compute_on_device(
+    /// Runs one slice on the device: its finished files, and the open file
+    /// for the next slice.
+    fn slice_on_device(
         &self,
         job: &CompactionJob,
-        io: &dyn JobIo,
+        mut input: SliceInput,
+        carried: pack::PackedSlice,
         gc: GcSite,
+        gc_carry: &mut GcCarry<'_>,
         stats: &mut PhaseStats,
-    ) -> std::result::Result<Vec<pack::AssembledFile>, DeviceError> {
+    ) -> Result<pack::PackedSlice, DeviceError> {
+        // The open file's entries come in as the slice's last run.
+        let source = input.name("the open output file".to_string());
+        for block in &carried.open_blocks {
+            input.push_contents(source, block)?;
+        }
+        input.run_first_block.push(input.blocks.len());
+        let last = input.last;
         let mut session = Session::new(
             &self.device,
             self.program.clone(),
             self.limits.memory_budget,
-            self.options.inject_kernel_failure.clone(),
+            self.injected_failure.clone(),
         )?;
         let result = (|| {
-            let Some(entries) =
-                pipeline::entries_on_device(&mut session, &self.pool, job, io, gc, stats)?
+            let Some(entries) = pipeline::entries_on_device(
+                &mut session,
+                &self.pool,
+                job,
+                input,
+                carried.open_entries,
+                gc,
+                gc_carry,
+                stats,
+            )?
             else {
-                return Ok(Vec::new());
+                return Ok(pack::PackedSlice::default());
             };
             let t = Instant::now();
-            let files = pack::pack_on_device(&mut session, &self.pool, job, &entries)?;
+            let packed = pack::pack_on_device(&mut session, &self.pool, job, &entries, last)?;
             stats.pack_secs += t.elapsed().as_secs_f64();
-            Ok(files)
+            Ok(packed)
         })();
         let times = std::mem::take(&mut session.times);
         let allocated = session.allocated();
+        for (name, time) in &times {
+            stats
+                .kernels
+                .entry(name.to_string())
+                .or_default()
+                .accumulate(time);
+        }
         self.record(|s| {
             s.peak_job_device_bytes = s.peak_job_device_bytes.max(allocated);
+            s.slices += 1;
             for (name, time) in times {
                 s.kernels
                     .entry(name.to_string())
@@ -259,6 +319,9 @@ impl OpenClExecutor {
         result
     }
 
+    /// The device pipeline: a reading thread, the device (this thread) and
+    /// a writing thread, slice after slice. `Err` is a device failure (the
+    /// files written so far are discarded); `Ok(Err)` a failure to write.
     fn run_on_device(
         &self,
         job: &CompactionJob,
@@ -266,40 +329,207 @@ impl OpenClExecutor {
         gc: GcSite,
     ) -> std::result::Result<Result<CompactionOutput>, DeviceError> {
         let started = Instant::now();
+        let slice_bytes = match slice_input_bytes(job, self.limits.memory_budget) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => u64::MAX,
+            Err(needed) => {
+                return Err(DeviceError::new(format!(
+                    "a slice needs about {needed} bytes, more than the device memory budget"
+                )))
+            }
+        };
+        let slice_bytes = slice_bytes.min(self.options.max_slice_input_bytes.unwrap_or(u64::MAX));
         let mut stats = PhaseStats::default();
-        let files = self.compute_on_device(job, io, gc, &mut stats)?;
-        // Only now are output files created: a device failure above left
-        // nothing behind, and the CPU run gets the same file numbers.
-        let written = (|| {
-            let mut outputs = Vec::with_capacity(files.len());
-            for file in files {
-                let t = Instant::now();
+        let (read_sender, read_receiver) = sync_channel::<Result<SliceInput, DeviceError>>(1);
+        let (write_sender, write_receiver) = sync_channel::<Vec<FileParts>>(1);
+        let (device_result, read_busy, written) = std::thread::scope(|scope| {
+            let reader = scope.spawn(move || read_slices(job, io, slice_bytes, read_sender));
+            let writer = scope.spawn(move || write_files(io, write_receiver));
+            let device_result = self.device_stage(job, gc, read_receiver, write_sender, &mut stats);
+            // Both channels are closed now (moved into device_stage): the
+            // reader stops at its next send, the writer after the last file.
+            let read_busy = reader.join().unwrap_or(0.0);
+            let written = writer.join().unwrap_or_else(|_| Written {
+                outputs: Vec::new(),
+                bytes: 0,
+                entries: 0,
+                busy: 0.0,
+                error: Some(Error::InvalidArgument("the writing thread panicked".into())),
+            });
+            (device_result, read_busy, written)
+        });
+        let (device_busy, wait_read) = match device_result {
+            Ok(times) => times,
+            Err(error) => {
+                // Nothing of a failed device job may stay behind.
+                for table in &written.outputs {
+                    let _ = io.discard_output(table.number);
+                }
+                return Err(error);
+            }
+        };
+        if let Some(error) = written.error {
+            return Ok(Err(error));
+        }
+        stats.read_secs += read_busy;
+        stats.write_secs += written.busy;
+        stats.bytes_written += written.bytes;
+        stats.entries_out += written.entries;
+        stats.total_secs = started.elapsed().as_secs_f64();
+        stats.stage_busy_secs.insert("read".into(), read_busy);
+        stats.stage_busy_secs.insert("device".into(), device_busy);
+        stats.stage_busy_secs.insert("write".into(), written.busy);
+        // I/O the device did not wait for: reading it waited `wait_read`
+        // for; writing after the device finished is not hidden.
+        let write_tail = (stats.total_secs - device_busy - wait_read).max(0.0);
+        stats.overlapped_secs =
+            (read_busy - wait_read).max(0.0) + (written.busy - write_tail).max(0.0);
+        stats.bytes_read = job.input_bytes();
+        Ok(Ok(CompactionOutput {
+            executor: OPENCL.to_string(),
+            outputs: written.outputs,
+            stats,
+            fallback: None,
+        }))
+    }
+
+    /// The device's stage: every slice from `slices`, finished files to
+    /// `files`. Returns its busy seconds and the seconds it waited for input.
+    fn device_stage(
+        &self,
+        job: &CompactionJob,
+        gc: GcSite,
+        slices: Receiver<Result<SliceInput, DeviceError>>,
+        files: SyncSender<Vec<FileParts>>,
+        stats: &mut PhaseStats,
+    ) -> std::result::Result<(f64, f64), DeviceError> {
+        let mut gc_carry = GcCarry {
+            cutter: GrandparentCutter::new(job),
+            pending_stop: false,
+        };
+        let mut carried = pack::PackedSlice::default();
+        let (mut busy, mut waited) = (0.0, 0.0);
+        loop {
+            let t = Instant::now();
+            let Ok(input) = slices.recv() else {
+                return Err(DeviceError::new("the reading thread stopped"));
+            };
+            waited += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let input = input?;
+            let last = input.last;
+            let mut packed = self.slice_on_device(job, input, carried, gc, &mut gc_carry, stats)?;
+            carried = pack::PackedSlice {
+                files: Vec::new(),
+                open_blocks: std::mem::take(&mut packed.open_blocks),
+                open_entries: packed.open_entries,
+            };
+            busy += t.elapsed().as_secs_f64();
+            if !packed.files.is_empty() && files.send(packed.files).is_err() {
+                // The writer failed; its error is the job's.
+                return Ok((busy, waited));
+            }
+            if last {
+                if carried.open_entries != 0 {
+                    return Err(DeviceError::new("entries left over after the last slice"));
+                }
+                return Ok((busy, waited));
+            }
+        }
+    }
+}
+
+/// The reading stage: slices of `job` into `slices` until the input is
+/// used up, an error, or the device stage stops. Returns its busy seconds.
+fn read_slices(
+    job: &CompactionJob,
+    io: &dyn JobIo,
+    slice_bytes: u64,
+    slices: SyncSender<Result<SliceInput, DeviceError>>,
+) -> f64 {
+    let t = Instant::now();
+    let mut planner = match SlicePlanner::new(job, io, slice_bytes) {
+        Ok(planner) => planner,
+        Err(error) => {
+            let _ = slices.send(Err(error));
+            return t.elapsed().as_secs_f64();
+        }
+    };
+    let mut busy = t.elapsed().as_secs_f64();
+    loop {
+        let t = Instant::now();
+        let next = planner.next_slice();
+        busy += t.elapsed().as_secs_f64();
+        match next {
+            Ok(Some(slice)) => {
+                let last = slice.last;
+                if slices.send(Ok(slice)).is_err() || last {
+                    return busy;
+                }
+            }
+            Ok(None) => return busy,
+            Err(error) => {
+                let _ = slices.send(Err(error));
+                return busy;
+            }
+        }
+    }
+}
+
+/// What the writing stage wrote.
+struct Written {
+    outputs: Vec<OutputTable>,
+    bytes: u64,
+    entries: u64,
+    /// Seconds spent writing and syncing.
+    busy: f64,
+    /// Why it stopped early.
+    error: Option<Error>,
+}
+
+/// The writing stage: lays out, creates, writes and syncs every file that
+/// arrives.
+/// On an error it stops taking files (the device stage then sees the
+/// channel closed) and keeps the error; `outputs` lists every file it
+/// created, so that a device failure can discard them.
+fn write_files(io: &dyn JobIo, files: Receiver<Vec<FileParts>>) -> Written {
+    let mut written = Written {
+        outputs: Vec::new(),
+        bytes: 0,
+        entries: 0,
+        busy: 0.0,
+        error: None,
+    };
+    for batch in files {
+        for parts in batch {
+            let t = Instant::now();
+            let mut size = (0, 0);
+            let result = (|| -> Result<()> {
+                let file = parts.assemble()?;
+                size = (file.bytes.len() as u64, file.entries);
                 let (number, mut sink) = io.create_output()?;
-                std::io::Write::write_all(&mut sink, &file.bytes)
-                    .and_then(|()| std::io::Write::flush(&mut sink))
-                    .map_err(|e| Error::io("writing a compaction output", e))?;
-                sink.finish()?;
-                stats.write_secs += t.elapsed().as_secs_f64();
-                stats.bytes_written += file.bytes.len() as u64;
-                stats.entries_out += file.entries;
-                outputs.push(OutputTable {
+                written.outputs.push(OutputTable {
                     number,
                     file_size: file.bytes.len() as u64,
                     smallest: file.smallest,
                     largest: file.largest,
                     entries: file.entries,
                 });
+                std::io::Write::write_all(&mut sink, &file.bytes)
+                    .and_then(|()| std::io::Write::flush(&mut sink))
+                    .map_err(|e| Error::io("writing a compaction output", e))?;
+                sink.finish()
+            })();
+            written.busy += t.elapsed().as_secs_f64();
+            if let Err(error) = result {
+                written.error = Some(error);
+                return written;
             }
-            stats.total_secs = started.elapsed().as_secs_f64();
-            Ok(CompactionOutput {
-                executor: OPENCL.to_string(),
-                outputs,
-                stats,
-                fallback: None,
-            })
-        })();
-        Ok(written)
+            written.bytes += size.0;
+            written.entries += size.1;
+        }
     }
+    written
 }
 
 impl Executor for OpenClExecutor {

@@ -11,25 +11,43 @@
 //! | Bloom filters: byte vector, then folded into bits (Algorithm 2) | device: `bloom_set`, `bloom_fold` |
 //! | index block, filter block layout, metaindex, footer, block trailers (CRC32C) | host: `TableAssembler`, as every executor |
 //!
+//! The encoded blocks come back file by file on the transfer queue while
+//! the compute queue gathers the blocks' first and last keys; then, per
+//! file, the host waits for that file's blocks, compresses them and starts
+//! its Bloom kernels without waiting (`Session::launch_async`), so the
+//! device builds file f's filters while file f+1's blocks arrive and are
+//! compressed (the filter layout needs the stored, compressed sizes, which
+//! is why a file's filters cannot start before its blocks are back).
+//!
+//! Per slice only finished files are packed; the blocks of the file still
+//! open at the end of a slice (and the entries of its unfinished block, as
+//! one more block) come back uncompressed and are carried into the next
+//! slice, where they are packed again together with that slice's entries:
+//! block and file boundaries are then decided from the open file's first
+//! entry, exactly as one pass over the whole job decides them.
+//!
 //! The device has a `block_checksum` kernel for output trailers, tested
-//! against `block_checksum`, but the pipeline does not use it yet:
-//! `TableAssembler::write_data_block` computes the trailer itself, so a
-//! device CRC would be computed twice.
+//! against `block_checksum`, but the pipeline does not use it:
+//! `TableAssembler::write_data_block` computes the trailer of the block as
+//! stored (compressed by the host or not), so a device CRC of the
+//! uncompressed block would not be the one written.
 
 use std::ops::Range;
 
+use opencl3::memory::Buffer;
 use rayon::prelude::*;
 use shale_format::bloom::{filter_bits, probes_for_bits_per_key};
 use shale_format::coding::varint_length;
 use shale_format::filter_block::{assemble_filters, plan_filters};
 use shale_format::format::{maybe_compress_owned, CompressionType, BLOCK_TRAILER_LEN};
+use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
 
 use super::device::DeviceError;
 use super::pipeline::DeviceEntries;
-use super::session::{mem, Arg, Session};
+use super::session::{mem, Arg, Download, Session};
 use crate::job::CompactionJob;
-use crate::parallel::pack::ScanState;
+use crate::parallel::pack::{PlannedFile, ScanState};
 use crate::parallel::plan::{plan_boundaries_from_sizes, EntrySize};
 
 /// A finished table, in memory, before it has a file number.
@@ -98,13 +116,27 @@ pub(crate) fn group_layout(
     layout
 }
 
-/// Packs the kept entries into finished files.
+/// What packing one slice produced.
+#[derive(Debug, Default)]
+pub(crate) struct PackedSlice {
+    /// Finished files, in key order, to be laid out.
+    pub(crate) files: Vec<FileParts>,
+    /// The file still open: its blocks' uncompressed contents, for the next
+    /// slice (empty after the last slice).
+    pub(crate) open_blocks: Vec<Vec<u8>>,
+    /// Entries in `open_blocks`.
+    pub(crate) open_entries: usize,
+}
+
+/// Packs the kept entries of a slice into finished files; the open file's
+/// entries come back as blocks for the next slice unless `last`.
 pub(crate) fn pack_on_device(
     session: &mut Session<'_>,
     pool: &rayon::ThreadPool,
     job: &CompactionJob,
     entries: &DeviceEntries,
-) -> Result<Vec<AssembledFile>, DeviceError> {
+    last: bool,
+) -> Result<PackedSlice, DeviceError> {
     let m = entries.kept_count;
     let sizes = session.alloc::<u32>("kept sizes", 3 * m)?;
     session.launch(
@@ -137,12 +169,30 @@ pub(crate) fn pack_on_device(
         file_open: false,
         raw_data_bytes: 0,
     };
-    let (planned, _) =
-        plan_boundaries_from_sizes(&host_sizes, &entries.stops, &mut state, job, true);
-    let block_ranges: Vec<Range<usize>> = planned
+    let (planned, unfinished_block) =
+        plan_boundaries_from_sizes(&host_sizes, &entries.stops, &mut state, job, last);
+    // Finished files first; only the last planned file may still be open.
+    let finished: Vec<&PlannedFile> = planned.iter().filter(|f| f.finish).collect();
+    let mut block_ranges: Vec<Range<usize>> = finished
         .iter()
         .flat_map(|f| f.blocks.iter().cloned())
         .collect();
+    let finished_blocks = block_ranges.len();
+    let finished_entries = block_ranges.last().map_or(0, |b| b.end);
+    block_ranges.extend(
+        planned
+            .iter()
+            .filter(|f| !f.finish)
+            .flat_map(|f| f.blocks.iter().cloned()),
+    );
+    if !unfinished_block.is_empty() {
+        block_ranges.push(unfinished_block);
+    }
+    if block_ranges.last().map_or(0, |b| b.end) != m {
+        return Err(DeviceError::new(
+            "the boundary plan does not cover every kept entry",
+        ));
+    }
     let layout = group_layout(&host_sizes, &block_ranges, job.table.block_restart_interval);
     let out_len = layout.blocks.last().map_or(0, |b| b.end);
     if out_len > u32::MAX as usize {
@@ -169,7 +219,7 @@ pub(crate) fn pack_on_device(
         &[
             mem(&entries.keys),
             mem(&entries.key_offset),
-            mem(&entries.data),
+            mem(&entries.data.buffer),
             mem(&entries.value_offset),
             mem(&entries.kept),
             mem(&sizes),
@@ -182,14 +232,50 @@ pub(crate) fn pack_on_device(
             mem(&out),
         ],
     )?;
-    let encoded = session.download("output blocks", &out, out_len)?;
-    drop(out);
+    // Files: their blocks (indices into block_ranges).
+    let mut file_blocks = Vec::with_capacity(finished.len());
+    let mut next_block = 0;
+    for file in &finished {
+        file_blocks.push(next_block..next_block + file.blocks.len());
+        next_block += file.blocks.len();
+    }
+    // The encoded blocks come back file by file on the transfer queue,
+    // while the compute queue gathers the boundary keys and, below, builds
+    // the filters of one file while the host compresses the next.
+    let bytes_of = |blocks: Range<usize>| {
+        let start = layout.blocks.get(blocks.start).map_or(out_len, |b| b.start);
+        let end = blocks
+            .end
+            .checked_sub(1)
+            .and_then(|b| layout.blocks.get(b))
+            .map_or(start, |b| b.end.max(start));
+        start..end
+    };
+    let mut downloads = Vec::with_capacity(file_blocks.len());
+    for blocks in &file_blocks {
+        let range = bytes_of(blocks.clone());
+        downloads.push(session.download_async(
+            "output blocks",
+            &out,
+            range.start,
+            range.len(),
+            &[],
+        )?);
+    }
+    let open_range = bytes_of(finished_blocks..block_ranges.len());
+    let open_download = session.download_async(
+        "output blocks",
+        &out,
+        open_range.start,
+        open_range.len(),
+        &[],
+    )?;
 
-    // The first and last key of every block.
-    let mut which = Vec::with_capacity(2 * block_ranges.len());
-    let mut key_at = Vec::with_capacity(2 * block_ranges.len() + 1);
+    // The first and last key of every finished block.
+    let mut which = Vec::with_capacity(2 * finished_blocks);
+    let mut key_at = Vec::with_capacity(2 * finished_blocks + 1);
     let mut key_bytes = 0usize;
-    for range in &block_ranges {
+    for range in &block_ranges[..finished_blocks] {
         for j in [range.start, range.end - 1] {
             which.push(j as u32);
             key_at.push(key_bytes);
@@ -219,124 +305,221 @@ pub(crate) fn pack_on_device(
     )?;
     let gathered = session.download("boundary keys", &gathered, key_bytes)?;
     let boundary_key = |w: usize| &gathered[key_at[w]..key_at[w + 1]];
+    let open_bytes = session.finish_download(open_download)?;
+    let open_blocks: Vec<Vec<u8>> = layout.blocks[finished_blocks..]
+        .iter()
+        .map(|range| {
+            open_bytes[range.start - open_range.start..range.end - open_range.start].to_vec()
+        })
+        .collect();
+    let open_entries = m - finished_entries;
 
-    // Snappy on the host, block by block in parallel.
-    let compression = job.table.table_options().compression;
-    let compressed: Vec<(Vec<u8>, CompressionType)> = pool.install(|| {
-        layout
-            .blocks
-            .par_iter()
-            .map(|range| maybe_compress_owned(encoded[range.clone()].to_vec(), compression))
-            .collect()
-    });
-    drop(encoded);
-
-    // Files: their blocks (indices into block_ranges) and filter plans.
-    let mut file_blocks = Vec::with_capacity(planned.len());
-    let mut next_block = 0;
-    for file in &planned {
-        file_blocks.push(next_block..next_block + file.blocks.len());
-        next_block += file.blocks.len();
-    }
-    let filters = match job.table.bloom_bits_per_key {
-        Some(bits_per_key) => Some(bloom_on_device(
-            session,
-            entries,
-            &block_ranges,
-            &compressed,
-            &file_blocks,
-            bits_per_key,
-        )?),
-        None => None,
-    };
-
-    // Lay out each file as every executor does.
+    // Per file: wait for its blocks, Snappy on the host (blocks in
+    // parallel), then its filters on the device without waiting for them.
     let options = job.table.table_options();
-    let files: Vec<AssembledFile> = pool.install(|| {
-        file_blocks
-            .par_iter()
-            .enumerate()
-            .map(|(f, blocks)| -> Result<AssembledFile, DeviceError> {
-                let mut assembler = TableAssembler::new(options.clone(), Vec::new());
-                for b in blocks.clone() {
-                    let (contents, kind) = &compressed[b];
-                    assembler
-                        .write_data_block(
-                            boundary_key(2 * b),
-                            boundary_key(2 * b + 1),
-                            contents,
-                            *kind,
-                        )
-                        .map_err(|e| {
-                            DeviceError::new(format!("assembling an output table: {e}"))
-                        })?;
-                }
-                let filter = filters
-                    .as_ref()
-                    .map(|filters| assemble_filters(&filters[f]));
-                let (bytes, _) = assembler
-                    .finish_with_filter_block(filter)
-                    .map_err(|e| DeviceError::new(format!("assembling an output table: {e}")))?;
-                Ok(AssembledFile {
-                    bytes,
-                    smallest: boundary_key(2 * blocks.start).to_vec(),
-                    largest: boundary_key(2 * (blocks.end - 1) + 1).to_vec(),
-                    entries: blocks.clone().map(|b| block_ranges[b].len() as u64).sum(),
+    let compression = options.compression;
+    let mut files = Vec::with_capacity(file_blocks.len());
+    let mut pending_filters = Vec::with_capacity(file_blocks.len());
+    for (blocks, download) in file_blocks.iter().zip(downloads) {
+        let encoded = session.finish_download(download)?;
+        let base = bytes_of(blocks.clone()).start;
+        let compressed: Vec<(Vec<u8>, CompressionType)> = pool.install(|| {
+            layout.blocks[blocks.clone()]
+                .par_iter()
+                .map(|range| {
+                    maybe_compress_owned(
+                        encoded[range.start - base..range.end - base].to_vec(),
+                        compression,
+                    )
                 })
-            })
-            .collect::<Result<_, _>>()
-    })?;
-    Ok(files)
+                .collect()
+        });
+        if let Some(bits_per_key) = job.table.bloom_bits_per_key {
+            let stored: Vec<usize> = compressed.iter().map(|(c, _)| c.len()).collect();
+            pending_filters.push(bloom_for_file(
+                session,
+                entries,
+                &block_ranges,
+                &stored,
+                blocks.clone(),
+                bits_per_key,
+            )?);
+        }
+        files.push(FileParts {
+            blocks: blocks
+                .clone()
+                .zip(compressed)
+                .map(|(b, (contents, kind))| StoredBlock {
+                    contents,
+                    kind,
+                    first_key: boundary_key(2 * b).to_vec(),
+                    last_key: boundary_key(2 * b + 1).to_vec(),
+                })
+                .collect(),
+            filters: None,
+            entries: blocks.clone().map(|b| block_ranges[b].len() as u64).sum(),
+            options: options.clone(),
+        });
+    }
+    session.settle()?;
+    for (file, pending) in files.iter_mut().zip(pending_filters) {
+        file.filters = Some(pending.finish(session)?);
+    }
+    drop(out);
+    Ok(PackedSlice {
+        files,
+        open_blocks,
+        open_entries,
+    })
 }
 
-/// Builds every filter of every file on the device: per file, the filters
-/// `plan_filters` asks for (from the blocks' places in the file), each
-/// empty or over the keys of its blocks.
-fn bloom_on_device(
+/// One output data block as stored, with its first and last key.
+#[derive(Debug)]
+pub(crate) struct StoredBlock {
+    contents: Vec<u8>,
+    kind: CompressionType,
+    first_key: Vec<u8>,
+    last_key: Vec<u8>,
+}
+
+/// A finished output file in parts: its data blocks (encoded on the
+/// device, compressed on the host) and its Bloom filters.
+#[derive(Debug)]
+pub(crate) struct FileParts {
+    blocks: Vec<StoredBlock>,
+    /// The filters `plan_filters` asks for, when the table has a filter.
+    filters: Option<Vec<Vec<u8>>>,
+    entries: u64,
+    options: TableOptions,
+}
+
+impl FileParts {
+    /// Lays the file out: data blocks with trailers, filter block,
+    /// metaindex, index block, footer (`TableAssembler`, as every executor).
+    pub(crate) fn assemble(self) -> shale_format::Result<AssembledFile> {
+        let (Some(first), Some(last)) = (self.blocks.first(), self.blocks.last()) else {
+            return Err(shale_format::Error::InvalidArgument(
+                "an output file without data blocks".into(),
+            ));
+        };
+        let (smallest, largest) = (first.first_key.clone(), last.last_key.clone());
+        let mut assembler = TableAssembler::new(self.options, Vec::new());
+        for block in &self.blocks {
+            assembler.write_data_block(
+                &block.first_key,
+                &block.last_key,
+                &block.contents,
+                block.kind,
+            )?;
+        }
+        let filter = self.filters.as_deref().map(assemble_filters);
+        let (bytes, _) = assembler.finish_with_filter_block(filter)?;
+        Ok(AssembledFile {
+            bytes,
+            smallest,
+            largest,
+            entries: self.entries,
+        })
+    }
+}
+
+/// One file's Bloom filters, being built on the device.
+struct PendingFilters {
+    /// Per filter `plan_filters` asks for: `None` (empty) or its offset and
+    /// length in the bit arrays.
+    plan: Vec<Option<(usize, usize)>>,
+    probes: u8,
+    /// The bit arrays coming back (`None`: the file has no filter data).
+    bits: Option<FilterBuffers>,
+}
+
+/// The read-back of one file's bit arrays, and the buffers its kernels use
+/// (kept until they are done).
+struct FilterBuffers {
+    download: Download<u8>,
+    _ranges: [Buffer<u32>; 3],
+    _byte_vector: Buffer<u8>,
+    _bit_arrays: Buffer<u8>,
+}
+
+impl PendingFilters {
+    /// Waits for the bit arrays; the filters, each with its probe count.
+    fn finish(self, session: &mut Session<'_>) -> Result<Vec<Vec<u8>>, DeviceError> {
+        let bit_arrays = match self.bits {
+            Some(buffers) => session.finish_download(buffers.download)?,
+            None => Vec::new(),
+        };
+        self.plan
+            .into_iter()
+            .map(|filter| match filter {
+                None => Ok(Vec::new()),
+                Some((start, bytes)) => {
+                    let mut filter = bit_arrays
+                        .get(start..start + bytes)
+                        .ok_or_else(|| DeviceError::new("Bloom filter out of range"))?
+                        .to_vec();
+                    filter.push(self.probes);
+                    Ok(filter)
+                }
+            })
+            .collect()
+    }
+}
+
+/// Starts building one file's filters on the device (blocks `blocks`,
+/// whose stored sizes are `stored`): the filters `plan_filters` asks for
+/// from the blocks' places in the file, each empty or over the keys of its
+/// blocks. Returns without waiting.
+fn bloom_for_file(
     session: &mut Session<'_>,
     entries: &DeviceEntries,
     block_ranges: &[Range<usize>],
-    compressed: &[(Vec<u8>, CompressionType)],
-    file_blocks: &[Range<usize>],
+    stored: &[usize],
+    blocks: Range<usize>,
     bits_per_key: u32,
-) -> Result<Vec<Vec<Vec<u8>>>, DeviceError> {
+) -> Result<PendingFilters, DeviceError> {
     let probes = probes_for_bits_per_key(bits_per_key);
-    // Per file, per filter: None (empty) or (index among device filters, bytes).
-    let mut plans: Vec<Vec<Option<(usize, usize)>>> = Vec::with_capacity(file_blocks.len());
+    let mut offset = 0u64;
+    let places: Vec<(u64, u64)> = stored
+        .iter()
+        .map(|&size| {
+            let start = offset;
+            offset += (size + BLOCK_TRAILER_LEN) as u64;
+            (start, offset)
+        })
+        .collect();
+    let mut plan = Vec::new();
     let mut filter_first = Vec::new();
     let mut filter_bits_list = Vec::new();
     let mut filter_out = Vec::new();
     let mut out_bytes = 0usize;
-    for blocks in file_blocks {
-        let mut offset = 0u64;
-        let places: Vec<(u64, u64)> = blocks
-            .clone()
-            .map(|b| {
-                let start = offset;
-                offset += (compressed[b].0.len() + BLOCK_TRAILER_LEN) as u64;
-                (start, offset)
-            })
-            .collect();
-        let mut file_plan = Vec::new();
-        for range in plan_filters(&places) {
-            if range.is_empty() {
-                file_plan.push(None);
-                continue;
-            }
-            let first = block_ranges[blocks.start + range.start].start;
-            let end = block_ranges[blocks.start + range.end - 1].end;
-            let bits = filter_bits(end - first, bits_per_key);
-            file_plan.push(Some((filter_first.len(), bits / 8)));
-            filter_first.push(first as u32);
-            filter_bits_list.push(bits as u32);
-            filter_out.push(out_bytes as u32);
-            out_bytes += bits / 8;
+    for range in plan_filters(&places) {
+        if range.is_empty() {
+            plan.push(None);
+            continue;
         }
-        plans.push(file_plan);
+        let first = block_ranges[blocks.start + range.start].start;
+        let end = block_ranges[blocks.start + range.end - 1].end;
+        let bits = filter_bits(end - first, bits_per_key);
+        plan.push(Some((out_bytes, bits / 8)));
+        filter_first.push(first as u32);
+        filter_bits_list.push(bits as u32);
+        filter_out.push(out_bytes as u32);
+        out_bytes += bits / 8;
     }
     let filters = filter_first.len();
-    // Filters cover the kept entries one after another: close the list.
-    filter_first.push(entries.kept_count as u32);
+    if filters == 0 {
+        return Ok(PendingFilters {
+            plan,
+            probes,
+            bits: None,
+        });
+    }
+    // Filters cover the file's entries one after another: close the list
+    // at its last entry.
+    let first_entry = block_ranges[blocks.start].start;
+    let end_entry = block_ranges[blocks.end - 1].end;
+    filter_first.push(end_entry as u32);
     if out_bytes.saturating_mul(8) > u32::MAX as usize {
         return Err(DeviceError::new("Bloom filters past 32-bit offsets"));
     }
@@ -344,11 +527,14 @@ fn bloom_on_device(
     let bits_buffer = session.upload("filter sizes", &filter_bits_list)?;
     let out_buffer = session.upload("filter offsets", &filter_out)?;
     let byte_vector = session.alloc_zeroed::<u8>("the Bloom byte vector", out_bytes * 8)?;
-    session.launch(
+    let bit_arrays = session.alloc::<u8>("Bloom filters", out_bytes)?;
+    // Work items are the file's kept entries: the global offset starts
+    // them at its first entry.
+    session.launch_async(
         "bloom_set",
-        entries.kept_count,
-        None,
-        entries.kept_count as u64 * u64::from(probes),
+        first_entry,
+        end_entry - first_entry,
+        (end_entry - first_entry) as u64 * u64::from(probes),
         &[
             mem(&entries.keys),
             mem(&entries.key_offset),
@@ -361,37 +547,33 @@ fn bloom_on_device(
             Arg::U32(u32::from(probes)),
             mem(&byte_vector),
         ],
+        &[],
     )?;
-    let bit_arrays = session.alloc::<u8>("Bloom filters", out_bytes)?;
-    session.launch(
+    // The compute queue is in order: the fold runs after the set.
+    let folded = session.launch_async(
         "bloom_fold",
+        0,
         out_bytes,
-        None,
         out_bytes as u64 * 8,
         &[
             mem(&byte_vector),
             Arg::U32(out_bytes as u32),
             mem(&bit_arrays),
         ],
+        &[],
     )?;
-    let bit_arrays = session.download("Bloom filters", &bit_arrays, out_bytes)?;
-    Ok(plans
-        .into_iter()
-        .map(|file_plan| {
-            file_plan
-                .into_iter()
-                .map(|filter| match filter {
-                    None => Vec::new(),
-                    Some((f, bytes)) => {
-                        let start = filter_out[f] as usize;
-                        let mut filter = bit_arrays[start..start + bytes].to_vec();
-                        filter.push(probes);
-                        filter
-                    }
-                })
-                .collect()
-        })
-        .collect())
+    let wait: Vec<_> = folded.into_iter().collect();
+    let download = session.download_async("Bloom filters", &bit_arrays, 0, out_bytes, &wait)?;
+    Ok(PendingFilters {
+        plan,
+        probes,
+        bits: Some(FilterBuffers {
+            download,
+            _ranges: [first_buffer, bits_buffer, out_buffer],
+            _byte_vector: byte_vector,
+            _bit_arrays: bit_arrays,
+        }),
+    })
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
-//! One job on the device, up to the kept entries: read, unpack, merge, gc.
-//! Pack is in `pack.rs`. What runs where:
+//! One slice of a job on the device, up to the kept entries: unpack, merge,
+//! gc. Reading is in `slices.rs`, pack in `pack.rs`. What runs where:
 //!
 //! | step | where |
 //! | --- | --- |
-//! | open tables (footer, index block), read each file's data blocks in one read | host |
+//! | open tables (footer, index block), read the slice's blocks, one read per stretch of a file | host (the reading thread) |
 //! | Snappy decompression of compressed input blocks | host (the device has no Snappy) |
 //! | CRC32C check of every input block | device: `check_block_crc` |
 //! | restart arrays → list of restart groups | host (4 bytes per group) |
@@ -14,44 +14,43 @@
 //! | stream compaction of kept entries | device: scan, `compact_kept` |
 //!
 //! Values are uploaded once with their blocks and never come back until
-//! they are inside encoded output blocks (lazy value movement). The whole
-//! job is resident on the device at once; placement sends jobs that would
-//! not fit the device-memory budget to the CPU, and any allocation past it
+//! they are inside encoded output blocks (lazy value movement). One slice
+//! is resident on the device at a time; an allocation past the budget
 //! fails the device path (and the job runs on the CPU).
+//!
+//! The slice's blocks go up on the transfer queue; the checksum kernel
+//! waits on that upload's event while the host lists the restart groups.
+//!
+//! The entries of the output file left open by the previous slice come in
+//! as the slice's last run (`carried` entries). They sort before every new
+//! entry, so they take merged positions `0..carried`, and gc keeps them
+//! all again (an entry kept once is kept again among kept entries: what
+//! dropped it would be an older version of its user key at or below the
+//! smallest snapshot just before it, and kept entries have none). The
+//! grandparent cutter, which carries over between slices, skips them.
 
 use std::time::Instant;
 
 use opencl3::memory::Buffer;
 use rayon::prelude::*;
 use shale_format::coding::decode_fixed32;
-use shale_format::format::{decode_block_slice, BlockHandle, BLOCK_TRAILER_LEN};
+use shale_format::format::{decode_block_slice, BLOCK_TRAILER_LEN};
 use shale_format::internal_key::ParsedInternalKey;
 
 use super::device::DeviceError;
 use super::placement::GcSite;
 use super::scan::exclusive_scan_u32;
-use super::session::{mem, Arg, Session};
+use super::session::{mem, Arg, Session, Upload};
+use super::slices::{InputBlock, SliceInput};
 use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
-use crate::job::{CompactionJob, JobIo, PhaseStats};
-use crate::parallel::{open_table, shared_user_key_prefix, InputTable};
-
-/// One input data block in the device's `data` buffer.
-struct InputBlock {
-    table: usize,
-    handle: BlockHandle,
-    /// Offset of the block as read (contents, type byte, CRC).
-    raw: u32,
-    /// Offset of its uncompressed contents (`raw` unless it was compressed).
-    contents: u32,
-    /// Length of the uncompressed contents.
-    contents_len: u32,
-}
+use crate::job::{CompactionJob, PhaseStats};
+use crate::parallel::shared_user_key_prefix;
 
 /// The entries of a job on the device, in structure-of-arrays form.
 pub(crate) struct DeviceEntries {
     /// Input blocks as read, then decompressed contents; values point here.
-    pub(crate) data: Buffer<u8>,
+    pub(crate) data: Upload<u8>,
     /// Full internal keys.
     pub(crate) keys: Buffer<u8>,
     pub(crate) key_offset: Buffer<u32>,
@@ -69,52 +68,88 @@ fn input_error(error: shale_format::Error) -> DeviceError {
     DeviceError::new(format!("input: {error}"))
 }
 
-fn corrupt(tables: &[InputTable], block: &InputBlock, what: &str) -> DeviceError {
+fn corrupt(names: &[String], block: &InputBlock, what: &str) -> DeviceError {
     DeviceError::new(format!(
         "corruption in {} block at offset {}: {what}",
-        tables[block.table].name, block.handle.offset
+        names[block.source], block.handle.offset
     ))
 }
 
-/// Runs read, unpack, merge and gc; `None` when no entry is kept.
+/// What gc carries from one slice to the next.
+pub(crate) struct GcCarry<'j> {
+    /// The grandparent cut, fed every merged entry of the job in order.
+    pub(crate) cutter: GrandparentCutter<'j>,
+    /// A grandparent cut seen after the last kept entry.
+    pub(crate) pending_stop: bool,
+}
+
+/// Runs unpack, merge and gc over one slice, whose last `carried` entries
+/// (its last run) are those of the open output file; `None` when no entry
+/// is kept.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the slice, its carried state and the job's settings, named at the call"
+)]
 pub(crate) fn entries_on_device(
     session: &mut Session<'_>,
     pool: &rayon::ThreadPool,
     job: &CompactionJob,
-    io: &dyn JobIo,
+    input: SliceInput,
+    carried: usize,
     gc: GcSite,
+    carry: &mut GcCarry<'_>,
     stats: &mut PhaseStats,
 ) -> Result<Option<DeviceEntries>, DeviceError> {
-    // Read: footers and index blocks, then every file's data blocks at once.
-    let t = Instant::now();
-    let mut tables = Vec::new();
-    let mut run_first_table = Vec::new();
-    for run in &job.inputs {
-        run_first_table.push(tables.len());
-        for file in &run.files {
-            tables.push(open_table(io, file).map_err(input_error)?);
-            stats.bytes_read += file.file_size;
-        }
-    }
-    run_first_table.push(tables.len());
-    let (mut data, blocks) = read_data_blocks(&tables)?;
-    stats.read_secs += t.elapsed().as_secs_f64();
-
     // Unpack.
     let t = Instant::now();
-    let mut blocks = blocks;
-    decompress(pool, &tables, &mut data, &mut blocks)?;
+    let SliceInput {
+        mut data,
+        mut blocks,
+        run_first_block,
+        names,
+        ..
+    } = input;
+    decompress(pool, &names, &mut data, &mut blocks)?;
     if data.len() > u32::MAX as usize {
         return Err(DeviceError::new(format!(
             "{} bytes of input blocks: past 32-bit offsets",
             data.len()
         )));
     }
-    let data_buffer = session.upload("input blocks", &data)?;
-    check_checksums(session, &tables, &blocks, &data_buffer)?;
+    // The blocks go up on the transfer queue; the checksum kernel waits for
+    // them while the host lists the restart groups.
+    let upload = session.upload_async("input blocks", data)?;
+    let offsets: Vec<u32> = blocks.iter().map(|b| b.raw).collect();
+    let lengths: Vec<u32> = blocks.iter().map(|b| b.handle.size as u32).collect();
+    let offset_buffer = session.upload("block offsets", &offsets)?;
+    let length_buffer = session.upload("block sizes", &lengths)?;
+    let crc_ok = session.alloc::<u32>("checksum results", blocks.len())?;
+    session.launch_after(
+        "check_block_crc",
+        blocks.len(),
+        None,
+        lengths.iter().map(|&l| u64::from(l) + 1).sum(),
+        &[
+            mem(&upload.buffer),
+            mem(&offset_buffer),
+            mem(&length_buffer),
+            Arg::U32(blocks.len() as u32),
+            mem(&crc_ok),
+        ],
+        &upload.wait_list(),
+    )?;
+    session.finish_upload(&upload)?;
+    let crc_ok = session.download("checksum results", &crc_ok, blocks.len())?;
+    if let Some(b) = crc_ok.iter().position(|&ok| ok == 0) {
+        return Err(corrupt(
+            &names,
+            &blocks[b],
+            "block checksum mismatch (found on the device)",
+        ));
+    }
+    let data_buffer = &upload.buffer;
     let (group_start, group_limit, block_first_group) =
-        restart_groups(pool, &tables, &data, &blocks)?;
-    drop(data);
+        restart_groups(pool, &names, upload.host(), &blocks)?;
     let groups = group_start.len();
     let group_start = session.upload("restart groups", &group_start)?;
     let group_limit = session.upload("restart groups", &group_limit)?;
@@ -127,7 +162,7 @@ pub(crate) fn entries_on_device(
         None,
         u64::from(blocks.iter().map(|b| b.contents_len).sum::<u32>()),
         &[
-            mem(&data_buffer),
+            mem(data_buffer),
             mem(&group_start),
             mem(&group_limit),
             Arg::U32(groups as u32),
@@ -145,11 +180,16 @@ pub(crate) fn entries_on_device(
         )));
     }
     let n = total as usize;
-    stats.entries_in += total;
+    if n < carried {
+        return Err(DeviceError::new(format!(
+            "the slice has {n} entries, fewer than the {carried} carried over"
+        )));
+    }
+    stats.entries_in += total - carried as u64;
     // Where each run's entries start: runs are laid out one after another.
-    let mut run_start = Vec::with_capacity(job.inputs.len() + 1);
-    for &first_table in &run_first_table[..job.inputs.len()] {
-        let first_block = tables_first_block(&blocks, first_table);
+    let runs = run_first_block.len() - 1;
+    let mut run_start = Vec::with_capacity(runs + 1);
+    for &first_block in &run_first_block[..runs] {
         let first_group = block_first_group
             .get(first_block)
             .copied()
@@ -178,7 +218,7 @@ pub(crate) fn entries_on_device(
         None,
         u64::from(blocks.iter().map(|b| b.contents_len).sum::<u32>()),
         &[
-            mem(&data_buffer),
+            mem(data_buffer),
             mem(&group_start),
             mem(&group_limit),
             Arg::U32(groups as u32),
@@ -197,7 +237,6 @@ pub(crate) fn entries_on_device(
 
     // Merge by rank.
     let t = Instant::now();
-    let runs = job.inputs.len();
     let run_start_buffer = session.upload("run starts", &run_start)?;
     let entry_args = [mem(&keys), mem(&key_offset), mem(&key_len), mem(&prefix)];
     let run_args = [
@@ -222,11 +261,23 @@ pub(crate) fn entries_on_device(
     // GC: keep flags, the grandparent cuts, stream compaction.
     let t = Instant::now();
     let (keep, stops_by_merged) = match gc {
-        GcSite::Device => gc_on_device(session, job, &keys, &key_offset, &key_len, &order, n)?,
+        GcSite::Device => gc_on_device(
+            session,
+            job,
+            &mut carry.cutter,
+            carried,
+            &keys,
+            &key_offset,
+            &key_len,
+            &order,
+            n,
+        )?,
         GcSite::Host => gc_on_host(
             session,
             pool,
             job,
+            &mut carry.cutter,
+            carried,
             &keys,
             key_total as usize,
             &key_offset,
@@ -255,12 +306,18 @@ pub(crate) fn entries_on_device(
     // previous kept entry.
     let stops = match stops_by_merged {
         Some((stop_before, keep)) => {
-            let mut stops = Vec::with_capacity(kept_count);
-            let mut pending = false;
-            for (stop, keep) in stop_before.into_iter().zip(keep) {
-                pending |= stop;
+            if keep.iter().take(carried).any(|&k| k == 0) {
+                return Err(DeviceError::new(
+                    "gc dropped an entry carried over from the previous slice",
+                ));
+            }
+            // Carried entries (all kept) had their stops in an earlier
+            // slice; a cut pending from there belongs to the next new entry.
+            let mut stops = vec![false; carried];
+            for (stop, keep) in stop_before.into_iter().zip(keep).skip(carried) {
+                carry.pending_stop |= stop;
                 if keep != 0 {
-                    stops.push(std::mem::take(&mut pending));
+                    stops.push(std::mem::take(&mut carry.pending_stop));
                 }
             }
             stops
@@ -268,11 +325,16 @@ pub(crate) fn entries_on_device(
         None => vec![false; kept_count],
     };
     stats.gc_secs += t.elapsed().as_secs_f64();
+    if kept_count < carried {
+        return Err(DeviceError::new(
+            "gc dropped an entry carried over from the previous slice",
+        ));
+    }
     if kept_count == 0 {
         return Ok(None);
     }
     Ok(Some(DeviceEntries {
-        data: data_buffer,
+        data: upload,
         keys,
         key_offset,
         key_len,
@@ -284,74 +346,11 @@ pub(crate) fn entries_on_device(
     }))
 }
 
-/// Index of the first block of table `table` or later.
-fn tables_first_block(blocks: &[InputBlock], table: usize) -> usize {
-    blocks.partition_point(|b| b.table < table)
-}
-
-/// Reads the data blocks of every table, one read per table, into one
-/// buffer; checks that the index's handles are in order and inside it.
-fn read_data_blocks(tables: &[InputTable]) -> Result<(Vec<u8>, Vec<InputBlock>), DeviceError> {
-    let mut data = Vec::new();
-    let mut blocks = Vec::new();
-    for (t, table) in tables.iter().enumerate() {
-        let (Some(first), Some(last)) = (table.blocks.first(), table.blocks.last()) else {
-            continue;
-        };
-        let start = first.1.offset;
-        let end = last
-            .1
-            .offset
-            .checked_add(last.1.size)
-            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64))
-            .filter(|&e| e >= start && e - start <= u64::from(u32::MAX))
-            .ok_or_else(|| {
-                DeviceError::new(format!("corruption in {}: bad block handles", table.name))
-            })?;
-        let base = data.len();
-        data.resize(base + (end - start) as usize, 0);
-        table
-            .source
-            .read_exact_at(&mut data[base..], start)
-            .map_err(|e| {
-                DeviceError::new(format!(
-                    "input: reading {} at offset {start}: {e}",
-                    table.name
-                ))
-            })?;
-        let mut previous_end = start;
-        for (_, handle) in &table.blocks {
-            let block_end = handle
-                .offset
-                .checked_add(handle.size + BLOCK_TRAILER_LEN as u64);
-            if handle.offset < previous_end || block_end.is_none_or(|e| e > end) {
-                return Err(DeviceError::new(format!(
-                    "corruption in {}: block handles overlap or run backwards at offset {}",
-                    table.name, handle.offset
-                )));
-            }
-            previous_end = block_end.unwrap_or(end);
-            let raw = base as u64 + handle.offset - start;
-            if raw + handle.size + BLOCK_TRAILER_LEN as u64 > u64::from(u32::MAX) {
-                return Err(DeviceError::new("input blocks past 32-bit offsets"));
-            }
-            blocks.push(InputBlock {
-                table: t,
-                handle: *handle,
-                raw: raw as u32,
-                contents: raw as u32,
-                contents_len: handle.size as u32,
-            });
-        }
-    }
-    Ok((data, blocks))
-}
-
 /// Decompresses Snappy blocks on the host and appends their contents to
 /// `data`.
 fn decompress(
     pool: &rayon::ThreadPool,
-    tables: &[InputTable],
+    names: &[String],
     data: &mut Vec<u8>,
     blocks: &mut [InputBlock],
 ) -> Result<(), DeviceError> {
@@ -370,7 +369,7 @@ fn decompress(
                 let raw = &shared[block.raw as usize
                     ..(block.raw + block.contents_len) as usize + BLOCK_TRAILER_LEN];
                 // The CRC is checked on the device; here only decompression.
-                decode_block_slice(raw, &tables[block.table].name, block.handle, false)
+                decode_block_slice(raw, &names[block.source], block.handle, false)
                     .map_err(input_error)
             })
             .collect::<Result<_, _>>()
@@ -387,42 +386,6 @@ fn decompress(
     Ok(())
 }
 
-/// Checks every block's CRC on the device.
-fn check_checksums(
-    session: &mut Session<'_>,
-    tables: &[InputTable],
-    blocks: &[InputBlock],
-    data: &Buffer<u8>,
-) -> Result<(), DeviceError> {
-    let offsets: Vec<u32> = blocks.iter().map(|b| b.raw).collect();
-    let lengths: Vec<u32> = blocks.iter().map(|b| b.handle.size as u32).collect();
-    let offset_buffer = session.upload("block offsets", &offsets)?;
-    let length_buffer = session.upload("block sizes", &lengths)?;
-    let ok = session.alloc::<u32>("checksum results", blocks.len())?;
-    session.launch(
-        "check_block_crc",
-        blocks.len(),
-        None,
-        lengths.iter().map(|&l| u64::from(l) + 1).sum(),
-        &[
-            mem(data),
-            mem(&offset_buffer),
-            mem(&length_buffer),
-            Arg::U32(blocks.len() as u32),
-            mem(&ok),
-        ],
-    )?;
-    let ok = session.download("checksum results", &ok, blocks.len())?;
-    match ok.iter().position(|&ok| ok == 0) {
-        Some(b) => Err(corrupt(
-            tables,
-            &blocks[b],
-            "block checksum mismatch (found on the device)",
-        )),
-        None => Ok(()),
-    }
-}
-
 /// The restart groups of every block, as absolute `[start, limit)` offsets
 /// in `data`, with the index of each block's first group. Validates the
 /// restart arrays as `parallel::unpack::unpack_block` does.
@@ -432,7 +395,7 @@ fn check_checksums(
 )]
 fn restart_groups(
     pool: &rayon::ThreadPool,
-    tables: &[InputTable],
+    names: &[String],
     data: &[u8],
     blocks: &[InputBlock],
 ) -> Result<(Vec<u32>, Vec<u32>, Vec<usize>), DeviceError> {
@@ -445,7 +408,7 @@ fn restart_groups(
                 let size = contents.len();
                 if size < 4 {
                     return Err(corrupt(
-                        tables,
+                        names,
                         block,
                         "block too short for its restart count",
                     ));
@@ -453,7 +416,7 @@ fn restart_groups(
                 let num_restarts =
                     decode_fixed32(&contents[size - 4..]).unwrap_or(u32::MAX) as usize;
                 if num_restarts == 0 || num_restarts > (size - 4) / 4 {
-                    return Err(corrupt(tables, block, "bad restart count"));
+                    return Err(corrupt(names, block, "bad restart count"));
                 }
                 let restarts_offset = size - (1 + num_restarts) * 4;
                 let restart = |i: usize| {
@@ -470,7 +433,7 @@ fn restart_groups(
                         restarts_offset
                     };
                     if start != previous_end || limit < start || limit > restarts_offset {
-                        return Err(corrupt(tables, block, "restart points out of order"));
+                        return Err(corrupt(names, block, "restart points out of order"));
                     }
                     groups.push((block.contents + start as u32, block.contents + limit as u32));
                     previous_end = limit;
@@ -499,9 +462,15 @@ fn restart_groups(
 type GcResult = (Buffer<u32>, Option<(Vec<bool>, Vec<u32>)>);
 
 /// Q-Compaction's gc: every decision on the device.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the device buffers gc reads, passed explicitly"
+)]
 fn gc_on_device(
     session: &mut Session<'_>,
     job: &CompactionJob,
+    cutter: &mut GrandparentCutter<'_>,
+    carried: usize,
     keys: &Buffer<u8>,
     key_offset: &Buffer<u32>,
     key_len: &Buffer<u32>,
@@ -593,11 +562,12 @@ fn gc_on_device(
     )?;
     let passed = session.download("grandparent positions", &passed, n)?;
     let keep_host = session.download("keep flags", &keep, n)?;
-    // The cut is sequential by nature: a scan over integers.
-    let mut cutter = GrandparentCutter::new(job);
+    // The cut is sequential by nature: a scan over integers. Carried
+    // entries were fed to the cutter in an earlier slice.
     let stops = passed
         .iter()
-        .map(|&p| cutter.should_stop_before_position(p as usize))
+        .enumerate()
+        .map(|(i, &p)| i >= carried && cutter.should_stop_before_position(p as usize))
         .collect();
     Ok((keep, Some((stops, keep_host))))
 }
@@ -612,6 +582,8 @@ fn gc_on_host(
     session: &mut Session<'_>,
     pool: &rayon::ThreadPool,
     job: &CompactionJob,
+    cutter: &mut GrandparentCutter<'_>,
+    carried: usize,
     keys: &Buffer<u8>,
     key_total: usize,
     key_offset: &Buffer<u32>,
@@ -654,9 +626,8 @@ fn gc_on_host(
     let stops = if job.grandparents.is_empty() {
         None
     } else {
-        let mut cutter = GrandparentCutter::new(job);
         let stops = (0..n)
-            .map(|i| Ok(cutter.should_stop_before(key(i)?)))
+            .map(|i| Ok(i >= carried && cutter.should_stop_before(key(i)?)))
             .collect::<Result<Vec<bool>, DeviceError>>()?;
         Some((stops, keep.clone()))
     };

@@ -75,14 +75,15 @@ pub const DEFAULT_MAX_DEVICE_FILES: usize = 40;
 /// Deepest output level of a Q-Compaction job (L0→L1 and L1→L2).
 pub const Q_COMPACTION_MAX_OUTPUT_LEVEL: usize = 2;
 
-/// Device bytes a job needs per input byte, as placement estimates it: the
-/// blocks (and their decompressed contents), keys, 24 bytes of tuple per
-/// entry, the merge and gc arrays, the encoded output and the Bloom byte
-/// vector come to about 3 for uncompressed input of 100-byte values and 16-
-/// byte keys; 4 leaves room for compressed input. The device path counts
-/// the real allocations too and hands a job that passes the budget to the
-/// CPU.
-pub const DEVICE_BYTES_PER_INPUT_BYTE: u64 = 4;
+/// Device bytes a job needs per input byte (file bytes), as placement and
+/// slicing estimate it: the blocks as stored and their decompressed
+/// contents, keys, 24 bytes of tuple per entry, the merge and gc arrays, the
+/// encoded output and the Bloom byte vector. Measured: 8.6 for a
+/// `shale bench` database (16-byte keys, 100-byte values that Snappy halves;
+/// a slice of 2 MiB allocated 17.2 MB); about 3 for uncompressed input. The
+/// device path counts the real allocations too and hands a job that passes
+/// the budget to the CPU.
+pub const DEVICE_BYTES_PER_INPUT_BYTE: u64 = 10;
 
 /// The device's share of the work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,10 +109,34 @@ pub enum Placement {
     },
 }
 
-/// Estimated device bytes for `job`.
+/// Estimated device bytes for `job` in one slice.
 pub fn estimated_device_bytes(job: &CompactionJob) -> u64 {
     job.input_bytes()
         .saturating_mul(DEVICE_BYTES_PER_INPUT_BYTE)
+}
+
+/// The smallest slice worth running: below it, per-slice overheads (the
+/// open output file carried into every slice, launches) dominate.
+pub const MIN_SLICE_INPUT_BYTES: u64 = 16 << 10;
+
+/// Input bytes per slice for `job` under `budget`: `None` when the whole
+/// job fits in one slice, else what is left of the budget after the open
+/// output file every slice may carry (up to `max_output_file_size` plus a
+/// block, uncompressed), at least [`MIN_SLICE_INPUT_BYTES`] or `Err` with
+/// the bytes the carried file needs.
+pub fn slice_input_bytes(job: &CompactionJob, budget: u64) -> Result<Option<u64>, u64> {
+    if estimated_device_bytes(job) <= budget {
+        return Ok(None);
+    }
+    let carried = job
+        .max_output_file_size
+        .saturating_add(job.table.block_size as u64);
+    match (budget / DEVICE_BYTES_PER_INPUT_BYTE).checked_sub(carried) {
+        Some(left) if left >= MIN_SLICE_INPUT_BYTES => Ok(Some(left)),
+        _ => Err(carried
+            .saturating_add(MIN_SLICE_INPUT_BYTES)
+            .saturating_mul(DEVICE_BYTES_PER_INPUT_BYTE)),
+    }
 }
 
 /// Decides where `job` runs.
@@ -125,11 +150,12 @@ pub fn placement(job: &CompactionJob, policy: PlacementPolicy, limits: &DeviceLi
             ),
         };
     }
-    let estimate = estimated_device_bytes(job);
-    if estimate > limits.memory_budget {
+    // Larger jobs run in key-range slices; only a budget too small for one
+    // slice sends a job to the CPU.
+    if let Err(needed) = slice_input_bytes(job, limits.memory_budget) {
         return Placement::Cpu {
             reason: format!(
-                "needs about {estimate} bytes of device memory, more than the budget ({})",
+                "a slice needs about {needed} bytes of device memory, more than the budget ({})",
                 limits.memory_budget
             ),
         };
@@ -227,12 +253,41 @@ mod tests {
             panic!("41 files placed on the device");
         };
         assert!(reason.contains("41 input files"), "{reason}");
+        // A job over the budget runs in slices...
+        assert!(matches!(
+            placement(&job(1, 2, 200 << 20), PlacementPolicy::AllDevice, &LIMITS),
+            Placement::Device { .. }
+        ));
+        // ... unless the budget cannot hold one: the open output file
+        // (2 MiB) carried between slices plus the smallest slice.
+        let small = DeviceLimits {
+            memory_budget: 8 << 20,
+            ..LIMITS
+        };
         let Placement::Cpu { reason } =
-            placement(&job(1, 2, 200 << 20), PlacementPolicy::AllDevice, &LIMITS)
+            placement(&job(1, 2, 200 << 20), PlacementPolicy::AllDevice, &small)
         else {
-            panic!("a job over the budget placed on the device");
+            panic!("a job no slice of which fits placed on the device");
         };
         assert!(reason.contains("budget"), "{reason}");
+        // A job that fits whole needs no slice.
+        assert!(matches!(
+            placement(&job(1, 2, 256 << 10), PlacementPolicy::AllDevice, &small),
+            Placement::Device { .. }
+        ));
+    }
+
+    #[test]
+    fn slices_leave_room_for_the_carried_file() {
+        let j = job(1, 4, 100 << 20);
+        assert_eq!(slice_input_bytes(&j, 8 << 30), Ok(None));
+        let budget = 64 << 20;
+        let carried = (2 << 20) + 4096;
+        assert_eq!(
+            slice_input_bytes(&j, budget),
+            Ok(Some(budget / DEVICE_BYTES_PER_INPUT_BYTE - carried))
+        );
+        assert!(slice_input_bytes(&j, 4 * carried).is_err());
     }
 
     #[test]

@@ -1131,6 +1131,10 @@ impl JobIo for MemIo {
             }),
         ))
     }
+    fn discard_output(&self, number: u64) -> shale_format::Result<()> {
+        self.outputs.lock().unwrap().remove(&number);
+        Ok(())
+    }
 }
 
 /// Makes a value, or `None` for a tombstone.
@@ -1496,4 +1500,100 @@ fn corrupt_input_is_reported_by_the_cpu_path() {
         stats.last_fallback_reason.unwrap().contains("checksum"),
         "the device saw the bad block first"
     );
+}
+
+#[test]
+fn slices_give_the_same_tables_and_overlap_reading_with_the_device() {
+    // Overlapping runs with Snappy input, Bloom filters, grandparents and
+    // 8 KiB output files; slices of 1 to 64 KiB cut through input blocks
+    // and carry open output files from slice to slice.
+    let (job, files) = make_job(
+        21,
+        4,
+        600,
+        &settings(true, Some(10), 512, 4),
+        settings(true, Some(10), 1024, 8),
+        &small_values,
+    );
+    for (slice, policy) in [
+        (1 << 10, PlacementPolicy::AllDevice),
+        (4 << 10, PlacementPolicy::CCompaction),
+        (64 << 10, PlacementPolicy::AllDevice),
+    ] {
+        let Some(executor) = executor(OpenClOptions {
+            on_device_error: OnDeviceError::Fail,
+            max_slice_input_bytes: Some(slice),
+            policy,
+            ..OpenClOptions::default()
+        }) else {
+            return;
+        };
+        let output = assert_same_as_streaming(&executor, &job, &files);
+        assert_eq!(output.executor, OPENCL);
+        let stats = executor.stats();
+        // A slice takes every run's entries up to its limit: a few times
+        // the slice size in all.
+        let expected_slices = job.input_bytes() / (8 * slice);
+        assert!(
+            stats.slices >= expected_slices.max(2),
+            "{} slices of {slice} bytes for {} input bytes",
+            stats.slices,
+            job.input_bytes()
+        );
+        // Every stage reports its busy time, and the summary adds up.
+        let s = &output.stats;
+        for stage in ["read", "device", "write"] {
+            assert!(s.stage_busy_secs[stage] > 0.0, "{stage}: {s:?}");
+        }
+        assert!(s.stage_busy_secs["device"] <= s.total_secs);
+        assert_eq!(s.bytes_read, job.input_bytes());
+        assert!(s.kernels["upload"].bytes > 0 && s.kernels["download"].bytes > 0);
+    }
+}
+
+#[test]
+fn a_device_failure_after_written_files_discards_them() {
+    // Small slices: the first slices' files are written while later ones
+    // are on the device. gather_keys runs once per slice; its ninth launch
+    // fails, after 8 KiB output files from about 24 KiB of input were
+    // written.
+    let (job, files) = make_job(
+        23,
+        2,
+        400,
+        &settings(false, None, 512, 4),
+        settings(false, Some(10), 1024, 8),
+        &small_values,
+    );
+    let Some(executor) = executor(OpenClOptions {
+        max_slice_input_bytes: Some(1 << 10),
+        inject_kernel_failure: Some("gather_keys#8".into()),
+        ..OpenClOptions::default()
+    }) else {
+        return;
+    };
+    let io = MemIo {
+        inputs: files.clone(),
+        next_number: Mutex::new(1000),
+        outputs: Arc::new(Mutex::new(BTreeMap::new())),
+    };
+    let output = executor.run(&job, &io).unwrap();
+    assert_eq!(output.executor, crate::parallel::PARALLEL);
+    assert_eq!(executor.stats().fallbacks, 1);
+    let kept: Vec<u64> = io.outputs.lock().unwrap().keys().copied().collect();
+    let reported: Vec<u64> = output.outputs.iter().map(|t| t.number).collect();
+    assert_eq!(kept, reported, "only the CPU's files remain");
+    assert!(
+        reported[0] > 1001,
+        "the device had written files 1000 and 1001 before it failed: {reported:?}, {:?}",
+        executor.stats()
+    );
+    let (expected, expected_files) = run_job(&StreamingExecutor, &job, &files);
+    assert_eq!(output.outputs.len(), expected.outputs.len());
+    for (a, e) in output.outputs.iter().zip(&expected.outputs) {
+        assert_eq!(
+            io.outputs.lock().unwrap()[&a.number],
+            expected_files[&e.number]
+        );
+    }
 }

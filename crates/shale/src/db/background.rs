@@ -95,16 +95,17 @@ impl OutputSink for TableSink {
 
 impl JobIo for EngineJobIo<'_> {
     fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>> {
-        let path = filename::table_file_name(&self.inner.dir, file.number);
-        match self.inner.options.env.new_random_access_file(&path) {
+        let env = &self.inner.options.env;
+        let open = |path: &std::path::Path| {
+            if self.inner.options.direct_io_for_compaction {
+                env.new_direct_random_access_file(path)
+            } else {
+                env.new_random_access_file(path)
+            }
+        };
+        match open(&filename::table_file_name(&self.inner.dir, file.number)) {
             Err(Error::NotFound(_)) => {
-                self.inner
-                    .options
-                    .env
-                    .new_random_access_file(&filename::sst_table_file_name(
-                        &self.inner.dir,
-                        file.number,
-                    ))
+                open(&filename::sst_table_file_name(&self.inner.dir, file.number))
             }
             other => other,
         }
@@ -118,8 +119,25 @@ impl JobIo for EngineJobIo<'_> {
             .unwrap_or_else(|e| e.into_inner())
             .push(number);
         let path = filename::table_file_name(&self.inner.dir, number);
-        let file = self.inner.options.env.new_writable_file(&path)?;
+        let env = &self.inner.options.env;
+        let file = if self.inner.options.direct_io_for_compaction {
+            env.new_direct_writable_file(&path)?
+        } else {
+            env.new_writable_file(&path)?
+        };
         Ok((number, Box::new(TableSink { file, path })))
+    }
+
+    fn discard_output(&self, number: u64) -> Result<()> {
+        self.created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|&n| n != number);
+        self.inner.lock_state().pending_outputs.remove(&number);
+        self.inner
+            .options
+            .env
+            .remove_file(&filename::table_file_name(&self.inner.dir, number))
     }
 }
 

@@ -154,14 +154,21 @@ pub const EXECUTORS: &[&str] = &[PARALLEL, STREAMING, OPENCL, AUTO];
 /// The executor that picks `opencl` when it can and `parallel` otherwise.
 pub const AUTO: &str = "auto";
 
-fn opencl_executor(options: &Options) -> std::result::Result<OpenClExecutor, String> {
-    OpenClExecutor::new(OpenClOptions {
+/// The settings of the `opencl` executor the engine builds from `options`.
+pub fn opencl_options(options: &Options) -> OpenClOptions {
+    OpenClOptions {
+        device: options.opencl_device,
+        policy: options.opencl_placement,
         max_device_files: options.opencl_max_device_files,
+        memory_budget: options.opencl_memory_budget,
         cpu_threads: options.compaction_threads,
         cpu_memory_budget: options.compaction_memory_budget,
         ..OpenClOptions::default()
-    })
-    .map_err(|unavailable| unavailable.to_string())
+    }
+}
+
+fn opencl_executor(options: &Options) -> std::result::Result<OpenClExecutor, String> {
+    OpenClExecutor::new(opencl_options(options)).map_err(|unavailable| unavailable.to_string())
 }
 
 /// Builds the executor named in the options. `opencl` on a machine without
@@ -208,6 +215,10 @@ impl DB {
                 "{}: database does not exist (create_if_missing is false)",
                 dir.display()
             )));
+        }
+        if options.direct_io_for_compaction {
+            // Now rather than at the first compaction.
+            env.check_direct_io(&dir)?;
         }
         let lock = env
             .lock_file(&filename::lock_file_name(&dir))

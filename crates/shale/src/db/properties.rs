@@ -148,6 +148,99 @@ fn executor_lines(
             s.write_secs,
             s.overlapped_secs
         );
+        out.push_str(&kernel_lines(s));
     }
     out
+}
+
+/// For device executors: one line per kernel or transfer kind (device
+/// seconds, launches, MB/s of the bytes it processed), then the pipeline's
+/// stage busy times against the wall time.
+fn kernel_lines(s: &shale_compact::job::PhaseStats) -> String {
+    let mut out = String::new();
+    let mut kernels: Vec<_> = s.kernels.iter().collect();
+    // Most time first: what to look at is on top.
+    kernels.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds).then(a.0.cmp(b.0)));
+    for (name, time) in kernels {
+        let speed = time
+            .bytes_per_second()
+            .map_or_else(|| "-".to_string(), |b| format!("{:.1}", b / MB));
+        let _ = writeln!(
+            out,
+            "  {name}: {} launches, {:.1} MB, {:.4} s, {speed} MB/s",
+            time.launches,
+            time.bytes as f64 / MB,
+            time.seconds
+        );
+    }
+    if !s.stage_busy_secs.is_empty() {
+        let busy: f64 = s.stage_busy_secs.values().sum();
+        let stages: Vec<String> = s
+            .stage_busy_secs
+            .iter()
+            .map(|(stage, secs)| format!("{stage} {secs:.3} s"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  pipeline: stages busy {} = {busy:.3} s in {:.3} s wall ({:.3} s ran concurrently)",
+            stages.join(", "),
+            s.total_secs,
+            s.concurrent_secs()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shale_compact::job::{KernelTime, PhaseStats};
+
+    #[test]
+    fn device_executor_lines_show_kernels_and_pipeline_overlap() {
+        let mut stats = PhaseStats {
+            total_secs: 2.0,
+            ..PhaseStats::default()
+        };
+        stats.kernels.insert(
+            "rank_merge".into(),
+            KernelTime {
+                launches: 3,
+                items: 300,
+                bytes: 4 << 20,
+                seconds: 0.5,
+            },
+        );
+        stats.kernels.insert(
+            "download".into(),
+            KernelTime {
+                launches: 1,
+                items: 0,
+                bytes: 0,
+                seconds: 0.0,
+            },
+        );
+        stats.stage_busy_secs.insert("read".into(), 1.0);
+        stats.stage_busy_secs.insert("device".into(), 1.5);
+        let mut executors = std::collections::HashMap::new();
+        executors.insert("opencl".to_string(), (3, stats));
+        let text = executor_lines(&executors);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("Executor opencl: 3 jobs"), "{text}");
+        assert_eq!(
+            lines[1],
+            "  rank_merge: 3 launches, 4.0 MB, 0.5000 s, 8.0 MB/s"
+        );
+        assert_eq!(lines[2], "  download: 1 launches, 0.0 MB, 0.0000 s, - MB/s");
+        assert_eq!(
+            lines[3],
+            "  pipeline: stages busy device 1.500 s, read 1.000 s = 2.500 s in 2.000 s wall (0.500 s ran concurrently)"
+        );
+        assert_eq!(lines.len(), 4);
+
+        // CPU executors print no kernel lines.
+        let mut executors = std::collections::HashMap::new();
+        executors.insert("parallel".to_string(), (1, PhaseStats::default()));
+        assert_eq!(executor_lines(&executors).lines().count(), 1);
+    }
 }

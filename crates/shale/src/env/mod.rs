@@ -17,10 +17,12 @@ use std::sync::{
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
+mod direct;
 mod fault;
 mod mem;
 mod posix;
 
+pub use direct::{probe_direct_io, DIRECT_IO_ALIGNMENT};
 pub use fault::FaultInjectionEnv;
 pub use mem::MemEnv;
 pub use posix::PosixEnv;
@@ -70,6 +72,29 @@ pub trait Env: Send + Sync + std::fmt::Debug + 'static {
     /// Makes the entries of `dir` (files created, renamed or removed in it)
     /// durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// [`Env::new_writable_file`] with direct I/O (`O_DIRECT`, bypassing
+    /// the page cache); [`Error::NotSupported`] where there is none.
+    fn new_direct_writable_file(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        Err(Error::NotSupported(format!(
+            "{}: this Env has no direct I/O",
+            path.display()
+        )))
+    }
+    /// [`Env::new_random_access_file`] with direct I/O;
+    /// [`Error::NotSupported`] where there is none.
+    fn new_direct_random_access_file(&self, path: &Path) -> Result<Arc<dyn RandomAccess>> {
+        Err(Error::NotSupported(format!(
+            "{}: this Env has no direct I/O",
+            path.display()
+        )))
+    }
+    /// Checks that files in `dir` can be written and read with direct I/O.
+    fn check_direct_io(&self, dir: &Path) -> Result<()> {
+        Err(Error::NotSupported(format!(
+            "{}: this Env has no direct I/O",
+            dir.display()
+        )))
+    }
 }
 
 /// The process-wide [`PosixEnv`], as LevelDB's `Env::Default()`.

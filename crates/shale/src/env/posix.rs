@@ -160,6 +160,18 @@ impl Env for PosixEnv {
         Ok(writable(file))
     }
 
+    fn new_direct_writable_file(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        Ok(Box::new(super::direct::DirectWritableFile::create(path)?))
+    }
+
+    fn new_direct_random_access_file(&self, path: &Path) -> Result<Arc<dyn RandomAccess>> {
+        Ok(Arc::new(super::direct::DirectRandomAccessFile::open(path)?))
+    }
+
+    fn check_direct_io(&self, dir: &Path) -> Result<()> {
+        super::direct::probe_direct_io(dir)
+    }
+
     fn new_appendable_file(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let file = OpenOptions::new()
             .append(true)

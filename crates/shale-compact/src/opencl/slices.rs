@@ -1,0 +1,400 @@
+//! The device works on a job in key-range slices, so that one slice, not
+//! the whole job, must fit the device-memory budget. This file is the host
+//! side that cuts the input into slices; `mod.rs` runs them as a pipeline.
+//!
+//! A slice ends at a *user key* `u`: it takes every entry whose user key is
+//! at most `u` (the limit is the internal key `(u, sequence 0)`, the last
+//! one `u` can have). So all versions of a user key meet in one slice, and
+//! gc, which looks only at an entry and the one before it with the same user
+//! key, needs nothing from earlier slices. `u` is the user key of the index
+//! key of the block at which the unread input passes the slice size, so
+//! every slice takes at least one whole block.
+//!
+//! Per run, blocks whose index key is at or below the limit are read
+//! whole; the first block past it may still hold entries at or below the
+//! limit: the host parses that one block (`parallel::unpack::unpack_block`,
+//! checksum checked) and splits it into two blocks, one for this slice and
+//! one kept for the next. Split blocks are re-encoded uncompressed with a
+//! valid trailer, so the device treats them like any other block.
+//!
+//! What else crosses a slice boundary (see `mod.rs`): the entries of the
+//! output file still open at the end of a slice, as uncompressed blocks,
+//! and the grandparent cutter.
+
+use shale_format::block_builder::BlockBuilder;
+use shale_format::comparator::compare_internal_keys;
+use shale_format::format::{block_trailer, BlockHandle, CompressionType, BLOCK_TRAILER_LEN};
+use shale_format::internal_key::{extract_user_key, InternalKey, ValueType};
+
+use super::device::DeviceError;
+use crate::job::{CompactionJob, JobIo};
+use crate::parallel::unpack::unpack_block;
+use crate::parallel::{open_table, InputTable};
+
+/// Restart interval of the blocks the host re-encodes (split input blocks,
+/// carried output blocks); any interval parses the same.
+const HOST_BLOCK_RESTART_INTERVAL: usize = 16;
+
+/// One input block of a slice, as laid out in the slice's `data` buffer.
+#[derive(Debug, Clone)]
+pub(crate) struct InputBlock {
+    /// Index into [`SliceInput::names`] (for error messages).
+    pub(crate) source: usize,
+    /// Where the block was in its file (size: its stored contents).
+    pub(crate) handle: BlockHandle,
+    /// Offset of the block as stored (contents, type byte, CRC).
+    pub(crate) raw: u32,
+    /// Offset of its uncompressed contents (`raw` unless compressed).
+    pub(crate) contents: u32,
+    /// Length of the uncompressed contents.
+    pub(crate) contents_len: u32,
+}
+
+/// The input of one slice, read and ready to upload.
+#[derive(Debug, Default)]
+pub(crate) struct SliceInput {
+    /// The blocks as stored, then the decompressed contents of compressed
+    /// ones (appended by `decompress`).
+    pub(crate) data: Vec<u8>,
+    /// The blocks, run after run, each run in key order.
+    pub(crate) blocks: Vec<InputBlock>,
+    /// Index in `blocks` of each run's first block, then `blocks.len()`.
+    pub(crate) run_first_block: Vec<usize>,
+    /// Names for error messages.
+    pub(crate) names: Vec<String>,
+    /// True for the job's last slice.
+    pub(crate) last: bool,
+    /// Bytes read from input files for this slice.
+    pub(crate) bytes_read: u64,
+}
+
+impl SliceInput {
+    /// Appends a block given by its stored bytes (contents and trailer).
+    fn push_stored(
+        &mut self,
+        source: usize,
+        handle: BlockHandle,
+        stored: &[u8],
+    ) -> Result<(), DeviceError> {
+        let raw = self.data.len();
+        if raw + stored.len() > u32::MAX as usize {
+            return Err(DeviceError::new("input blocks past 32-bit offsets"));
+        }
+        self.data.extend_from_slice(stored);
+        self.blocks.push(InputBlock {
+            source,
+            handle,
+            raw: raw as u32,
+            contents: raw as u32,
+            contents_len: (stored.len() - BLOCK_TRAILER_LEN) as u32,
+        });
+        Ok(())
+    }
+
+    /// Appends a block made on the host: `contents`, stored uncompressed.
+    pub(crate) fn push_contents(
+        &mut self,
+        source: usize,
+        contents: &[u8],
+    ) -> Result<(), DeviceError> {
+        let handle = BlockHandle {
+            offset: 0,
+            size: contents.len() as u64,
+        };
+        let mut stored = Vec::with_capacity(contents.len() + BLOCK_TRAILER_LEN);
+        stored.extend_from_slice(contents);
+        stored.extend_from_slice(&block_trailer(contents, CompressionType::None));
+        self.push_stored(source, handle, &stored)
+    }
+
+    /// A name for error messages; its index.
+    pub(crate) fn name(&mut self, name: String) -> usize {
+        self.names.push(name);
+        self.names.len() - 1
+    }
+}
+
+/// Encodes `entries` as one uncompressed block's contents.
+pub(crate) fn encode_block<'e>(entries: impl Iterator<Item = (&'e [u8], &'e [u8])>) -> Vec<u8> {
+    let mut builder = BlockBuilder::new(HOST_BLOCK_RESTART_INTERVAL);
+    for (key, value) in entries {
+        builder.add(key, value);
+    }
+    builder.into_contents()
+}
+
+/// A block that is part of a run but not part of a file any more: the rest
+/// of a split block, stored (contents and trailer).
+struct Leftover {
+    stored: Vec<u8>,
+    from: String,
+}
+
+/// A run's position between slices.
+struct RunCursor {
+    /// (table, block) pairs in key order.
+    blocks: Vec<(usize, usize)>,
+    /// Next block not yet read.
+    next: usize,
+    /// The part of a split block that belongs to later slices.
+    leftover: Option<Leftover>,
+}
+
+/// Cuts a job's input into slices of about `slice_input_bytes`.
+pub(crate) struct SlicePlanner {
+    tables: Vec<InputTable>,
+    runs: Vec<RunCursor>,
+    slice_input_bytes: u64,
+    done: bool,
+}
+
+fn input_error(error: shale_format::Error) -> DeviceError {
+    DeviceError::new(format!("input: {error}"))
+}
+
+impl SlicePlanner {
+    /// Opens every input table (footer and index block). Returns the
+    /// planner and the bytes of the input files.
+    pub(crate) fn new(
+        job: &CompactionJob,
+        io: &dyn JobIo,
+        slice_input_bytes: u64,
+    ) -> Result<SlicePlanner, DeviceError> {
+        let mut tables = Vec::new();
+        let mut runs = Vec::new();
+        for run in &job.inputs {
+            let mut blocks = Vec::new();
+            for file in &run.files {
+                let table = open_table(io, file).map_err(input_error)?;
+                blocks.extend((0..table.blocks.len()).map(|b| (tables.len(), b)));
+                tables.push(table);
+            }
+            runs.push(RunCursor {
+                blocks,
+                next: 0,
+                leftover: None,
+            });
+        }
+        Ok(SlicePlanner {
+            tables,
+            runs,
+            slice_input_bytes: slice_input_bytes.max(1),
+            done: false,
+        })
+    }
+
+    /// The limit of the next slice: `(u, 0)` for the user key `u` of the
+    /// index key of the block at which the unread input, in key order,
+    /// passes the slice size. `None`: the rest is the last slice.
+    fn next_limit(&self) -> Option<Vec<u8>> {
+        let mut remaining: Vec<(&[u8], u64)> = Vec::new();
+        for run in &self.runs {
+            if let Some(leftover) = &run.leftover {
+                // Its keys sort before the run's next block, so the next
+                // block's index key bounds them; with no next block, the
+                // run's last index key (its largest key) does.
+                let bound = run.blocks.get(run.next).or(run.blocks.last());
+                if let Some(&(t, b)) = bound {
+                    remaining.push((&self.tables[t].blocks[b].0, leftover.stored.len() as u64));
+                }
+            }
+            for &(t, b) in &run.blocks[run.next..] {
+                let (key, handle) = &self.tables[t].blocks[b];
+                remaining.push((key, handle.size + BLOCK_TRAILER_LEN as u64));
+            }
+        }
+        let total: u64 = remaining.iter().map(|r| r.1).sum();
+        if total <= self.slice_input_bytes {
+            return None;
+        }
+        remaining.sort_by(|a, b| compare_internal_keys(a.0, b.0));
+        let mut sum = 0;
+        for (key, size) in remaining {
+            sum += size;
+            if sum >= self.slice_input_bytes {
+                let user_key = extract_user_key(key);
+                return Some(InternalKey::new(user_key, 0, ValueType::Deletion).into_encoded());
+            }
+        }
+        None
+    }
+
+    /// Reads the next slice; `None` once the input is used up.
+    pub(crate) fn next_slice(&mut self) -> Result<Option<SliceInput>, DeviceError> {
+        if self.done {
+            return Ok(None);
+        }
+        let limit = self.next_limit();
+        let mut slice = SliceInput {
+            last: limit.is_none(),
+            ..SliceInput::default()
+        };
+        self.done = slice.last;
+        let within = |key: &[u8]| {
+            limit
+                .as_deref()
+                .is_none_or(|l| compare_internal_keys(key, l).is_le())
+        };
+        let tables = &self.tables;
+        for run in &mut self.runs {
+            slice.run_first_block.push(slice.blocks.len());
+            // In key order: the leftover, then the unread blocks. Whole ones
+            // while they are at or below the limit; one past it is split,
+            // and when all of it fell below the limit the next one is tried.
+            let mut take = Vec::new();
+            let mut candidate = run.leftover.take();
+            loop {
+                let next_index_key = run
+                    .blocks
+                    .get(run.next)
+                    .map(|&(t, b)| &tables[t].blocks[b].0);
+                let stored = match candidate.take() {
+                    // A leftover's keys sort below the next block's index key.
+                    Some(left) if next_index_key.is_some_and(|k| within(k)) || limit.is_none() => {
+                        let source = slice.name(left.from.clone());
+                        let handle = BlockHandle {
+                            offset: 0,
+                            size: (left.stored.len() - BLOCK_TRAILER_LEN) as u64,
+                        };
+                        slice.push_stored(source, handle, &left.stored)?;
+                        continue;
+                    }
+                    Some(left) => left,
+                    None => {
+                        let Some(&(t, b)) = run.blocks.get(run.next) else {
+                            break;
+                        };
+                        run.next += 1;
+                        if within(&tables[t].blocks[b].0) {
+                            take.push((t, b));
+                            continue;
+                        }
+                        read_runs_blocks(tables, &std::mem::take(&mut take), &mut slice)?;
+                        Leftover {
+                            stored: read_stored(&tables[t], b)?,
+                            from: tables[t].name.clone(),
+                        }
+                    }
+                };
+                // Split: entries at or below the limit stay here, the rest waits.
+                let parsed = unpack_block(
+                    &stored.stored,
+                    &stored.from,
+                    BlockHandle {
+                        offset: 0,
+                        size: (stored.stored.len() - BLOCK_TRAILER_LEN) as u64,
+                    },
+                )
+                .map_err(input_error)?;
+                let count = parsed.entries.len();
+                let first_past = (0..count)
+                    .find(|&e| !within(parsed.key(e)))
+                    .unwrap_or(count);
+                let entries = |range: std::ops::Range<usize>| {
+                    let parsed = &parsed;
+                    range.map(move |e| (parsed.key(e), parsed.value(e)))
+                };
+                if first_past > 0 {
+                    let source = slice.name(format!("{} (split block)", stored.from));
+                    slice.push_contents(source, &encode_block(entries(0..first_past)))?;
+                }
+                if first_past < count {
+                    let contents = encode_block(entries(first_past..count));
+                    let mut rest = contents.clone();
+                    rest.extend_from_slice(&block_trailer(&contents, CompressionType::None));
+                    run.leftover = Some(Leftover {
+                        stored: rest,
+                        from: stored.from,
+                    });
+                    break;
+                }
+            }
+            read_runs_blocks(tables, &take, &mut slice)?;
+        }
+        slice.run_first_block.push(slice.blocks.len());
+        slice.bytes_read = slice.data.len() as u64;
+        Ok(Some(slice))
+    }
+}
+
+/// One block as stored (contents and trailer).
+fn read_stored(table: &InputTable, block: usize) -> Result<Vec<u8>, DeviceError> {
+    let handle = table.blocks[block].1;
+    let len = handle
+        .size
+        .checked_add(BLOCK_TRAILER_LEN as u64)
+        .filter(|&l| l <= u64::from(u32::MAX))
+        .ok_or_else(|| {
+            DeviceError::new(format!("corruption in {}: bad block handle", table.name))
+        })?;
+    let mut stored = vec![0u8; len as usize];
+    table
+        .source
+        .read_exact_at(&mut stored, handle.offset)
+        .map_err(|e| {
+            DeviceError::new(format!(
+                "input: reading {} at offset {}: {e}",
+                table.name, handle.offset
+            ))
+        })?;
+    Ok(stored)
+}
+
+/// Reads the blocks `take` (table, block) of one run into `slice`, one read
+/// per stretch of consecutive blocks of a file; checks that the index's
+/// handles are in order and inside the stretch.
+fn read_runs_blocks(
+    tables: &[InputTable],
+    take: &[(usize, usize)],
+    slice: &mut SliceInput,
+) -> Result<(), DeviceError> {
+    let mut i = 0;
+    while i < take.len() {
+        let t = take[i].0;
+        let table: &InputTable = &tables[t];
+        let mut j = i;
+        while j + 1 < take.len() && take[j + 1].0 == t && take[j + 1].1 == take[j].1 + 1 {
+            j += 1;
+        }
+        let start = table.blocks[take[i].1].1.offset;
+        let last = table.blocks[take[j].1].1;
+        let end = last
+            .offset
+            .checked_add(last.size)
+            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64))
+            .filter(|&e| e >= start && e - start <= u64::from(u32::MAX))
+            .ok_or_else(|| {
+                DeviceError::new(format!("corruption in {}: bad block handles", table.name))
+            })?;
+        let mut buffer = vec![0u8; (end - start) as usize];
+        table
+            .source
+            .read_exact_at(&mut buffer, start)
+            .map_err(|e| {
+                DeviceError::new(format!(
+                    "input: reading {} at offset {start}: {e}",
+                    table.name
+                ))
+            })?;
+        let source = slice.name(table.name.clone());
+        let mut previous_end = start;
+        for &(_, b) in &take[i..=j] {
+            let handle = table.blocks[b].1;
+            let block_end = handle
+                .offset
+                .checked_add(handle.size + BLOCK_TRAILER_LEN as u64)
+                .filter(|&e| e <= end);
+            let Some(block_end) = block_end.filter(|_| handle.offset >= previous_end) else {
+                return Err(DeviceError::new(format!(
+                    "corruption in {}: block handles overlap or run backwards at offset {}",
+                    table.name, handle.offset
+                )));
+            };
+            previous_end = block_end;
+            let from = (handle.offset - start) as usize;
+            slice.push_stored(source, handle, &buffer[from..(block_end - start) as usize])?;
+        }
+        i = j + 1;
+    }
+    Ok(())
+}
