@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use crate::coding::{decode_fixed32, decode_varint32};
 use crate::comparator::Comparator;
@@ -77,7 +78,7 @@ impl Block {
             current: self.restarts_offset,
             next_offset: self.restarts_offset,
             restart_index: self.num_restarts,
-            key: Vec::new(),
+            key: SmallVec::new(),
             value: (0, 0),
             error: None,
         }
@@ -139,7 +140,10 @@ pub struct BlockIter {
     next_offset: usize,
     /// Restart group holding `current`.
     restart_index: usize,
-    key: Vec<u8>,
+    /// The current key, rebuilt from its shared prefix. Inline up to 32
+    /// bytes (a 16-byte user key and its 8-byte tag fit): a point lookup
+    /// seeks two blocks per table and should not allocate for it.
+    key: SmallVec<[u8; 32]>,
     /// Value as (offset, length) into the block.
     value: (usize, usize),
     error: Option<Error>,

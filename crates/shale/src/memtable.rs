@@ -23,7 +23,7 @@ use shale_format::iterator::KvIterator;
 use crate::skiplist::{Position, SkipList};
 
 /// Internal keys up to this length are built on the stack for lookups.
-const STACK_KEY_LEN: usize = 128;
+pub(crate) const STACK_KEY_LEN: usize = 128;
 
 /// What [`MemTable::get`] found for a user key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +134,7 @@ impl MemTable {
 
 /// Encodes the internal key `(user_key, snapshot, VALUE_FOR_SEEK)` in
 /// `stack` when it fits, else in `heap`.
-fn lookup_key<'a>(
+pub(crate) fn lookup_key<'a>(
     user_key: &[u8],
     snapshot: SequenceNumber,
     stack: &'a mut [u8; STACK_KEY_LEN],

@@ -475,7 +475,8 @@ impl DbInner {
         user_key: &[u8],
         sequence: SequenceNumber,
     ) -> Result<Option<Vec<u8>>> {
-        let lookup = InternalKey::new(user_key, sequence, ValueType::VALUE_FOR_SEEK);
+        let (mut stack, mut heap) = ([0u8; crate::memtable::STACK_KEY_LEN], Vec::new());
+        let lookup = crate::memtable::lookup_key(user_key, sequence, &mut stack, &mut heap);
         let read = block_read_options(options);
         // The first file searched, charged a seek when the search goes on
         // to a second file (LevelDB's `GetStats`).
@@ -489,16 +490,19 @@ impl DbInner {
                 searched_more = true;
             }
             let table = self.table_cache.table(file.number, file.file_size)?;
-            let found = table.get_entry(lookup.encoded(), read, |found_key, value| {
-                match ParsedInternalKey::parse(found_key) {
-                    Ok(parsed) if parsed.user_key != user_key => Ok(None),
-                    Ok(parsed) => Ok(Some(match parsed.value_type {
-                        ValueType::Value => Some(value.to_vec()),
-                        ValueType::Deletion => None,
-                    })),
-                    Err(err) => Err(err.at(table.name(), 0)),
-                }
-            })?;
+            let found =
+                table.get_entry(
+                    lookup,
+                    read,
+                    |found_key, value| match ParsedInternalKey::parse(found_key) {
+                        Ok(parsed) if parsed.user_key != user_key => Ok(None),
+                        Ok(parsed) => Ok(Some(match parsed.value_type {
+                            ValueType::Value => Some(value.to_vec()),
+                            ValueType::Deletion => None,
+                        })),
+                        Err(err) => Err(err.at(table.name(), 0)),
+                    },
+                )?;
             Ok::<_, Error>(found.transpose()?.flatten())
         };
         let answer = (|| {
@@ -516,7 +520,7 @@ impl DbInner {
             }
             // Deeper levels are sorted and disjoint: at most one file each.
             for level in 1..NUM_LEVELS {
-                let index = version.find_file(level, lookup.encoded());
+                let index = version.find_file(level, lookup);
                 if let Some(file) = version.files[level]
                     .get(index)
                     .filter(|f| f.smallest.user_key() <= user_key)
