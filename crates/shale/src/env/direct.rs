@@ -142,10 +142,15 @@ impl RandomAccess for DirectRandomAccessFile {
         // Short reads happen at the end of the file (its length is not
         // aligned); read until the asked-for bytes are in.
         while filled < skip + buf.len() {
-            let n = self.file.read_at(
+            let n = match self.file.read_at(
                 &mut aligned.as_mut_slice()[filled..len],
                 start + filled as u64,
-            )?;
+            ) {
+                Ok(n) => n,
+                // A signal arrived before anything was read: try again.
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(err) => return Err(err),
+            };
             if n == 0 {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
