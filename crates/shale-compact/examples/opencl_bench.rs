@@ -261,19 +261,10 @@ fn main() {
             s.entries_in,
             s.entries_out
         );
-        if !s.stage_busy_secs.is_empty() {
-            let busy: f64 = s.stage_busy_secs.values().sum();
-            let stages: Vec<String> = s
-                .stage_busy_secs
-                .iter()
-                .map(|(stage, secs)| format!("{stage} {secs:.3}"))
-                .collect();
+        if let Some(pipeline) = s.pipeline_summary() {
             println!(
-                "    pipeline (last run): {} slices; stages busy {} = {busy:.3} s in {:.3} s wall: {:.3} s concurrent, {:.3} s of I/O hidden",
+                "    pipeline (last run): {} slices; {pipeline}; {:.3} s of I/O hidden",
                 device.map_or(0, |d| d.stats().slices) / (repeats as u64 + 1),
-                stages.join(", "),
-                s.total_secs,
-                s.concurrent_secs(),
                 s.overlapped_secs
             );
         }

@@ -33,7 +33,6 @@ use std::time::Instant;
 
 use opencl3::memory::Buffer;
 use rayon::prelude::*;
-use shale_format::coding::decode_fixed32;
 use shale_format::format::{decode_block_slice, BLOCK_TRAILER_LEN};
 use shale_format::internal_key::ParsedInternalKey;
 
@@ -46,6 +45,7 @@ use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::job::{CompactionJob, PhaseStats};
 use crate::parallel::shared_user_key_prefix;
+use crate::parallel::unpack::restart_groups as restart_groups_of;
 
 /// The entries of a job on the device, in structure-of-arrays form.
 pub(crate) struct DeviceEntries {
@@ -388,7 +388,8 @@ fn decompress(
 
 /// The restart groups of every block, as absolute `[start, limit)` offsets
 /// in `data`, with the index of each block's first group. Validates the
-/// restart arrays as `parallel::unpack::unpack_block` does.
+/// restart arrays with `parallel::unpack::restart_groups`, as
+/// `parallel::unpack::unpack_block` does.
 #[allow(
     clippy::type_complexity,
     reason = "three parallel arrays, named at the call"
@@ -405,40 +406,14 @@ fn restart_groups(
             .map(|block| {
                 let contents =
                     &data[block.contents as usize..(block.contents + block.contents_len) as usize];
-                let size = contents.len();
-                if size < 4 {
-                    return Err(corrupt(
-                        names,
-                        block,
-                        "block too short for its restart count",
-                    ));
-                }
-                let num_restarts =
-                    decode_fixed32(&contents[size - 4..]).unwrap_or(u32::MAX) as usize;
-                if num_restarts == 0 || num_restarts > (size - 4) / 4 {
-                    return Err(corrupt(names, block, "bad restart count"));
-                }
-                let restarts_offset = size - (1 + num_restarts) * 4;
-                let restart = |i: usize| {
-                    decode_fixed32(&contents[restarts_offset + 4 * i..]).unwrap_or(u32::MAX)
-                        as usize
-                };
-                let mut groups = Vec::with_capacity(num_restarts);
-                let mut previous_end = 0;
-                for group in 0..num_restarts {
-                    let start = restart(group);
-                    let limit = if group + 1 < num_restarts {
-                        restart(group + 1)
-                    } else {
-                        restarts_offset
-                    };
-                    if start != previous_end || limit < start || limit > restarts_offset {
-                        return Err(corrupt(names, block, "restart points out of order"));
-                    }
-                    groups.push((block.contents + start as u32, block.contents + limit as u32));
-                    previous_end = limit;
-                }
-                Ok(groups)
+                let groups = restart_groups_of(contents)
+                    .map_err(|(_, reason)| corrupt(names, block, reason))?;
+                Ok(groups
+                    .into_iter()
+                    .map(|(start, limit)| {
+                        (block.contents + start as u32, block.contents + limit as u32)
+                    })
+                    .collect())
             })
             .collect::<Result<_, _>>()
     })?;

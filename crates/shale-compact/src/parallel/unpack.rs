@@ -71,23 +71,41 @@ pub fn unpack_block(raw: &[u8], file: &str, handle: BlockHandle) -> Result<Parse
     let corrupt = |offset: usize, reason: &str| {
         Error::corruption(offset as u64, reason.to_string()).at(file, handle.offset)
     };
+    let groups = restart_groups(&contents).map_err(|(offset, reason)| corrupt(offset, reason))?;
     let size = contents.len();
-    if size < 4 {
-        return Err(corrupt(0, "block too short for its restart count"));
-    }
-    let num_restarts = decode_fixed32(&contents[size - 4..]).unwrap_or(u32::MAX) as usize;
-    if num_restarts == 0 || num_restarts > (size - 4) / 4 {
-        return Err(corrupt(size - 4, "bad restart count"));
-    }
-    let restarts_offset = size - (1 + num_restarts) * 4;
-    let restart = |i: usize| {
-        decode_fixed32(&contents[restarts_offset + 4 * i..]).unwrap_or(u32::MAX) as usize
-    };
     let mut block = ParsedBlock {
         keys: Vec::with_capacity(size / 2),
         entries: Vec::with_capacity(size / 32),
         contents: Vec::new(),
     };
+    for (start, limit) in groups {
+        parse_restart_group(&contents, start, limit, &mut block.keys, &mut block.entries)
+            .map_err(|offset| corrupt(offset, "bad entry in restart group"))?;
+    }
+    block.contents = contents;
+    Ok(block)
+}
+
+/// The restart groups of a block's contents as `[start, limit)` offsets,
+/// after checking its restart array: a count that fits the block, and
+/// points in order that tile the entries. On a bad array, the offset within
+/// the contents and what is wrong.
+pub fn restart_groups(
+    contents: &[u8],
+) -> std::result::Result<Vec<(usize, usize)>, (usize, &'static str)> {
+    let size = contents.len();
+    if size < 4 {
+        return Err((0, "block too short for its restart count"));
+    }
+    let num_restarts = decode_fixed32(&contents[size - 4..]).unwrap_or(u32::MAX) as usize;
+    if num_restarts == 0 || num_restarts > (size - 4) / 4 {
+        return Err((size - 4, "bad restart count"));
+    }
+    let restarts_offset = size - (1 + num_restarts) * 4;
+    let restart = |i: usize| {
+        decode_fixed32(&contents[restarts_offset + 4 * i..]).unwrap_or(u32::MAX) as usize
+    };
+    let mut groups = Vec::with_capacity(num_restarts);
     let mut previous_end = 0;
     for group in 0..num_restarts {
         let start = restart(group);
@@ -97,17 +115,12 @@ pub fn unpack_block(raw: &[u8], file: &str, handle: BlockHandle) -> Result<Parse
             restarts_offset
         };
         if start != previous_end || limit < start || limit > restarts_offset {
-            return Err(corrupt(
-                restarts_offset + 4 * group,
-                "restart points out of order",
-            ));
+            return Err((restarts_offset + 4 * group, "restart points out of order"));
         }
-        parse_restart_group(&contents, start, limit, &mut block.keys, &mut block.entries)
-            .map_err(|offset| corrupt(offset, "bad entry in restart group"))?;
+        groups.push((start, limit));
         previous_end = limit;
     }
-    block.contents = contents;
-    Ok(block)
+    Ok(groups)
 }
 
 /// Parses the entries of one restart group, `contents[start..limit]`,

@@ -173,20 +173,8 @@ fn kernel_lines(s: &shale_compact::job::PhaseStats) -> String {
             time.seconds
         );
     }
-    if !s.stage_busy_secs.is_empty() {
-        let busy: f64 = s.stage_busy_secs.values().sum();
-        let stages: Vec<String> = s
-            .stage_busy_secs
-            .iter()
-            .map(|(stage, secs)| format!("{stage} {secs:.3} s"))
-            .collect();
-        let _ = writeln!(
-            out,
-            "  pipeline: stages busy {} = {busy:.3} s in {:.3} s wall ({:.3} s ran concurrently)",
-            stages.join(", "),
-            s.total_secs,
-            s.concurrent_secs()
-        );
+    if let Some(pipeline) = s.pipeline_summary() {
+        let _ = writeln!(out, "  pipeline: {pipeline}");
     }
     out
 }
