@@ -27,6 +27,14 @@ pub trait Comparator: Send + Sync + Debug {
     fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]);
     /// Changes `key` to a short key `>= key`.
     fn find_short_successor(&self, key: &mut Vec<u8>);
+    /// When this order first compares a part of each key bytewise (and
+    /// looks further only when those parts are equal), that part of `key`.
+    /// Lets a block search on dense key prefixes instead of decoding every
+    /// probed key (see `Block::with_search_index`). `None` (the default)
+    /// for an order that is not of that shape.
+    fn bytewise_part<'a>(&self, _key: &'a [u8]) -> Option<&'a [u8]> {
+        None
+    }
 }
 
 /// Lexicographic order of unsigned bytes (`memcmp`).
@@ -62,6 +70,10 @@ impl Comparator for BytewiseComparator {
             key.truncate(i + 1);
         }
         // A run of 0xff bytes is its own shortest successor.
+    }
+
+    fn bytewise_part<'a>(&self, key: &'a [u8]) -> Option<&'a [u8]> {
+        Some(key)
     }
 }
 
@@ -120,6 +132,11 @@ impl Comparator for InternalKeyComparator {
             append_max_tag(&mut shortened);
             *key = shortened;
         }
+    }
+
+    fn bytewise_part<'a>(&self, key: &'a [u8]) -> Option<&'a [u8]> {
+        // `compare_internal_keys` looks at the tag only on equal user keys.
+        Some(extract_user_key(key))
     }
 }
 

@@ -132,7 +132,9 @@ impl Table {
         let footer = Footer::decode(&footer_bytes).map_err(|e| e.at(name, footer_offset))?;
 
         let index_bytes = read_block_shared(&*source, name, file_size, footer.index_handle, true)?;
-        let index = Block::new(index_bytes).map_err(|e| e.at(name, footer.index_handle.offset))?;
+        let index = Block::new(index_bytes)
+            .map_err(|e| e.at(name, footer.index_handle.offset))?
+            .with_search_index(&options.comparator);
 
         let mut table = TableInner {
             source,
