@@ -54,6 +54,20 @@ impl WriteBatch {
         }
     }
 
+    /// An empty batch with room for `bytes` of records (a single put of a
+    /// known size needs no reallocation).
+    pub fn with_capacity(bytes: usize) -> WriteBatch {
+        let mut rep = Vec::with_capacity(WRITE_BATCH_HEADER_SIZE + bytes);
+        rep.resize(WRITE_BATCH_HEADER_SIZE, 0);
+        WriteBatch { rep }
+    }
+
+    /// Bytes a put of `key` and `value` adds to a batch (at most; the
+    /// lengths are counted as five-byte varints).
+    pub fn put_size(key: &[u8], value: &[u8]) -> usize {
+        1 + 5 + key.len() + 5 + value.len()
+    }
+
     /// Wraps encoded bytes, as read from a log record. Only the header length
     /// is checked here; [`WriteBatch::iter`] checks the records.
     pub fn from_data(data: Vec<u8>) -> Result<WriteBatch> {

@@ -355,13 +355,20 @@ impl SkipList {
     ) -> *mut Node {
         let mut x = self.head.as_ptr() as *const Node;
         let mut level = self.max_height.load(AtomicOrdering::Relaxed) - 1;
+        // The last node found not below `key`: when a lower level leads to
+        // it again it need not be compared again (as RocksDB's skip list).
+        let mut not_below: *mut Node = ptr::null_mut();
         loop {
             // SAFETY: `x` is the head or a node at least `level + 1` tall.
             let next = unsafe { Node::link(x, level).load(AtomicOrdering::Acquire) };
-            if !next.is_null() && (self.order)(self.node_key(next), key) == Ordering::Less {
+            if !next.is_null()
+                && next != not_below
+                && (self.order)(self.node_key(next), key) == Ordering::Less
+            {
                 x = next;
                 continue;
             }
+            not_below = next;
             if let Some(prev) = prev.as_deref_mut() {
                 prev[level] = x;
             }

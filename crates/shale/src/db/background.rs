@@ -228,6 +228,8 @@ impl DbInner {
             let mut state = self.lock_state();
             self.install_version(&mut state, version);
             state.imm = None;
+            // Its WAL is obsolete now: the table holds its writes.
+            state.retired_log = None;
             state.pending_outputs.remove(&number);
             let bytes = meta.as_ref().map_or(0, |m| m.file_size);
             state.level_stats[level].add(started.elapsed().as_secs_f64(), 0, bytes);

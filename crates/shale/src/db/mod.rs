@@ -82,6 +82,12 @@ pub(crate) struct State {
     imm: Option<Arc<MemTable>>,
     /// The WAL writer; `None` while the leading writer has it out.
     log: Option<LogWriter<Box<dyn WritableFile>>>,
+    /// The WAL retired at the last memtable switch while it may still hold
+    /// unsynced writes (the immutable memtable's). A synced write syncs it
+    /// first, so a synced write never outlives an earlier write in a crash;
+    /// dropped, unsynced, once its memtable is a table. Syncing it at the
+    /// switch instead would stall the writer for the whole file's fdatasync.
+    retired_log: Option<LogWriter<Box<dyn WritableFile>>>,
     /// Number of the WAL `log` writes to.
     log_number: u64,
     last_sequence: SequenceNumber,
@@ -248,6 +254,7 @@ impl DB {
                 mem: Arc::new(MemTable::new()),
                 imm: None,
                 log: None,
+                retired_log: None,
                 log_number: 0,
                 last_sequence: 0,
                 current: Arc::new(Version::default()),
@@ -291,14 +298,14 @@ impl DB {
 
     /// Sets `key` to `value`.
     pub fn put(&self, options: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteBatch::with_capacity(WriteBatch::put_size(key, value));
         batch.put(key, value)?;
         self.write(options, batch)
     }
 
     /// Removes `key` (not an error when it is absent).
     pub fn delete(&self, options: &WriteOptions, key: &[u8]) -> Result<()> {
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteBatch::with_capacity(WriteBatch::put_size(key, &[]));
         batch.delete(key)?;
         self.write(options, batch)
     }

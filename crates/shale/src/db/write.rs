@@ -73,9 +73,12 @@ impl DbInner {
             let last_sequence = state.last_sequence + u64::from(batch.count());
             let mem = state.mem.clone();
             let mut log = state.log.take();
+            // Once synced, the retired WAL needs no more syncs: it is dropped.
+            let retired = if sync { state.retired_log.take() } else { None };
             drop(state);
-            result =
-                append_to_wal(log.as_mut(), &batch, sync).and_then(|()| insert_into(&mem, &batch));
+            result = sync_retired_wal(retired)
+                .and_then(|()| append_to_wal(log.as_mut(), &batch, sync))
+                .and_then(|()| insert_into(&mem, &batch));
             state = self.lock_state();
             state.log = log;
             match &result {
@@ -205,20 +208,19 @@ impl DbInner {
     /// Starts a new WAL and memtable; the old memtable becomes immutable and
     /// the flush thread is woken.
     fn switch_memtable(&self, state: &mut State) -> Result<()> {
-        // Writes before a later synced write must be durable too, even when
-        // they sit in the WAL being retired: sync it before moving on.
-        if let Some(log) = state.log.as_mut() {
-            log.get_mut()
-                .sync()
-                .map_err(|e| Error::io(format!("syncing WAL #{}", state.log_number), e))?;
-        }
         let number = self.new_file_number();
         let path = filename::log_file_name(&self.dir, number);
         let file = self.options.env.new_writable_file(&path)?;
         // A synced write to this WAL must survive a power loss: its name
         // must be durable first.
         self.options.env.sync_dir(&self.dir)?;
-        state.log = Some(LogWriter::new(file));
+        // Writes before a later synced write must be durable too, even when
+        // they sit in the WAL being retired: the first synced write syncs it
+        // (see `State::retired_log`). Every record is already flushed to the
+        // file, so nothing is lost if it is never synced and the process dies.
+        // The previous retired WAL belongs to a memtable already flushed
+        // (switches wait for that).
+        state.retired_log = state.log.replace(LogWriter::new(file));
         state.log_number = number;
         let old = std::mem::replace(&mut state.mem, Arc::new(MemTable::new()));
         state.imm = Some(old);
@@ -239,6 +241,18 @@ impl DbInner {
             Some(err) => Err(err.clone()),
             None => Ok(()),
         }
+    }
+}
+
+/// Syncs the WAL retired at the last memtable switch, if a synced write
+/// found it still unsynced.
+fn sync_retired_wal(retired: Option<LogWriter<Box<dyn crate::env::WritableFile>>>) -> Result<()> {
+    match retired {
+        Some(mut log) => log
+            .get_mut()
+            .sync()
+            .map_err(|e| Error::io("syncing the retired WAL", e)),
+        None => Ok(()),
     }
 }
 
