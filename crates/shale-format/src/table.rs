@@ -10,8 +10,8 @@ use crate::comparator::Comparator;
 use crate::error::{Error, Result};
 use crate::filter_block::FilterBlockReader;
 use crate::format::{
-    mapped_block_is_uncompressed, read_block, read_block_shared, BlockHandle, Footer, RandomAccess,
-    FOOTER_LEN,
+    mapped_block_is_uncompressed, prefetch_mapped_block, read_block, read_block_shared,
+    BlockHandle, Footer, RandomAccess, FOOTER_LEN,
 };
 use crate::iterator::KvIterator;
 
@@ -210,6 +210,10 @@ impl Table {
         }
         let handle = BlockHandle::decode(index.value()).map_err(|e| self.index_error(e))?;
         if let Some(filter) = &self.inner.filter {
+            if let Some(map) = self.inner.source.mapped() {
+                // The block's lines load while the filter is probed.
+                prefetch_mapped_block(map, handle);
+            }
             if !filter.key_may_match(handle.offset, key) {
                 return Ok(None);
             }
