@@ -515,7 +515,8 @@ impl DbInner {
         let answer = (|| {
             // L0 files may overlap: search those that hold the key, newest
             // first, since a newer file's entry hides an older one's.
-            let mut overlapping: Vec<&Arc<FileMeta>> = version.files[0]
+            // Inline up to the stop trigger's default: no allocation per lookup.
+            let mut overlapping: smallvec::SmallVec<[&Arc<FileMeta>; 12]> = version.files[0]
                 .iter()
                 .filter(|f| f.smallest.user_key() <= user_key && user_key <= f.largest.user_key())
                 .collect();
