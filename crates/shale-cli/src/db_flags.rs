@@ -115,6 +115,14 @@ pub struct DbFlags {
     /// Compaction executor, by name.
     #[arg(long = "compaction_executor", value_name = "NAME")]
     pub compaction_executor: Option<String>,
+    /// Worker threads of the `parallel` (and `opencl`) executor's CPU
+    /// phases; 0: one per available core.
+    #[arg(
+        long = "compaction_threads",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub compaction_threads: Option<usize>,
     /// OpenCL executor: where jobs run, `all-device` (default),
     /// `c-compaction` (gc on the host) or `q-compaction` (jobs into L1 and
     /// L2 all on the device, deeper ones with gc on the host).
@@ -242,6 +250,9 @@ impl DbFlags {
         }
         if let Some(name) = &self.compaction_executor {
             options.compaction_executor = name.clone();
+        }
+        if let Some(n) = self.compaction_threads {
+            options.compaction_threads = n;
         }
         if let Some(policy) = self.opencl_placement {
             options.opencl_placement = policy;

@@ -500,6 +500,10 @@ fn bad_flags_fail_before_anything_is_written() {
         ),
         (&["compact", "--db", &db, "--opencl_device=first"], "first"),
         (&["scan", "--db", &db, "--limit=many"], "limit"),
+        (
+            &["compact", "--db", &db, "--compaction_threads=-1"],
+            "compaction_threads",
+        ),
         (&["scan", "--db", &db, "--hex", "--from", "x"], "hex"),
         (&["frobnicate", "--db", &db], "frobnicate"),
     ];
@@ -531,7 +535,8 @@ fn db_bench_flags_are_accepted() {
         "--max_bytes_for_level_base=200000",
         "--level_multiplier=4",
         "--max_background_compactions=2",
-        "--compaction_executor=streaming",
+        "--compaction_executor=parallel",
+        "--compaction_threads=1",
     ];
     let input: String = (0..3000)
         .map(|i| format!("{:08}\t{}\n", i, "z".repeat(50)))
