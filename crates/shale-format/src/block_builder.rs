@@ -32,6 +32,14 @@ impl BlockBuilder {
         }
     }
 
+    /// Like [`BlockBuilder::new`], with room for `bytes` of entries: a block
+    /// built to a known size grows without reallocating.
+    pub fn with_capacity(restart_interval: usize, bytes: usize) -> BlockBuilder {
+        let mut builder = BlockBuilder::new(restart_interval);
+        builder.buffer.reserve(bytes);
+        builder
+    }
+
     /// Forgets every entry, keeping the allocations.
     pub fn reset(&mut self) {
         self.buffer.clear();

@@ -54,6 +54,10 @@ const MEMORY_PER_INPUT_BYTE: usize = 6;
 /// Upper bound on a slice's input, whatever the budget.
 const MAX_SLICE_INPUT_BYTES: usize = 2 << 20;
 
+/// Output files are assembled in buffers sized up front up to this many
+/// bytes (a larger `max_output_file_size` grows its buffer as it fills).
+const MAX_PRESIZED_FILE_BYTES: usize = 256 << 20;
+
 /// The data-parallel CPU executor.
 pub struct ParallelExecutor {
     pool: rayon::ThreadPool,
@@ -235,6 +239,13 @@ fn run_job(
     };
     let prefix_offset = shared_user_key_prefix(job);
     let mut pack_stats = PhaseStats::default();
+    // Files are assembled in memory: sized once for a full output file (a
+    // file ends past `max_output_file_size` by a block, plus index and
+    // filter), instead of doubling and copying its way there.
+    let file_capacity = usize::try_from(job.max_output_file_size)
+        .unwrap_or(usize::MAX)
+        .saturating_add(usize::try_from(job.max_output_file_size / 8).unwrap_or(0))
+        .min(MAX_PRESIZED_FILE_BYTES);
     // Two stages overlap (the pipeline): this thread reads, unpacks, merges
     // and decides one slice while the packer encodes and lays out the one
     // before; finished files go to the I/O thread of the syncer.
@@ -256,6 +267,7 @@ fn run_job(
                         &mut outputs,
                         options,
                         bloom,
+                        file_capacity,
                         io,
                         syncer,
                         pack_stats,

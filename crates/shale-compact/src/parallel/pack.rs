@@ -162,8 +162,10 @@ fn encode_block(
     options: &TableOptions,
     bloom: bool,
 ) -> EncodedBlock {
-    let mut builder = BlockBuilder::new(options.block_restart_interval);
-    let mut hashes = Vec::new();
+    // A block ends at the first entry that takes it to `block_size`.
+    let mut builder =
+        BlockBuilder::with_capacity(options.block_restart_interval, options.block_size * 5 / 4);
+    let mut hashes = Vec::with_capacity(if bloom { range.len() } else { 0 });
     for &k in &kept[range.clone()] {
         let key = key(blocks, k);
         builder.add(key, value(blocks, k));
@@ -296,6 +298,7 @@ pub fn write_planned(
     outputs: &mut Vec<OutputTable>,
     options: &TableOptions,
     bloom: Option<&BloomFilterPolicy>,
+    file_capacity: usize,
     io: &dyn JobIo,
     syncer: &Syncer,
     stats: &mut PhaseStats,
@@ -327,7 +330,7 @@ pub fn write_planned(
                         sink,
                         assembler: TableAssembler::new(
                             options.clone(),
-                            Vec::with_capacity(options.block_size * 64),
+                            Vec::with_capacity(file_capacity),
                         ),
                         smallest: block.first_key.clone(),
                         largest: Vec::new(),
