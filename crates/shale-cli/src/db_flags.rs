@@ -123,6 +123,14 @@ pub struct DbFlags {
         allow_negative_numbers = true
     )]
     pub compaction_threads: Option<usize>,
+    /// Nice levels (0-19) below normal CPU priority for compaction threads
+    /// (Linux), so busy foreground threads get the CPU first.
+    #[arg(
+        long = "compaction_nice",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub compaction_nice: Option<u8>,
     /// OpenCL executor: where jobs run, `all-device` (default),
     /// `c-compaction` (gc on the host) or `q-compaction` (jobs into L1 and
     /// L2 all on the device, deeper ones with gc on the host).
@@ -253,6 +261,9 @@ impl DbFlags {
         }
         if let Some(n) = self.compaction_threads {
             options.compaction_threads = n;
+        }
+        if let Some(n) = self.compaction_nice {
+            options.compaction_nice = n;
         }
         if let Some(policy) = self.opencl_placement {
             options.opencl_placement = policy;

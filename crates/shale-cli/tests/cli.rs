@@ -504,6 +504,14 @@ fn bad_flags_fail_before_anything_is_written() {
             &["compact", "--db", &db, "--compaction_threads=-1"],
             "compaction_threads",
         ),
+        (
+            &["compact", "--db", &db, "--compaction_nice=20"],
+            "compaction_nice",
+        ),
+        (
+            &["compact", "--db", &db, "--compaction_nice=-5"],
+            "compaction_nice",
+        ),
         (&["scan", "--db", &db, "--hex", "--from", "x"], "hex"),
         (&["frobnicate", "--db", &db], "frobnicate"),
     ];
@@ -537,6 +545,7 @@ fn db_bench_flags_are_accepted() {
         "--max_background_compactions=2",
         "--compaction_executor=parallel",
         "--compaction_threads=1",
+        "--compaction_nice=5",
     ];
     let input: String = (0..3000)
         .map(|i| format!("{:08}\t{}\n", i, "z".repeat(50)))

@@ -9,6 +9,7 @@ pub mod gc;
 pub mod job;
 pub mod opencl;
 pub mod parallel;
+pub mod priority;
 pub mod streaming;
 
 pub use job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, OutputSink};

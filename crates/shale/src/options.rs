@@ -57,6 +57,12 @@ pub struct Options {
     pub compaction_executor: String,
     /// Threads of the `parallel` executor (0: one per available core).
     pub compaction_threads: usize,
+    /// Nice levels (0-19) below normal CPU priority for the compaction
+    /// threads and the executors' worker threads (Linux; not the flush
+    /// thread): busy foreground threads get the CPU first. 0 (the default)
+    /// leaves them at the process's priority. See `docs/benchmarks.md` for
+    /// its effect on tail latency.
+    pub compaction_nice: u8,
     /// Memory the `parallel` executor may use for one job, in bytes; larger
     /// jobs are processed in key-range slices.
     pub compaction_memory_budget: usize,
@@ -108,6 +114,7 @@ impl Default for Options {
             max_background_compactions: 1,
             compaction_executor: shale_compact::parallel::PARALLEL.to_string(),
             compaction_threads: 0,
+            compaction_nice: 0,
             compaction_memory_budget: shale_compact::parallel::DEFAULT_MEMORY_BUDGET,
             opencl_max_device_files: shale_compact::opencl::DEFAULT_MAX_DEVICE_FILES,
             opencl_placement: PlacementPolicy::default(),
@@ -180,6 +187,13 @@ impl Options {
         }
         if self.opencl_memory_budget == Some(0) {
             return Err("opencl_memory_budget must be at least 1 byte".into());
+        }
+        if self.compaction_nice > shale_compact::priority::MAX_NICE_INCREMENT {
+            return Err(format!(
+                "compaction_nice must be at most {} (got {})",
+                shale_compact::priority::MAX_NICE_INCREMENT,
+                self.compaction_nice
+            ));
         }
         Ok(())
     }

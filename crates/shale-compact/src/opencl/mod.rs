@@ -121,6 +121,9 @@ pub struct OpenClOptions {
     pub cpu_threads: usize,
     /// Memory budget of the CPU executor.
     pub cpu_memory_budget: usize,
+    /// Nice levels below normal for the host threads (see
+    /// [`crate::priority`]).
+    pub cpu_nice: u8,
     /// For tests: every launch of the kernel with this name fails; with
     /// `name#N`, every launch after its first N.
     pub inject_kernel_failure: Option<String>,
@@ -139,6 +142,7 @@ impl Default for OpenClOptions {
             on_device_error: OnDeviceError::default(),
             cpu_threads: 0,
             cpu_memory_budget: crate::parallel::DEFAULT_MEMORY_BUDGET,
+            cpu_nice: 0,
             inject_kernel_failure: None,
             max_slice_input_bytes: None,
         }
@@ -208,8 +212,12 @@ impl OpenClExecutor {
             memory_budget,
         };
         let unavailable = |reason: String| Unavailable { reason };
-        let cpu = ParallelExecutor::new(options.cpu_threads, options.cpu_memory_budget)
-            .map_err(|e| unavailable(format!("the CPU executor: {e}")))?;
+        let cpu = ParallelExecutor::with_nice(
+            options.cpu_threads,
+            options.cpu_memory_budget,
+            options.cpu_nice,
+        )
+        .map_err(|e| unavailable(format!("the CPU executor: {e}")))?;
         let threads = match options.cpu_threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -217,6 +225,10 @@ impl OpenClExecutor {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("shale-opencl-{i}"))
+            .start_handler({
+                let nice = options.cpu_nice;
+                move |_| crate::priority::lower_current_thread(nice)
+            })
             .build()
             .map_err(|e| unavailable(format!("cannot start {threads} host threads: {e}")))?;
         let injected_failure = options

@@ -77,6 +77,12 @@ impl ParallelExecutor {
     /// An executor with `threads` worker threads (0: one per available core)
     /// keeping each job's memory near `memory_budget` bytes.
     pub fn new(threads: usize, memory_budget: usize) -> Result<ParallelExecutor> {
+        ParallelExecutor::with_nice(threads, memory_budget, 0)
+    }
+
+    /// Like [`ParallelExecutor::new`], with worker threads `nice` levels
+    /// below normal CPU priority (see [`crate::priority`]).
+    pub fn with_nice(threads: usize, memory_budget: usize, nice: u8) -> Result<ParallelExecutor> {
         let threads = if threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
@@ -85,6 +91,7 @@ impl ParallelExecutor {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("shale-parallel-{i}"))
+            .start_handler(move |_| crate::priority::lower_current_thread(nice))
             .build()
             .map_err(|e| {
                 Error::InvalidArgument(format!("cannot start {threads} compaction threads: {e}"))

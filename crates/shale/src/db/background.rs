@@ -43,7 +43,11 @@ pub(super) fn start(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
         let worker = inner.clone();
         threads.push(spawn(
             format!("shale-compact-{i}"),
-            Box::new(move || worker.compaction_loop()),
+            Box::new(move || {
+                // Not the flush thread: writers wait for flushes.
+                shale_compact::priority::lower_current_thread(worker.options.compaction_nice);
+                worker.compaction_loop()
+            }),
         )?);
     }
     Ok(threads)

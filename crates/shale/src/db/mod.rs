@@ -169,6 +169,7 @@ pub fn opencl_options(options: &Options) -> OpenClOptions {
         memory_budget: options.opencl_memory_budget,
         cpu_threads: options.compaction_threads,
         cpu_memory_budget: options.compaction_memory_budget,
+        cpu_nice: options.compaction_nice,
         ..OpenClOptions::default()
     }
 }
@@ -181,9 +182,10 @@ fn opencl_executor(options: &Options) -> std::result::Result<OpenClExecutor, Str
 /// a usable OpenCL device is an error that says why.
 pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executor>> {
     let parallel = || -> Result<Arc<dyn Executor>> {
-        Ok(Arc::new(ParallelExecutor::new(
+        Ok(Arc::new(ParallelExecutor::with_nice(
             options.compaction_threads,
             options.compaction_memory_budget,
+            options.compaction_nice,
         )?))
     };
     match name {

@@ -1,0 +1,91 @@
+//! Compaction threads at a lower CPU priority (`Options::compaction_nice`).
+//! A file of its own: it looks at every thread of the test process, and the
+//! databases of other tests must not be running then.
+
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::sync::Arc;
+
+use shale::env::{Env, MemEnv};
+use shale::{Options, WriteOptions, DB};
+
+fn options(env: &Arc<dyn Env>) -> Options {
+    Options {
+        create_if_missing: true,
+        env: env.clone(),
+        write_buffer_size: 32 << 10,
+        max_file_size: 16 << 10,
+        ..Options::default()
+    }
+}
+
+/// Nice value of each of this process's threads whose name starts with
+/// `prefix` (field 19 of `/proc/self/task/TID/stat`).
+fn thread_nice_values(prefix: &str) -> Vec<(String, i64)> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let dir = task.unwrap().path();
+        let Ok(name) = std::fs::read_to_string(dir.join("comm")) else {
+            continue;
+        };
+        let name = name.trim_end().to_string();
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
+        // Fields after the parenthesised name: state is field 3, nice 19.
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        let nice = after_name.split(' ').nth(16).unwrap().parse().unwrap();
+        found.push((name, nice));
+    }
+    found
+}
+
+#[test]
+fn compaction_threads_run_at_the_nice_level_asked_for() {
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let db = DB::open(
+        "/db",
+        Options {
+            compaction_nice: 7,
+            compaction_executor: "parallel".into(),
+            compaction_threads: 2,
+            ..options(&env)
+        },
+    )
+    .unwrap();
+    // Rayon starts its workers lazily; a compaction makes sure they ran.
+    for i in 0..2000u32 {
+        db.put(
+            &WriteOptions::default(),
+            format!("{i:06}").as_bytes(),
+            &[7; 100],
+        )
+        .unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    // SAFETY: getpriority takes no pointers; `who` 0 is this thread.
+    let base = i64::from(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) });
+    let compact = thread_nice_values("shale-compact");
+    let workers = thread_nice_values("shale-parallel");
+    let flush = thread_nice_values("shale-flush");
+    assert!(!compact.is_empty() && !workers.is_empty() && !flush.is_empty());
+    for (name, nice) in compact.iter().chain(&workers) {
+        assert_eq!(*nice, (base + 7).min(19), "{name}");
+    }
+    for (name, nice) in &flush {
+        assert_eq!(
+            *nice, base,
+            "{name} waits for no one but writers wait for it"
+        );
+    }
+    assert!(DB::open(
+        "/other",
+        Options {
+            compaction_nice: 20,
+            ..options(&env)
+        }
+    )
+    .is_err_and(|e| e.to_string().contains("compaction_nice")));
+}
