@@ -10,12 +10,15 @@ use std::sync::Arc;
 use shale::env::{Env, MemEnv};
 use shale::{Options, WriteOptions, DB};
 
-fn options(env: &Arc<dyn Env>) -> Options {
+/// A database in memory with the compaction threads `nice` levels down.
+fn niced(env: &Arc<dyn Env>, nice: u8) -> Options {
     Options {
         create_if_missing: true,
         env: env.clone(),
-        write_buffer_size: 32 << 10,
-        max_file_size: 16 << 10,
+        write_buffer_size: 64 << 10,
+        compaction_executor: "parallel".into(),
+        compaction_threads: 2,
+        compaction_nice: nice,
         ..Options::default()
     }
 }
@@ -45,16 +48,7 @@ fn thread_nice_values(prefix: &str) -> Vec<(String, i64)> {
 #[test]
 fn compaction_threads_run_at_the_nice_level_asked_for() {
     let env: Arc<dyn Env> = Arc::new(MemEnv::new());
-    let db = DB::open(
-        "/db",
-        Options {
-            compaction_nice: 7,
-            compaction_executor: "parallel".into(),
-            compaction_threads: 2,
-            ..options(&env)
-        },
-    )
-    .unwrap();
+    let db = DB::open("/db", niced(&env, 7)).unwrap();
     // Rayon starts its workers lazily; a compaction makes sure they ran.
     for i in 0..2000u32 {
         db.put(
@@ -80,12 +74,6 @@ fn compaction_threads_run_at_the_nice_level_asked_for() {
             "{name} waits for no one but writers wait for it"
         );
     }
-    assert!(DB::open(
-        "/other",
-        Options {
-            compaction_nice: 20,
-            ..options(&env)
-        }
-    )
-    .is_err_and(|e| e.to_string().contains("compaction_nice")));
+    assert!(DB::open("/other", niced(&env, 20))
+        .is_err_and(|e| e.to_string().contains("compaction_nice")));
 }
