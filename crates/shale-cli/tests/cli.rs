@@ -268,10 +268,10 @@ fn write_compacted_db(dir: &Path) {
     db.compact_range(None, None).unwrap();
 }
 
-#[test]
-fn compact_with_opencl_prints_kernel_times() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (_, db) = db_dir(&tmp);
+/// A database of 5,000 keys with 100-byte values loaded through `shale
+/// load` with a small write buffer (several tables); returns its path.
+fn db_of_5000_keys(tmp: &tempfile::TempDir) -> String {
+    let (_, db) = db_dir(tmp);
     let input: String = (0..5000)
         .map(|i| format!("key{:06}\t{}\n", (i * 7919) % 5000, "v".repeat(100)))
         .collect();
@@ -279,6 +279,13 @@ fn compact_with_opencl_prints_kernel_times() {
         &["load", "--db", &db, "--write_buffer_size=100000"],
         input.as_bytes(),
     ));
+    db
+}
+
+#[test]
+fn compact_with_opencl_prints_kernel_times() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = db_of_5000_keys(&tmp);
     let compact = shale(&[
         "compact",
         "--db",
@@ -316,14 +323,7 @@ fn compact_with_opencl_prints_kernel_times() {
 #[test]
 fn compact_prints_executor_lines_and_one_summary() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_, db) = db_dir(&tmp);
-    let input: String = (0..5000)
-        .map(|i| format!("key{:06}\t{}\n", (i * 7919) % 5000, "v".repeat(100)))
-        .collect();
-    assert_ok(&shale_with_input(
-        &["load", "--db", &db, "--write_buffer_size=100000"],
-        input.as_bytes(),
-    ));
+    let db = db_of_5000_keys(&tmp);
     let compact = shale(&["compact", "--db", &db, "--executor", "streaming"]);
     assert_ok(&compact);
     let text = stdout(&compact);

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
+use crate::block_builder::shared_prefix_len;
 use crate::coding::{decode_fixed32, decode_varint32};
-use crate::comparator::Comparator;
+use crate::comparator::{bytewise_window, Comparator};
 use crate::error::{Error, Result};
 use crate::iterator::KvIterator;
 
@@ -33,8 +34,8 @@ const MIN_RESTARTS_FOR_SEARCH_INDEX: usize = 16;
 /// with key order (with ties), so a seek binary-searches the windows and
 /// decodes full keys only among equal ones. Without it every probe of the
 /// binary search decodes a key at a scattered offset of the block: in an
-/// index block of a few thousand entries, about a dozen dependent cache
-/// misses per table lookup. The windows sit in cache lines of five, each
+/// index block of a few thousand entries, about a dozen probes per table
+/// lookup, each likely a cache miss. The windows sit in cache lines of five, each
 /// with the five restart offsets, under a top array of every line's last
 /// window: a seek touches the small top array, one line, and then the
 /// entry itself (not the block's restart array).
@@ -73,24 +74,13 @@ impl SearchIndex {
         parts: &[&[u8]],
         offsets: &[u32],
     ) -> Option<SearchIndex> {
-        let (first, next_to_last) = (parts[0], parts[parts.len() - 2]);
-        let shared_len = first
-            .iter()
-            .zip(next_to_last)
-            .take_while(|(a, b)| a == b)
-            .count();
-        let mut search = SearchIndex {
-            comparator: comparator.clone(),
-            shared: first[..shared_len].into(),
-            tops: Box::default(),
-            lines: Box::default(),
-            len: parts.len(),
-        };
-        let windows: Vec<u64> = parts.iter().map(|part| search.window(part)).collect();
+        let first = parts[0];
+        let shared = &first[..shared_prefix_len(first, parts[parts.len() - 2])];
+        let windows: Vec<u64> = parts.iter().map(|part| window(shared, part)).collect();
         if !windows.is_sorted() {
             return None;
         }
-        let lines: Box<[Line]> = windows
+        let lines = windows
             .chunks(LINE_RESTARTS)
             .zip(offsets.chunks(LINE_RESTARTS))
             .map(|(windows, offsets)| {
@@ -103,29 +93,17 @@ impl SearchIndex {
                 line
             })
             .collect();
-        search.tops = windows
+        let tops = windows
             .chunks(LINE_RESTARTS)
             .map(|chunk| chunk[chunk.len() - 1])
             .collect();
-        search.lines = lines;
-        Some(search)
-    }
-
-    /// The integer for a key whose bytewise part is `part`: eight bytes after
-    /// the shared prefix (zero-padded), or the extremes for keys outside the
-    /// range of keys with that prefix. If `window(a) < window(b)` then
-    /// `a < b`.
-    fn window(&self, part: &[u8]) -> u64 {
-        match part.strip_prefix(&*self.shared) {
-            Some(rest) => {
-                let mut bytes = [0u8; 8];
-                let n = rest.len().min(8);
-                bytes[..n].copy_from_slice(&rest[..n]);
-                u64::from_be_bytes(bytes)
-            }
-            None if part < &*self.shared => 0,
-            None => u64::MAX,
-        }
+        Some(SearchIndex {
+            comparator: comparator.clone(),
+            shared: shared.into(),
+            tops,
+            lines,
+            len: parts.len(),
+        })
     }
 
     fn window_at(&self, index: usize) -> u64 {
@@ -137,7 +115,7 @@ impl SearchIndex {
     /// none is): every restart before `left + 1` is below it, every one
     /// after `right` above it. Also the offset of restart point `left`.
     fn narrow(&self, part: &[u8]) -> (usize, usize, usize) {
-        let target = self.window(part);
+        let target = window(&self.shared, part);
         let line = self.tops.partition_point(|&w| w < target);
         let below = match self.lines.get(line) {
             Some(found) => line * LINE_RESTARTS + found.windows.partition_point(|&w| w < target),
@@ -160,6 +138,18 @@ impl SearchIndex {
         let left = below.saturating_sub(1);
         let offset = self.lines[left / LINE_RESTARTS].offsets[left % LINE_RESTARTS];
         (left, lo.saturating_sub(1).max(left), offset as usize)
+    }
+}
+
+/// The search integer of a key whose bytewise part is `part`, in a block
+/// whose restart keys share `shared`: the window after the shared prefix, or
+/// the extremes for keys outside the range of keys with that prefix. If
+/// `window(a) < window(b)` then `a < b`.
+fn window(shared: &[u8], part: &[u8]) -> u64 {
+    match part.strip_prefix(shared) {
+        Some(rest) => bytewise_window(rest),
+        None if part < shared => 0,
+        None => u64::MAX,
     }
 }
 

@@ -459,11 +459,17 @@ mod tests {
         assert!(Footer::decode(&bytes[1..]).unwrap_err().is_corruption());
     }
 
-    #[test]
-    fn mapped_uncompressed_blocks_are_borrowed_and_still_checked() {
+    /// An uncompressed block and a file holding just it and its trailer.
+    fn one_block_file() -> (Vec<u8>, Vec<u8>) {
         let contents = b"hello block".to_vec();
         let mut file = contents.clone();
         file.extend_from_slice(&block_trailer(&contents, CompressionType::None));
+        (contents, file)
+    }
+
+    #[test]
+    fn mapped_uncompressed_blocks_are_borrowed_and_still_checked() {
+        let (contents, file) = one_block_file();
         let size = file.len() as u64;
         let source = Bytes::from(file);
         let handle = BlockHandle::new(0, contents.len() as u64);
@@ -490,9 +496,7 @@ mod tests {
 
     #[test]
     fn read_block_checks_bounds_checksum_and_type() {
-        let contents = b"hello block".to_vec();
-        let mut file = contents.clone();
-        file.extend_from_slice(&block_trailer(&contents, CompressionType::None));
+        let (contents, file) = one_block_file();
         let size = file.len() as u64;
         let handle = BlockHandle::new(0, contents.len() as u64);
         assert_eq!(

@@ -62,9 +62,10 @@ impl WriteBatch {
         WriteBatch { rep }
     }
 
-    /// Bytes a put of `key` and `value` adds to a batch (at most; the
-    /// lengths are counted as five-byte varints).
-    pub fn put_size(key: &[u8], value: &[u8]) -> usize {
+    /// Bytes a put of `key` and `value` (or a delete of `key`, with an
+    /// empty `value`) adds to a batch, at most: the lengths are counted as
+    /// five-byte varints.
+    pub fn record_size(key: &[u8], value: &[u8]) -> usize {
         1 + 5 + key.len() + 5 + value.len()
     }
 

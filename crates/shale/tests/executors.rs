@@ -137,25 +137,24 @@ fn full_compaction_is_identical_with_every_executor() {
     }
 }
 
-#[test]
-fn jobs_the_device_cannot_take_are_reported_as_fallbacks() {
-    let tmp = tempfile::tempdir().unwrap();
-    let options = Options {
-        // No job fits: every compaction is placed on the CPU.
-        opencl_max_device_files: 0,
-        ..options("opencl")
-    };
-    let db = match DB::open(tmp.path().join("db"), options) {
-        Ok(db) => db,
+/// Opens a database with an `opencl` executor; `None` (the test skips)
+/// when this machine has no OpenCL and `SHALE_REQUIRE_OPENCL` is unset.
+fn open_opencl_or_skip(dir: &Path, options: Options) -> Option<DB> {
+    match DB::open(dir, options) {
+        Ok(db) => Some(db),
         Err(err) => {
             assert!(
                 std::env::var_os("SHALE_REQUIRE_OPENCL").is_none(),
                 "OpenCL required: {err}"
             );
             eprintln!("skipping: {err}");
-            return;
+            None
         }
-    };
+    }
+}
+
+/// 3,000 keys in three flushed tables, then one full compaction.
+fn fill_three_tables_and_compact(db: &DB) {
     for i in 0..3000u32 {
         let key = format!("key{:06}", (i * 7919) % 3000);
         db.put(&WriteOptions::default(), key.as_bytes(), b"value")
@@ -165,6 +164,20 @@ fn jobs_the_device_cannot_take_are_reported_as_fallbacks() {
         }
     }
     db.compact_range(None, None).unwrap();
+}
+
+#[test]
+fn jobs_the_device_cannot_take_are_reported_as_fallbacks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let options = Options {
+        // No job fits: every compaction is placed on the CPU.
+        opencl_max_device_files: 0,
+        ..options("opencl")
+    };
+    let Some(db) = open_opencl_or_skip(&tmp.path().join("db"), options) else {
+        return;
+    };
+    fill_three_tables_and_compact(&db);
     let executors = db.property("shale.executors").unwrap();
     assert!(executors.contains("Executor parallel"), "{executors}");
     assert!(executors.contains("fallback:"), "{executors}");
@@ -181,26 +194,10 @@ fn opencl_options_reach_the_executor_and_its_times_reach_the_stats() {
         opencl_memory_budget: Some(256 << 20),
         ..options("opencl")
     };
-    let db = match DB::open(tmp.path().join("db"), options) {
-        Ok(db) => db,
-        Err(err) => {
-            assert!(
-                std::env::var_os("SHALE_REQUIRE_OPENCL").is_none(),
-                "OpenCL required: {err}"
-            );
-            eprintln!("skipping: {err}");
-            return;
-        }
+    let Some(db) = open_opencl_or_skip(&tmp.path().join("db"), options) else {
+        return;
     };
-    for i in 0..3000u32 {
-        let key = format!("key{:06}", (i * 7919) % 3000);
-        db.put(&WriteOptions::default(), key.as_bytes(), b"value")
-            .unwrap();
-        if i % 1000 == 999 {
-            db.flush().unwrap();
-        }
-    }
-    db.compact_range(None, None).unwrap();
+    fill_three_tables_and_compact(&db);
     let stats = db.property("shale.stats").unwrap();
     assert!(stats.contains("Executor opencl:"), "{stats}");
     assert!(!stats.contains("fallback:"), "{stats}");

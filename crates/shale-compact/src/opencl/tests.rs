@@ -1091,6 +1091,17 @@ struct MemIo {
     outputs: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
 }
 
+impl MemIo {
+    /// Inputs by file number; outputs numbered from 1000.
+    fn new(inputs: HashMap<u64, Arc<Vec<u8>>>) -> MemIo {
+        MemIo {
+            inputs,
+            next_number: Mutex::new(1000),
+            outputs: Arc::new(Mutex::new(BTreeMap::new())),
+        }
+    }
+}
+
 struct MemSink {
     number: u64,
     bytes: Vec<u8>,
@@ -1227,11 +1238,7 @@ fn run_job(
     job: &CompactionJob,
     files: &HashMap<u64, Arc<Vec<u8>>>,
 ) -> (CompactionOutput, BTreeMap<u64, Vec<u8>>) {
-    let io = MemIo {
-        inputs: files.clone(),
-        next_number: Mutex::new(1000),
-        outputs: Arc::new(Mutex::new(BTreeMap::new())),
-    };
+    let io = MemIo::new(files.clone());
     let output = executor.run(job, &io).unwrap();
     let written = io.outputs.lock().unwrap().clone();
     (output, written)
@@ -1432,11 +1439,7 @@ fn a_failing_kernel_hands_the_job_to_the_cpu() {
     }) else {
         return;
     };
-    let io = MemIo {
-        inputs: files.clone(),
-        next_number: Mutex::new(1000),
-        outputs: Arc::new(Mutex::new(BTreeMap::new())),
-    };
+    let io = MemIo::new(files.clone());
     assert!(strict.run(&job, &io).is_err());
     assert!(
         io.outputs.lock().unwrap().is_empty(),
@@ -1484,11 +1487,7 @@ fn corrupt_input_is_reported_by_the_cpu_path() {
     let mut bytes = files[&1].as_ref().clone();
     bytes[100] ^= 0x40;
     files.insert(1, Arc::new(bytes));
-    let io = MemIo {
-        inputs: files,
-        next_number: Mutex::new(1000),
-        outputs: Arc::new(Mutex::new(BTreeMap::new())),
-    };
+    let io = MemIo::new(files);
     let error = executor.run(&job, &io).unwrap_err();
     assert!(
         matches!(error, shale_format::Error::Corruption { .. }),
@@ -1572,11 +1571,7 @@ fn a_device_failure_after_written_files_discards_them() {
     }) else {
         return;
     };
-    let io = MemIo {
-        inputs: files.clone(),
-        next_number: Mutex::new(1000),
-        outputs: Arc::new(Mutex::new(BTreeMap::new())),
-    };
+    let io = MemIo::new(files.clone());
     let output = executor.run(&job, &io).unwrap();
     assert_eq!(output.executor, crate::parallel::PARALLEL);
     assert_eq!(executor.stats().fallbacks, 1);

@@ -9,7 +9,7 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use shale_format::comparator::compare_internal_keys;
+use shale_format::comparator::{bytewise_window, compare_internal_keys};
 use shale_format::internal_key::extract_user_key;
 
 use super::unpack::ParsedBlock;
@@ -34,12 +34,11 @@ pub struct Item {
 /// decimal keys) that would make every prefix equal.
 #[inline]
 pub fn user_key_prefix(internal_key: &[u8], offset: usize) -> u64 {
-    let user_key = extract_user_key(internal_key);
-    let tail = user_key.get(offset..).unwrap_or_default();
-    let mut bytes = [0u8; 8];
-    let n = tail.len().min(8);
-    bytes[..n].copy_from_slice(&tail[..n]);
-    u64::from_be_bytes(bytes)
+    bytewise_window(
+        extract_user_key(internal_key)
+            .get(offset..)
+            .unwrap_or_default(),
+    )
 }
 
 /// The internal key of an item.

@@ -300,14 +300,14 @@ impl DB {
 
     /// Sets `key` to `value`.
     pub fn put(&self, options: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
-        let mut batch = WriteBatch::with_capacity(WriteBatch::put_size(key, value));
+        let mut batch = WriteBatch::with_capacity(WriteBatch::record_size(key, value));
         batch.put(key, value)?;
         self.write(options, batch)
     }
 
     /// Removes `key` (not an error when it is absent).
     pub fn delete(&self, options: &WriteOptions, key: &[u8]) -> Result<()> {
-        let mut batch = WriteBatch::with_capacity(WriteBatch::put_size(key, &[]));
+        let mut batch = WriteBatch::with_capacity(WriteBatch::record_size(key, &[]));
         batch.delete(key)?;
         self.write(options, batch)
     }
