@@ -87,7 +87,7 @@ pub struct UserKeyRange {
 }
 
 /// Everything needed to run one compaction.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompactionJob {
     /// Identifies the job in logs and statistics.
     pub id: u64,

@@ -62,6 +62,17 @@ pub enum Error {
     /// locked by another process or another handle in this one.
     #[error("busy: {0}")]
     Busy(String),
+    /// A compaction executor could not run a job: a device that failed, a
+    /// remote worker that died or lied. Not a fault of the data or of the
+    /// caller: the scheduler hands the job to the next executor of its
+    /// chain, and only the reference executor's failure stops the database.
+    #[error("the {executor} executor failed: {reason}")]
+    ExecutorFailed {
+        /// Name of the executor (`opencl`, `parallel`, ...).
+        executor: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// Shorthand for results in this crate.
@@ -118,6 +129,14 @@ impl Error {
         Error::Io {
             context: context.into(),
             source: Arc::new(source),
+        }
+    }
+
+    /// An executor failure (see [`Error::ExecutorFailed`]).
+    pub fn executor_failed(executor: impl Into<String>, reason: impl Into<String>) -> Error {
+        Error::ExecutorFailed {
+            executor: executor.into(),
+            reason: reason.into(),
         }
     }
 

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 use shale_compact::job::TableSettings;
+
+use crate::compaction::picker::PickStyle;
 use shale_compact::opencl::{DeviceSelector, PlacementPolicy};
 
 use crate::env::{Env, PosixEnv};
@@ -50,11 +52,31 @@ pub struct Options {
     /// Compact a file that reads keep searching in vain before finding the
     /// key in a deeper file (LevelDB's seek-triggered compaction; on).
     pub seek_compaction: bool,
-    /// Threads running compactions (flushes have their own thread).
+    /// Threads running compactions (flushes have their own thread); jobs
+    /// run at once whenever their files are disjoint. 0 (the default): what
+    /// the scheduler judges right for the machine,
+    /// [`Options::background_compactions`].
     pub max_background_compactions: usize,
-    /// Executor for compactions, by name: `parallel` (data-parallel phases on
-    /// CPU threads, the default) or `streaming` (the reference).
+    /// Executor for compactions, by name: `auto` (the default: the
+    /// scheduler chooses per job from the executors' measured throughput and
+    /// the cores left to the foreground; an OpenCL device when there is one
+    /// and placement allows), `parallel` (data-parallel phases on CPU
+    /// threads), `streaming` (the reference) or `opencl`. A named executor
+    /// still falls back along the chain (device -> `parallel` ->
+    /// `streaming`) when it fails a job.
     pub compaction_executor: String,
+    /// How the file to compact is chosen within a level: `min-overlap` (the
+    /// fewest overlapping files below, the default) or `round-robin`
+    /// (LevelDB's rotating compact pointer).
+    pub compaction_pick: PickStyle,
+    /// Cross-level (triple-level) compaction: a job whose next level is
+    /// itself over its target takes the overlapping files two levels down
+    /// and writes there once (on by default).
+    pub cross_level_compaction: bool,
+    /// Most sub-compactions one job is split into (L0->L1 and manual jobs
+    /// of at least two output files' worth of input); 1 turns splitting
+    /// off; 0 (the default): one per core.
+    pub max_subcompactions: usize,
     /// Threads of the `parallel` executor (0: one per available core).
     pub compaction_threads: usize,
     /// Nice levels (0-19) below normal CPU priority for the compaction
@@ -111,8 +133,11 @@ impl Default for Options {
             max_bytes_for_level_base: 10 << 20,
             level_multiplier: 10.0,
             seek_compaction: true,
-            max_background_compactions: 1,
-            compaction_executor: shale_compact::parallel::PARALLEL.to_string(),
+            max_background_compactions: 0,
+            compaction_executor: crate::db::AUTO.to_string(),
+            compaction_pick: PickStyle::default(),
+            cross_level_compaction: true,
+            max_subcompactions: 0,
             compaction_threads: 0,
             compaction_nice: 0,
             compaction_memory_budget: shale_compact::parallel::DEFAULT_MEMORY_BUDGET,
@@ -136,6 +161,25 @@ impl Options {
         }
     }
 
+    /// Compaction threads: `max_background_compactions`, or when it is 0,
+    /// one per core with at least 2 and at most 4: two let an L0 job run
+    /// beside a long deeper one even on a 2-core machine, and more than four
+    /// rarely find disjoint work at LevelDB's level sizes.
+    pub fn background_compactions(&self) -> usize {
+        match self.max_background_compactions {
+            0 => available_cores().clamp(2, 4),
+            n => n,
+        }
+    }
+
+    /// Most sub-compactions per job (see `max_subcompactions`).
+    pub fn subcompactions(&self) -> usize {
+        match self.max_subcompactions {
+            0 => available_cores(),
+            n => n,
+        }
+    }
+
     /// Largest total size allowed at `level` (>= 1) before it scores 1.
     pub fn max_bytes_for_level(&self, level: usize) -> f64 {
         let mut bytes = self.max_bytes_for_level_base as f64;
@@ -156,10 +200,6 @@ impl Options {
             ("max_file_size", self.max_file_size),
             ("l0_compaction_trigger", self.l0_compaction_trigger as u64),
             ("max_bytes_for_level_base", self.max_bytes_for_level_base),
-            (
-                "max_background_compactions",
-                self.max_background_compactions as u64,
-            ),
         ];
         for (name, value) in positive {
             if value == 0 {
@@ -197,6 +237,11 @@ impl Options {
         }
         Ok(())
     }
+}
+
+/// Cores this process may use.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 /// Options for one write.

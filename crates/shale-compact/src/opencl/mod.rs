@@ -575,10 +575,10 @@ impl Executor for OpenClExecutor {
                 written
             }
             Err(error) => match self.options.on_device_error {
-                OnDeviceError::Fail => Err(Error::NotSupported(format!(
-                    "the OpenCL device failed job {}: {error}",
-                    job.id
-                ))),
+                OnDeviceError::Fail => Err(Error::executor_failed(
+                    OPENCL,
+                    format!("the device failed job {}: {error}", job.id),
+                )),
                 OnDeviceError::FallBack => {
                     let why = format!("the device failed: {}", error.reason);
                     self.record(|s| {

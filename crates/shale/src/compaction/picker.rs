@@ -1,7 +1,10 @@
 //! What to compact, as pure functions of a [`Version`]: LevelDB's leveled
 //! picking (level scores, rotating compact pointers, L0 overlap expansion,
 //! boundary inputs, growing the input level when it does not change the
-//! output level's inputs, grandparent files) and the plan-to-job conversion.
+//! output level's inputs, grandparent files), ProckStore's cross-level
+//! (triple-level) extension, and the plan-to-job conversion. Which level and
+//! which file come first is the scheduler's priority
+//! (`compaction::priority`); this file builds a plan around a chosen file.
 //! Nothing here touches a disk or a lock, so it is tested on versions built
 //! in memory.
 
@@ -40,14 +43,20 @@ impl std::fmt::Display for PickReason {
     }
 }
 
-/// A chosen compaction: inputs at `level` and `level + 1`.
+/// A chosen compaction: inputs at `level`, `level + 1` and, for a
+/// cross-level job, `level + 2`; outputs at `output_level`, the deepest
+/// input level.
 #[derive(Debug, Clone)]
 pub struct CompactionPlan {
-    /// The input level; outputs go to `level + 1`.
+    /// The input level the job was picked at.
     pub level: usize,
-    /// Files at `level` and at `level + 1`.
-    pub inputs: [Vec<Arc<FileMeta>>; 2],
-    /// Files at `level + 2` overlapping the inputs.
+    /// Where the outputs go: `level + 1`, or `level + 2` for a cross-level
+    /// job.
+    pub output_level: usize,
+    /// `inputs[i]`: the files at `level + i` (two entries, or three for a
+    /// cross-level job).
+    pub inputs: Vec<Vec<Arc<FileMeta>>>,
+    /// Files at `output_level + 1` overlapping the inputs.
     pub grandparents: Vec<Arc<FileMeta>>,
     /// Why.
     pub reason: PickReason,
@@ -82,11 +91,14 @@ pub fn level_scores(version: &Version, options: &Options) -> Vec<f64> {
         .collect()
 }
 
-/// A running compaction, as far as picking another one is concerned.
-#[derive(Debug, Clone)]
+/// A queued or running compaction, as far as picking another one is
+/// concerned.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunningCompaction {
-    /// Its input level (outputs at `level + 1`).
+    /// Its input level.
     pub level: usize,
+    /// Its output level.
+    pub output_level: usize,
     /// User-key range it covers.
     pub smallest_user_key: Vec<u8>,
     /// See `smallest_user_key`.
@@ -95,29 +107,53 @@ pub struct RunningCompaction {
     pub files: Vec<u64>,
 }
 
+impl RunningCompaction {
+    /// Whether the two cannot run at once: a shared file, or a shared level
+    /// (their spans `level..=output_level` intersect) with overlapping key
+    /// ranges.
+    pub fn conflicts_with(&self, other: &RunningCompaction) -> bool {
+        if other.files.iter().any(|f| self.files.contains(f)) {
+            return true;
+        }
+        let levels_touch = self.level <= other.output_level && other.level <= self.output_level;
+        let disjoint = self.largest_user_key < other.smallest_user_key
+            || other.largest_user_key < self.smallest_user_key;
+        levels_touch && !disjoint
+    }
+}
+
 impl CompactionPlan {
     /// Every input file number.
     pub fn input_numbers(&self) -> Vec<u64> {
         self.inputs.iter().flatten().map(|f| f.number).collect()
     }
 
+    /// Total size of the input files.
+    pub fn input_bytes(&self) -> u64 {
+        self.inputs.iter().map(|files| total_file_size(files)).sum()
+    }
+
+    /// Number of input files.
+    pub fn input_files(&self) -> usize {
+        self.inputs.iter().map(Vec::len).sum()
+    }
+
+    /// True when the job merges three levels into the deepest.
+    pub fn is_cross_level(&self) -> bool {
+        self.output_level > self.level + 1
+    }
+
     /// Whether this plan can run beside `running`: no shared file, and no
     /// shared level with an overlapping key range.
     pub fn conflicts_with(&self, running: &RunningCompaction) -> bool {
-        let mine = self.input_numbers();
-        if running.files.iter().any(|f| mine.contains(f)) {
-            return true;
-        }
-        let levels_touch = self.level.abs_diff(running.level) <= 1;
-        let disjoint = self.largest_user_key < running.smallest_user_key
-            || running.largest_user_key < self.smallest_user_key;
-        levels_touch && !disjoint
+        self.running().conflicts_with(running)
     }
 
     /// As a [`RunningCompaction`] record.
     pub fn running(&self) -> RunningCompaction {
         RunningCompaction {
             level: self.level,
+            output_level: self.output_level,
             smallest_user_key: self.smallest_user_key.clone(),
             largest_user_key: self.largest_user_key.clone(),
             files: self.input_numbers(),
@@ -128,6 +164,7 @@ impl CompactionPlan {
     /// below and it would not make a later compaction too big.
     pub fn is_trivial_move(&self, options: &Options) -> bool {
         self.reason != PickReason::Manual
+            && !self.is_cross_level()
             && self.inputs[0].len() == 1
             && self.inputs[1].is_empty()
             && total_file_size(&self.grandparents) <= max_grandparent_overlap_bytes(options)
@@ -148,27 +185,25 @@ impl CompactionPlan {
             largest: f.largest.encoded().to_vec(),
         };
         let mut inputs = Vec::new();
-        if self.level == 0 {
-            for file in &self.inputs[0] {
+        for (offset, files) in self.inputs.iter().enumerate() {
+            let level = self.level + offset;
+            if level == 0 {
+                // L0 tables overlap: each is a run of its own.
+                for file in files {
+                    inputs.push(InputRun {
+                        level,
+                        files: vec![job_file(file)],
+                    });
+                }
+            } else if !files.is_empty() {
                 inputs.push(InputRun {
-                    level: 0,
-                    files: vec![job_file(file)],
+                    level,
+                    files: files.iter().map(job_file).collect(),
                 });
             }
-        } else if !self.inputs[0].is_empty() {
-            inputs.push(InputRun {
-                level: self.level,
-                files: self.inputs[0].iter().map(job_file).collect(),
-            });
-        }
-        if !self.inputs[1].is_empty() {
-            inputs.push(InputRun {
-                level: self.level + 1,
-                files: self.inputs[1].iter().map(job_file).collect(),
-            });
         }
         // Only deeper files within the job's key range can matter.
-        let deeper_levels = (self.level + 2..NUM_LEVELS)
+        let deeper_levels = (self.output_level + 1..NUM_LEVELS)
             .map(|level| {
                 version
                     .overlapping_inputs(
@@ -187,7 +222,7 @@ impl CompactionPlan {
         CompactionJob {
             id,
             inputs,
-            output_level: self.level + 1,
+            output_level: self.output_level,
             max_output_file_size: options.max_file_size,
             grandparents: self.grandparents.iter().map(job_file).collect(),
             max_grandparent_overlap_bytes: max_grandparent_overlap_bytes(options),
@@ -198,89 +233,233 @@ impl CompactionPlan {
     }
 }
 
-/// The compaction to run next: a size compaction when a level scores >= 1
-/// (levels tried by descending score), else the version's seek compaction;
-/// never one that conflicts with `running`.
+/// How the file to compact is chosen within a level (ProckStore's second
+/// priority, beside LevelDB's rule).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PickStyle {
+    /// The file with the fewest overlapping files in the next level
+    /// (ProckStore's equation 2); ties go in rotation order. The default:
+    /// it rewrites less of the next level per byte moved down
+    /// (`docs/benchmarks.md`, "Scheduler").
+    #[default]
+    MinOverlap,
+    /// LevelDB's rotating compact pointer: the first file after the last
+    /// compacted key.
+    RoundRobin,
+}
+
+impl PickStyle {
+    /// The style's name in options.
+    pub fn name(self) -> &'static str {
+        match self {
+            PickStyle::MinOverlap => "min-overlap",
+            PickStyle::RoundRobin => "round-robin",
+        }
+    }
+}
+
+impl std::str::FromStr for PickStyle {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PickStyle, String> {
+        match s {
+            "min-overlap" => Ok(PickStyle::MinOverlap),
+            "round-robin" => Ok(PickStyle::RoundRobin),
+            other => Err(format!(
+                "unknown compaction_pick {other:?} (min-overlap or round-robin)"
+            )),
+        }
+    }
+}
+
+/// The files of `level` in rotation order: from the first file past
+/// `compact_pointer` (an encoded internal key; empty: from the start).
+fn rotation_order(files: &[Arc<FileMeta>], compact_pointer: &[u8]) -> Vec<Arc<FileMeta>> {
+    let start = if compact_pointer.is_empty() {
+        0
+    } else {
+        files
+            .iter()
+            .position(|f| {
+                compare_internal_keys(f.largest.encoded(), compact_pointer) == Ordering::Greater
+            })
+            .unwrap_or(0)
+    };
+    (0..files.len())
+        .map(|i| files[(start + i) % files.len()].clone())
+        .collect()
+}
+
+/// ProckStore's second score of `file` at `level`: the number of files of
+/// the next level its key range overlaps.
+pub fn overlap_score(version: &Version, level: usize, file: &FileMeta) -> usize {
+    if level + 1 >= NUM_LEVELS {
+        return 0;
+    }
+    version
+        .overlapping_inputs(
+            level + 1,
+            Some(file.smallest.user_key()),
+            Some(file.largest.user_key()),
+        )
+        .len()
+}
+
+/// The files of `level` to start a compaction from, best first, leaving
+/// out `excluded` ones. L0 always goes in rotation order (a pick takes
+/// every overlapping L0 file anyway).
+pub fn candidate_files(
+    version: &Version,
+    level: usize,
+    compact_pointer: &[u8],
+    style: PickStyle,
+    excluded: &dyn Fn(u64) -> bool,
+) -> Vec<Arc<FileMeta>> {
+    let mut files: Vec<Arc<FileMeta>> = rotation_order(&version.files[level], compact_pointer)
+        .into_iter()
+        .filter(|f| !excluded(f.number))
+        .collect();
+    if level > 0 && style == PickStyle::MinOverlap {
+        // Stable: equal scores stay in rotation order.
+        files.sort_by_cached_key(|f| overlap_score(version, level, f));
+    }
+    files
+}
+
+/// The plan that starts from `file` at `level`: every overlapping L0 file
+/// for L0, boundary inputs, the overlapping files below.
+pub fn plan_from_file(
+    version: &Version,
+    options: &Options,
+    level: usize,
+    file: Arc<FileMeta>,
+    reason: PickReason,
+) -> CompactionPlan {
+    let mut first = vec![file];
+    if level == 0 {
+        let (smallest, largest) = user_range(&first);
+        first = version.overlapping_inputs(0, Some(&smallest), Some(&largest));
+    }
+    setup_other_inputs(version, options, level, first, reason)
+}
+
+/// The compaction to run next by LevelDB's rules (levels by descending
+/// score, files in rotation order, then the seek compaction), never one that
+/// conflicts with `running`. The scheduler uses its own priorities
+/// (`compaction::priority`); this is the plain rule, for tests and tools.
 pub fn pick_compaction(
     version: &Version,
     options: &Options,
     compact_pointers: &[Vec<u8>; NUM_LEVELS],
     running: &[RunningCompaction],
 ) -> Option<CompactionPlan> {
-    if let Some(plan) = pick_size_compaction(version, options, compact_pointers, running) {
-        return Some(plan);
-    }
-    let (level, file) = version.seek_compaction.get()?;
-    if level + 1 >= NUM_LEVELS {
-        return None;
-    }
-    let mut first = vec![file.clone()];
-    if *level == 0 {
-        let (smallest, largest) = user_range(&first);
-        first = version.overlapping_inputs(0, Some(&smallest), Some(&largest));
-    }
-    let plan = setup_other_inputs(version, options, *level, first, PickReason::Seek);
-    running
-        .iter()
-        .all(|r| !plan.conflicts_with(r))
-        .then_some(plan)
-}
-
-fn pick_size_compaction(
-    version: &Version,
-    options: &Options,
-    compact_pointers: &[Vec<u8>; NUM_LEVELS],
-    running: &[RunningCompaction],
-) -> Option<CompactionPlan> {
+    let free = |plan: &CompactionPlan| running.iter().all(|r| !plan.conflicts_with(r));
     let scores = level_scores(version, options);
     let mut levels: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
     levels.sort_by(|&a, &b| scores[b].partial_cmp(&scores[a]).unwrap_or(Ordering::Equal));
     for level in levels {
-        let files = &version.files[level];
-        // Files in rotation order after the compact pointer; L0 has one
-        // candidate (the expansion takes every overlapping L0 file).
-        let start = if compact_pointers[level].is_empty() {
-            0
-        } else {
-            files
-                .iter()
-                .position(|f| {
-                    compare_internal_keys(f.largest.encoded(), &compact_pointers[level])
-                        == Ordering::Greater
-                })
-                .unwrap_or(0)
-        };
-        let candidates = if level == 0 {
-            files.len().min(1)
-        } else {
-            files.len()
-        };
-        for i in 0..candidates {
-            let file = files[(start + i) % files.len()].clone();
-            let mut first = vec![file];
-            if level == 0 {
-                let (smallest, largest) = user_range(&first);
-                first = version.overlapping_inputs(0, Some(&smallest), Some(&largest));
-            }
-            let plan = setup_other_inputs(
-                version,
-                options,
-                level,
-                first,
-                PickReason::Size {
-                    score: scores_at(&scores, level),
-                },
-            );
-            if running.iter().all(|r| !plan.conflicts_with(r)) {
+        let candidates = candidate_files(
+            version,
+            level,
+            &compact_pointers[level],
+            PickStyle::RoundRobin,
+            &|_| false,
+        );
+        let tries = if level == 0 { 1 } else { candidates.len() };
+        for file in candidates.into_iter().take(tries) {
+            let reason = PickReason::Size {
+                score: scores[level],
+            };
+            let plan = plan_from_file(version, options, level, file, reason);
+            if free(&plan) {
                 return Some(plan);
             }
         }
     }
-    None
+    seek_plan(version, options).filter(free)
 }
 
-fn scores_at(scores: &[f64], level: usize) -> f64 {
-    scores.get(level).copied().unwrap_or(0.0)
+/// The version's seek compaction as a plan, if it has one.
+pub fn seek_plan(version: &Version, options: &Options) -> Option<CompactionPlan> {
+    let (level, file) = version.seek_compaction.get()?;
+    if level + 1 >= NUM_LEVELS || !version.files[*level].iter().any(|f| f.number == file.number)
+    {
+        return None;
+    }
+    Some(plan_from_file(
+        version,
+        options,
+        *level,
+        file.clone(),
+        PickReason::Seek,
+    ))
+}
+
+/// Largest input of a cross-level job, in bytes.
+pub fn cross_level_byte_limit(options: &Options) -> u64 {
+    2 * expanded_compaction_byte_limit(options)
+}
+
+/// ProckStore's triple-level compaction: when the next level is itself over
+/// its target (`next_level_score > 1`), the plan also takes the files two
+/// levels down that overlap it and writes there, so the data moved is
+/// written once instead of twice. Every file of the two lower levels that
+/// overlaps the grown key range joins (a file left behind at the middle
+/// level could hide newer data of the deepest; one left at the deepest
+/// would overlap the outputs), repeated until stable. `None` when the plan
+/// does not qualify: a trivial move, the last levels, or the grown job over
+/// [`cross_level_byte_limit`].
+pub fn cross_level(
+    version: &Version,
+    options: &Options,
+    plan: &CompactionPlan,
+    next_level_score: f64,
+) -> Option<CompactionPlan> {
+    let (middle, deepest) = (plan.level + 1, plan.level + 2);
+    if plan.is_cross_level()
+        || next_level_score <= 1.0
+        || deepest >= NUM_LEVELS
+        || plan.is_trivial_move(options)
+    {
+        return None;
+    }
+    let first = plan.inputs[0].clone();
+    let mut second = plan.inputs[1].clone();
+    let mut third: Vec<Arc<FileMeta>> = Vec::new();
+    loop {
+        let (smallest, largest) = user_range(&[first.clone(), second.clone()].concat());
+        let mut grown_third = version.overlapping_inputs(deepest, Some(&smallest), Some(&largest));
+        add_boundary_inputs(&version.files[deepest], &mut grown_third);
+        let (smallest, largest) =
+            user_range(&[first.clone(), second.clone(), grown_third.clone()].concat());
+        let mut grown_second = version.overlapping_inputs(middle, Some(&smallest), Some(&largest));
+        add_boundary_inputs(&version.files[middle], &mut grown_second);
+        let stable = grown_second.len() == second.len() && grown_third.len() == third.len();
+        second = grown_second;
+        third = grown_third;
+        if stable {
+            break;
+        }
+    }
+    let inputs = vec![first, second, third];
+    let total: u64 = inputs.iter().map(|f| total_file_size(f)).sum();
+    if total > cross_level_byte_limit(options) {
+        return None;
+    }
+    let (smallest, largest) = user_range(&inputs.concat());
+    let grandparents = if deepest + 1 < NUM_LEVELS {
+        version.overlapping_inputs(deepest + 1, Some(&smallest), Some(&largest))
+    } else {
+        Vec::new()
+    };
+    Some(CompactionPlan {
+        output_level: deepest,
+        inputs,
+        grandparents,
+        smallest_user_key: smallest,
+        largest_user_key: largest,
+        ..plan.clone()
+    })
 }
 
 /// A manual compaction of `level` over the user-key range `[begin, end]`
@@ -419,7 +598,8 @@ fn setup_other_inputs(
     let (_, largest_internal) = internal_range(first.iter());
     CompactionPlan {
         level,
-        inputs: [first, second],
+        output_level: level + 1,
+        inputs: vec![first, second],
         grandparents,
         reason,
         smallest_user_key: all_smallest,

@@ -1,12 +1,18 @@
 //! The database: open and recovery, the public read/write API, and the
 //! shared state the write path and the background threads work on.
 //!
-//! Locks: `versions` (the MANIFEST, held across its fsync) and `state`
-//! (everything else, held briefly). Code holding `versions` may take `state`;
-//! code holding `state` never takes `versions`. The WAL writer is owned by
-//! whichever writer leads the current write group (see `write.rs`).
+//! Locks: `versions` (the MANIFEST, held across its fsync), `state`
+//! (everything else, held briefly) and `scheduler` (the compaction queues,
+//! a leaf: code holding it takes no other lock). Code holding `versions` may
+//! take `state`; code holding `state` never takes `versions`. The WAL writer
+//! is owned by whichever writer leads the current write group (see
+//! `write.rs`).
 
-mod background;
+mod compaction_threads;
+mod executors;
+mod flush;
+mod install;
+mod job_io;
 mod properties;
 mod recovery;
 mod write;
@@ -17,10 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
-use shale_compact::job::{Executor, PhaseStats};
-use shale_compact::opencl::{OpenClExecutor, OpenClOptions, OPENCL};
-use shale_compact::parallel::{ParallelExecutor, PARALLEL};
-use shale_compact::streaming::{StreamingExecutor, STREAMING};
+use shale_compact::job::PhaseStats;
 use shale_format::comparator::InternalKeyComparator;
 use shale_format::concat_iterator::ConcatIterator;
 use shale_format::internal_key::{
@@ -34,7 +37,7 @@ use shale_format::version_edit::NUM_LEVELS;
 use shale_format::write_batch::WriteBatch;
 use shale_format::{Error, Result};
 
-use crate::compaction::picker::RunningCompaction;
+use crate::compaction::scheduler::Scheduler;
 use crate::db_iter::DbIterator;
 use crate::env::{FileLock, WritableFile};
 use crate::filename;
@@ -46,6 +49,8 @@ use crate::table_cache::{SharedBlockCache, TableCache};
 use crate::version::{FileMeta, Version};
 use crate::version_set::VersionSet;
 
+pub use executors::{executor_by_name, opencl_options, Lane, AUTO, EXECUTORS};
+pub use flush::pick_level_for_memtable_output;
 pub use properties::LevelStats;
 
 /// An open database. Cheap to clone and share between threads; the database
@@ -101,15 +106,14 @@ pub(crate) struct State {
     next_writer_id: u64,
     /// Table numbers being written by a flush or compaction.
     pending_outputs: HashSet<u64>,
-    running: Vec<RunningCompaction>,
     /// Bumped whenever something changes that may create compaction work.
     work_epoch: u64,
     flushing: bool,
     level_stats: [LevelStats; NUM_LEVELS],
     executor_stats: HashMap<String, (u64, PhaseStats)>,
-    /// Jobs meant for a device that ran on the CPU, and the last reason.
-    fallbacks: (u64, Option<String>),
     stalls: StallStats,
+    /// Write delay owed under the compaction debt and not yet slept.
+    owed_delay: std::time::Duration,
 }
 
 pub(crate) struct DbInner {
@@ -124,7 +128,8 @@ pub(crate) struct DbInner {
     work_cv: Condvar,
     snapshots: Arc<SnapshotList>,
     info_log: InfoLog,
-    executor: Arc<dyn Executor>,
+    executors: executors::Executors,
+    scheduler: Mutex<Scheduler>,
     file_numbers: Arc<AtomicU64>,
     shutting_down: AtomicBool,
     next_job_id: AtomicU64,
@@ -153,67 +158,13 @@ impl Drop for Closer {
     }
 }
 
-/// Names of the compaction executors this build has. `auto` is `opencl`
-/// when an OpenCL device is usable, else `parallel`.
-pub const EXECUTORS: &[&str] = &[PARALLEL, STREAMING, OPENCL, AUTO];
-
-/// The executor that picks `opencl` when it can and `parallel` otherwise.
-pub const AUTO: &str = "auto";
-
-/// The settings of the `opencl` executor the engine builds from `options`.
-pub fn opencl_options(options: &Options) -> OpenClOptions {
-    OpenClOptions {
-        device: options.opencl_device,
-        policy: options.opencl_placement,
-        max_device_files: options.opencl_max_device_files,
-        memory_budget: options.opencl_memory_budget,
-        cpu_threads: options.compaction_threads,
-        cpu_memory_budget: options.compaction_memory_budget,
-        cpu_nice: options.compaction_nice,
-        ..OpenClOptions::default()
-    }
-}
-
-fn opencl_executor(options: &Options) -> std::result::Result<OpenClExecutor, String> {
-    OpenClExecutor::new(opencl_options(options)).map_err(|unavailable| unavailable.to_string())
-}
-
-/// Builds the executor named in the options. `opencl` on a machine without
-/// a usable OpenCL device is an error that says why.
-pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executor>> {
-    let parallel = || -> Result<Arc<dyn Executor>> {
-        Ok(Arc::new(ParallelExecutor::with_nice(
-            options.compaction_threads,
-            options.compaction_memory_budget,
-            options.compaction_nice,
-        )?))
-    };
-    match name {
-        STREAMING => Ok(Arc::new(StreamingExecutor)),
-        PARALLEL => parallel(),
-        OPENCL => opencl_executor(options)
-            .map(|e| Arc::new(e) as Arc<dyn Executor>)
-            .map_err(|reason| {
-                Error::NotSupported(format!("the opencl executor is unavailable: {reason}"))
-            }),
-        AUTO => match opencl_executor(options) {
-            Ok(executor) => Ok(Arc::new(executor)),
-            Err(_) => parallel(),
-        },
-        other => Err(Error::InvalidArgument(format!(
-            "unknown compaction executor {other:?} (available: {})",
-            EXECUTORS.join(", ")
-        ))),
-    }
-}
-
 impl DB {
     /// Opens (or with `create_if_missing` creates) the database in `path`,
     /// replaying its MANIFEST and WAL. A database held open by another
     /// handle or process gives [`Error::Busy`].
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<DB> {
         options.validate().map_err(Error::InvalidArgument)?;
-        let executor = executor_by_name(&options.compaction_executor, &options)?;
+        let executors = executors::Executors::from_options(&options)?;
         let dir = path.as_ref().to_path_buf();
         let env = options.env.clone();
         if options.create_if_missing {
@@ -267,20 +218,20 @@ impl DB {
                 finished_writes: HashMap::new(),
                 next_writer_id: 0,
                 pending_outputs: HashSet::new(),
-                running: Vec::new(),
                 work_epoch: 1,
                 flushing: false,
                 level_stats: Default::default(),
                 executor_stats: HashMap::new(),
-                fallbacks: (0, None),
                 stalls: StallStats::default(),
+                owed_delay: std::time::Duration::ZERO,
             }),
             versions: Mutex::new(versions),
             done_cv: Condvar::new(),
             work_cv: Condvar::new(),
             snapshots: Arc::new(SnapshotList::default()),
             info_log,
-            executor,
+            executors,
+            scheduler: Mutex::new(Scheduler::new(&options)),
             file_numbers,
             shutting_down: AtomicBool::new(false),
             next_job_id: AtomicU64::new(1),
@@ -288,7 +239,17 @@ impl DB {
             _lock: lock,
         });
         inner.recover()?;
-        let threads = background::start(&inner)?;
+        inner.lock_scheduler().compact_pointers = inner.lock_versions().compact_pointers.clone();
+        shale_log!(
+            inner.info_log,
+            "Scheduler: {} compaction threads, up to {} sub-compactions, pick {}, cross-level {}; {}",
+            inner.options.background_compactions(),
+            inner.options.subcompactions(),
+            inner.options.compaction_pick.name(),
+            if inner.options.cross_level_compaction { "on" } else { "off" },
+            inner.executors.describe()
+        );
+        let threads = compaction_threads::start(&inner)?;
         Ok(DB {
             _closer: Arc::new(Closer {
                 inner: inner.clone(),
@@ -435,6 +396,10 @@ impl DbInner {
 
     pub(crate) fn lock_versions(&self) -> MutexGuard<'_, VersionSet> {
         self.versions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn lock_scheduler(&self) -> MutexGuard<'_, Scheduler> {
+        self.scheduler.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn wait<'a>(&self, cv: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
@@ -653,22 +618,25 @@ impl DbInner {
         }
     }
 
-    /// Deletes files no version, pending output or needed log refers to.
-    /// REQUIRES: the version-set lock is held by the caller, so the set of
-    /// live files cannot change underneath.
-    fn remove_obsolete_files(&self, versions: &VersionSet) {
+    /// The files no version, pending output or needed log refers to, with
+    /// their kinds and numbers. REQUIRES: the version-set lock is held by
+    /// the caller, so the set of live files cannot change underneath. A
+    /// number once obsolete never becomes live again (numbers are not
+    /// reused), so the caller deletes them after releasing the lock
+    /// ([`DbInner::delete_files`]).
+    fn obsolete_files(&self, versions: &VersionSet) -> Vec<(String, u64, filename::FileType)> {
         // List first, then read the live set: a file being created already
         // has its number in `pending_outputs` (or is the WAL whose number is
         // already in `log_number`) before it appears in a listing.
         let Ok(names) = self.options.env.children(&self.dir) else {
-            return;
+            return Vec::new();
         };
         let (live, log_number) = {
             let mut state = self.lock_state();
             if state.bg_error.is_some() {
                 // After an error the state of the directory is uncertain:
                 // keep everything.
-                return;
+                return Vec::new();
             }
             state.live_versions.retain(|v| v.strong_count() > 0);
             let mut live: HashSet<u64> = state.pending_outputs.clone();
@@ -678,6 +646,7 @@ impl DbInner {
             }
             (live, state.log_number)
         };
+        let mut obsolete = Vec::new();
         for name in names {
             let Some((number, kind)) = filename::parse_file_name(&name) else {
                 continue;
@@ -693,12 +662,20 @@ impl DbInner {
                 FileType::Current | FileType::DbLock | FileType::InfoLog => true,
             };
             if !keep {
-                if kind == FileType::Table {
-                    self.table_cache.evict(number);
-                }
-                shale_log!(self.info_log, "Delete type={kind:?} #{number}");
-                let _ = self.options.env.remove_file(&self.dir.join(&name));
+                obsolete.push((name, number, kind));
             }
+        }
+        obsolete
+    }
+
+    /// Deletes files [`DbInner::obsolete_files`] found, without any lock.
+    fn delete_files(&self, files: Vec<(String, u64, filename::FileType)>) {
+        for (name, number, kind) in files {
+            if kind == filename::FileType::Table {
+                self.table_cache.evict(number);
+            }
+            shale_log!(self.info_log, "Delete type={kind:?} #{number}");
+            let _ = self.options.env.remove_file(&self.dir.join(&name));
         }
     }
 

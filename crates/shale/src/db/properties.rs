@@ -6,6 +6,8 @@ use std::fmt::Write as _;
 use shale_format::version_edit::NUM_LEVELS;
 
 use super::DbInner;
+use crate::compaction::scheduler::book::ExecutorBook;
+use crate::compaction::scheduler::Scheduler;
 
 /// Work done by flushes and compactions whose output went to one level.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -73,13 +75,21 @@ impl DbInner {
                     stalls.stop_micros as f64 / 1e6
                 );
                 out.push_str(&executor_lines(&state.executor_stats));
-                out.push_str(&fallback_line(&state.fallbacks));
+                drop(state);
+                let scheduler = self.lock_scheduler();
+                out.push_str(&fallback_line(&scheduler.book));
+                out.push_str(&scheduler_lines(&scheduler));
                 Some(out)
             }
             "executors" => {
                 let mut out = executor_lines(&state.executor_stats);
-                out.push_str(&fallback_line(&state.fallbacks));
+                drop(state);
+                out.push_str(&fallback_line(&self.lock_scheduler().book));
                 Some(out)
+            }
+            "scheduler" => {
+                drop(state);
+                Some(scheduler_lines(&self.lock_scheduler()))
             }
             "sstables" => {
                 let mut out = String::new();
@@ -108,15 +118,66 @@ impl DbInner {
     }
 }
 
-/// `fallback: N jobs ran on the CPU (last: reason)`, or nothing.
-fn fallback_line(fallbacks: &(u64, Option<String>)) -> String {
-    match fallbacks {
-        (0, _) => String::new(),
-        (n, reason) => format!(
-            "fallback: {n} jobs meant for the device ran on the CPU (last reason: {})\n",
-            reason.as_deref().unwrap_or("unknown")
+/// `fallback: N jobs ran on another executor than their first choice
+/// (last reason: ...)`, or nothing.
+fn fallback_line(book: &ExecutorBook) -> String {
+    match book.fallbacks {
+        0 => String::new(),
+        n => format!(
+            "fallback: {n} jobs ran on another executor than their first choice (last reason: {})\n",
+            book.last_fallback.as_deref().unwrap_or("unknown")
         ),
     }
+}
+
+/// The `shale.scheduler` property: queues, running jobs, per-executor
+/// throughput and counts, fallbacks, sub-compactions, cross-level jobs.
+pub(super) fn scheduler_lines(scheduler: &Scheduler) -> String {
+    let mut out = String::new();
+    let lengths = scheduler.queue_lengths();
+    let queues: Vec<String> = lengths
+        .iter()
+        .enumerate()
+        .map(|(level, n)| format!("L{level} {n}"))
+        .collect();
+    let _ = writeln!(out, "Scheduler queues: {}", queues.join(", "));
+    let _ = writeln!(out, "Running: {} jobs", scheduler.running().len());
+    for job in scheduler.running() {
+        let _ = writeln!(out, "  {}", job.describe());
+    }
+    for job in scheduler.queued() {
+        let _ = writeln!(out, "  queued {}", job.describe());
+    }
+    for (name, record) in scheduler.book.records() {
+        let throughput = record
+            .throughput()
+            .map_or("not measured".to_string(), |t| format!("{:.1} MB/s", t / 1e6));
+        let _ = writeln!(
+            out,
+            "Executor {name}: {} jobs, {:.1} MB in {:.3} s, last jobs {throughput}, {} failures",
+            record.jobs,
+            record.bytes as f64 / 1e6,
+            record.seconds,
+            record.failures
+        );
+    }
+    let c = &scheduler.counts;
+    let _ = writeln!(
+        out,
+        "Jobs: {} queued, {} completed, {} dropped stale, {} trivial moves, {} cross-level, {} split into {} sub-compactions",
+        c.queued, c.completed, c.dropped_stale, c.trivial_moves, c.cross_level, c.split_jobs, c.subcompactions
+    );
+    let _ = writeln!(
+        out,
+        "Fallbacks: {}{}",
+        scheduler.book.fallbacks,
+        scheduler
+            .book
+            .last_fallback
+            .as_ref()
+            .map_or(String::new(), |r| format!(" (last: {r})"))
+    );
+    out
 }
 
 fn executor_lines(

@@ -96,11 +96,13 @@ impl DbInner {
             self.install_version(&mut state, version);
         }
         env.sync_dir(&self.dir)?;
-        self.remove_obsolete_files(&versions);
+        let obsolete = self.obsolete_files(&versions);
+        let summary = versions.current().level_summary();
+        drop(versions);
+        self.delete_files(obsolete);
         shale_log!(
             self.info_log,
-            "Opened: {}, WAL #{log_number}, last sequence {last_sequence}",
-            versions.current().level_summary()
+            "Opened: {summary}, WAL #{log_number}, last sequence {last_sequence}"
         );
         Ok(())
     }
@@ -187,5 +189,20 @@ impl DbInner {
             edit.add_file(0, meta);
         }
         Ok(())
+    }
+
+    /// Names of the table files in `dir` that the current version lists but
+    /// that are missing (recovery refuses to open with any).
+    fn missing_tables(&self, version: &crate::version::Version, names: &[String]) -> Vec<u64> {
+        let present: std::collections::HashSet<u64> = names
+            .iter()
+            .filter_map(|n| filename::parse_file_name(n))
+            .filter(|(_, kind)| *kind == FileType::Table)
+            .map(|(n, _)| n)
+            .collect();
+        version
+            .live_files()
+            .filter(|n| !present.contains(n))
+            .collect()
     }
 }

@@ -1,0 +1,292 @@
+//! ProckStore's four-level priority (`../shared/papers/
+//! prockstore-ndp-async-compaction.txt`, section 3.3), each level a pure
+//! function the scheduler calls:
+//!
+//! 1. *trigger* ([`trigger_scores`], equation 1): a level's score counts only
+//!    the files and bytes no queued or running job has taken yet, so a level
+//!    is not picked twice for the same excess;
+//! 2. *file pick* (`picker::candidate_files` with `PickStyle::MinOverlap`,
+//!    equation 2): the file with the fewest overlapping files below;
+//! 3. *allocation* ([`queue_end`], equation 3): the executor with the higher
+//!    measured throughput takes the larger jobs, from the other end of a
+//!    level's queue;
+//! 4. *sub-task* ([`primary_subtask`]): of a job's sub-compactions, the
+//!    smallest runs on the thread that took the job.
+//!
+//! Beside them, what outranks what: flushes come first (they have their own
+//! thread), an L0 job outranks deeper ones when L0 nears the slowdown
+//! trigger ([`l0_is_urgent`]), and the write delay follows the compaction
+//! debt ([`write_delay`]).
+
+use std::time::Duration;
+
+use shale_format::version_edit::NUM_LEVELS;
+
+use crate::options::Options;
+use crate::version::Version;
+
+/// Work already taken from a level by queued and running jobs picked there.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TakenWork {
+    /// Files of the level that are inputs of those jobs.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// Equation 1: each level's trigger score (all but the last level). L0:
+/// files not yet taken over `l0_compaction_trigger`; deeper levels: bytes
+/// not yet taken over the level's target. A level with a score >= 1 needs
+/// another job.
+pub fn trigger_scores(
+    version: &Version,
+    options: &Options,
+    taken: &[TakenWork; NUM_LEVELS],
+) -> [f64; NUM_LEVELS - 1] {
+    let mut scores = [0.0; NUM_LEVELS - 1];
+    for (level, score) in scores.iter_mut().enumerate() {
+        *score = if level == 0 {
+            version.num_files(0).saturating_sub(taken[0].files) as f64
+                / options.l0_compaction_trigger as f64
+        } else {
+            version.level_bytes(level).saturating_sub(taken[level].bytes) as f64
+                / options.max_bytes_for_level(level)
+        };
+    }
+    scores
+}
+
+/// Levels whose score is at least 1, most urgent first: L0 first when it
+/// [`l0_is_urgent`], then by descending score.
+pub fn levels_by_priority(scores: &[f64], l0_urgent: bool) -> Vec<usize> {
+    let mut levels: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
+    levels.sort_by(|&a, &b| {
+        let urgent = |l: usize| l0_urgent && l == 0;
+        urgent(b)
+            .cmp(&urgent(a))
+            .then(scores[b].total_cmp(&scores[a]))
+    });
+    levels
+}
+
+/// True when L0 has come within two files of the slowdown trigger (or
+/// reached it): its jobs then go before any deeper one, and get the cores
+/// for sub-compactions.
+pub fn l0_is_urgent(l0_files: usize, options: &Options) -> bool {
+    l0_files + 2 >= options.l0_slowdown_writes_trigger
+        && l0_files >= options.l0_compaction_trigger
+}
+
+/// Which end of a level's queue (kept in ascending job size) an executor
+/// takes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueEnd {
+    /// The smallest job.
+    Small,
+    /// The largest job.
+    Large,
+}
+
+/// Equation 3: an executor whose measured throughput (input bytes per
+/// second over its last jobs) is at least every other available executor's
+/// takes the large jobs; a slower one the small jobs. Without a
+/// measurement for every side, each keeps `default_end` (ProckStore: the
+/// host takes the small end, the device the large one).
+pub fn queue_end(mine: Option<f64>, others: &[Option<f64>], default_end: QueueEnd) -> QueueEnd {
+    let Some(mine) = mine else {
+        return default_end;
+    };
+    let mut fastest_other = None::<f64>;
+    for other in others {
+        match other {
+            Some(t) => fastest_other = Some(fastest_other.map_or(*t, |f| f.max(*t))),
+            None => return default_end,
+        }
+    }
+    match fastest_other {
+        None => QueueEnd::Large,
+        Some(other) if mine >= other => QueueEnd::Large,
+        Some(_) => QueueEnd::Small,
+    }
+}
+
+/// The fourth priority: the index of the sub-compaction the calling thread
+/// runs itself, the one with the fewest input bytes (the others start on
+/// threads of their own first). `None` for no sub-compactions.
+pub fn primary_subtask(input_bytes: &[u64]) -> Option<usize> {
+    input_bytes
+        .iter()
+        .enumerate()
+        .min_by_key(|&(i, bytes)| (*bytes, i))
+        .map(|(i, _)| i)
+}
+
+/// How many sub-compactions a job of `input_bytes` is cut into: at most
+/// `max_subcompactions`, each at least `min_part_bytes` (one output file's
+/// worth, so a part never writes less than a whole file).
+pub fn subcompaction_parts(input_bytes: u64, min_part_bytes: u64, max_subcompactions: usize) -> usize {
+    let by_size = input_bytes / min_part_bytes.max(1);
+    (by_size as usize).clamp(1, max_subcompactions.max(1))
+}
+
+/// What the write path needs to know of the compaction debt.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Debt {
+    /// Files in L0.
+    pub l0_files: usize,
+    /// Bytes above their targets at levels >= 1, not yet picked up.
+    pub pending_bytes: u64,
+    /// Input bytes per second compactions into L1 reached lately (`None`
+    /// before the first one).
+    pub l0_drain_rate: Option<f64>,
+}
+
+/// The delay for one write of `write_bytes` under `debt`: none below the
+/// slowdown trigger; from there to the stop trigger the writer is held to a
+/// rate that falls from the measured L0 drain rate (or 16 MiB/s before any
+/// measurement, RocksDB's `delayed_write_rate`) towards a tenth of it, so
+/// the delay is spread thinly over every write instead of 1 ms every now
+/// and then (LevelDB). The stop trigger stays the last resort (the caller
+/// waits there).
+pub fn write_delay(write_bytes: usize, debt: &Debt, options: &Options) -> Duration {
+    const DEFAULT_RATE: f64 = 16.0 * 1024.0 * 1024.0;
+    let slowdown = options.l0_slowdown_writes_trigger;
+    if debt.l0_files < slowdown {
+        return Duration::ZERO;
+    }
+    let span = options.l0_stop_writes_trigger.saturating_sub(slowdown).max(1) as f64;
+    // 0 at the slowdown trigger, 1 at the stop trigger.
+    let depth = ((debt.l0_files - slowdown) as f64 / span).min(1.0);
+    let drain = debt.l0_drain_rate.filter(|r| *r > 0.0).unwrap_or(DEFAULT_RATE);
+    let rate = drain * (1.0 - 0.9 * depth);
+    Duration::from_secs_f64(write_bytes as f64 / rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::version::VersionBuilder;
+    use shale_format::internal_key::{InternalKey, ValueType};
+    use shale_format::version_edit::{FileMetaData, VersionEdit};
+    use std::sync::Arc;
+
+    fn version(files: &[(usize, u64, u64)]) -> Version {
+        let mut edit = VersionEdit::default();
+        for &(level, number, size) in files {
+            let key = format!("k{number:04}");
+            edit.add_file(
+                level,
+                FileMetaData {
+                    number,
+                    file_size: size,
+                    smallest: InternalKey::new(key.as_bytes(), 1, ValueType::Value),
+                    largest: InternalKey::new(key.as_bytes(), 1, ValueType::Value),
+                },
+            );
+        }
+        let mut builder = VersionBuilder::new(Arc::new(Version::default()));
+        builder.apply(&edit).unwrap();
+        builder.build().unwrap()
+    }
+
+    #[test]
+    fn trigger_scores_subtract_work_already_taken() {
+        let options = Options {
+            max_bytes_for_level_base: 1000,
+            ..Options::default()
+        };
+        let v = version(&[
+            (0, 1, 10),
+            (0, 2, 10),
+            (0, 3, 10),
+            (0, 4, 10),
+            (0, 5, 10),
+            (1, 6, 1500),
+            (1, 7, 1500),
+        ]);
+        let none = [TakenWork::default(); NUM_LEVELS];
+        let scores = trigger_scores(&v, &options, &none);
+        assert_eq!(scores[0], 5.0 / 4.0);
+        assert_eq!(scores[1], 3.0);
+        let mut taken = none;
+        taken[0] = TakenWork { files: 4, bytes: 40 };
+        taken[1] = TakenWork {
+            files: 1,
+            bytes: 1500,
+        };
+        let scores = trigger_scores(&v, &options, &taken);
+        assert_eq!(scores[0], 1.0 / 4.0, "L0's excess is already queued");
+        assert_eq!(scores[1], 1.5);
+        // Never negative.
+        taken[0].files = 9;
+        assert_eq!(trigger_scores(&v, &options, &taken)[0], 0.0);
+    }
+
+    #[test]
+    fn urgent_l0_goes_first_then_descending_scores() {
+        let scores = [1.2, 3.0, 0.5, 1.5, 0.0, 0.0];
+        assert_eq!(levels_by_priority(&scores, false), vec![1, 3, 0]);
+        assert_eq!(levels_by_priority(&scores, true), vec![0, 1, 3]);
+        let options = Options::default(); // trigger 4, slowdown 8
+        assert!(!l0_is_urgent(5, &options));
+        assert!(l0_is_urgent(6, &options));
+        assert!(l0_is_urgent(12, &options));
+        let low = Options {
+            l0_compaction_trigger: 4,
+            l0_slowdown_writes_trigger: 4,
+            ..Options::default()
+        };
+        assert!(!l0_is_urgent(3, &low), "below the compaction trigger");
+    }
+
+    #[test]
+    fn the_faster_executor_takes_the_large_end() {
+        use QueueEnd::*;
+        assert_eq!(queue_end(Some(200.0), &[Some(100.0)], Small), Large);
+        assert_eq!(queue_end(Some(100.0), &[Some(200.0)], Large), Small);
+        assert_eq!(queue_end(Some(100.0), &[Some(100.0)], Small), Large);
+        // Until every side has a measurement, the defaults hold.
+        assert_eq!(queue_end(None, &[Some(100.0)], Small), Small);
+        assert_eq!(queue_end(Some(100.0), &[None], Large), Large);
+        // Alone: the large end.
+        assert_eq!(queue_end(Some(1.0), &[], Small), Large);
+    }
+
+    #[test]
+    fn the_smallest_subtask_runs_on_the_calling_thread() {
+        assert_eq!(primary_subtask(&[30, 10, 20, 10]), Some(1));
+        assert_eq!(primary_subtask(&[]), None);
+        assert_eq!(subcompaction_parts(100, 30, 8), 3);
+        assert_eq!(subcompaction_parts(100, 30, 2), 2);
+        assert_eq!(subcompaction_parts(10, 30, 8), 1);
+        assert_eq!(subcompaction_parts(10, 0, 0), 1);
+    }
+
+    #[test]
+    fn write_delay_grows_smoothly_from_slowdown_to_stop() {
+        let options = Options::default(); // slowdown 8, stop 12
+        let debt = |l0_files| Debt {
+            l0_files,
+            pending_bytes: 0,
+            l0_drain_rate: Some(100e6),
+        };
+        assert_eq!(write_delay(1000, &debt(7), &options), Duration::ZERO);
+        let delays: Vec<Duration> = (8..=12)
+            .map(|files| write_delay(1000, &debt(files), &options))
+            .collect();
+        assert_eq!(delays[0], Duration::from_secs_f64(1000.0 / 100e6));
+        assert!(delays.windows(2).all(|w| w[0] < w[1]), "{delays:?}");
+        assert_eq!(delays[4], Duration::from_secs_f64(1000.0 / 10e6));
+        // Far below LevelDB's 1 ms per write at the slowdown trigger.
+        assert!(delays[4] < Duration::from_micros(200));
+        // Before any measurement: 16 MiB/s.
+        let unknown = Debt {
+            l0_drain_rate: None,
+            ..debt(8)
+        };
+        assert_eq!(
+            write_delay(16 << 20, &unknown, &options),
+            Duration::from_secs(1)
+        );
+    }
+}

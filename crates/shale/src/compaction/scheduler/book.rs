@@ -1,0 +1,137 @@
+//! What the scheduler remembers of each executor: the throughput of its last
+//! jobs (ProckStore's third score, equation 3), job and fallback counts, and
+//! the average entry size of what it compacted. Pure bookkeeping: the shell
+//! records finished jobs, the priority and placement functions read it.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// Jobs the throughput is measured over (ProckStore: five).
+pub const THROUGHPUT_WINDOW: usize = 5;
+
+/// One executor's record.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExecutorRecord {
+    /// Input bytes and seconds of its last [`THROUGHPUT_WINDOW`] jobs.
+    recent: VecDeque<(u64, f64)>,
+    /// Jobs completed since open.
+    pub jobs: u64,
+    /// Input bytes of those jobs.
+    pub bytes: u64,
+    /// Seconds they took.
+    pub seconds: f64,
+    /// Jobs this executor failed (each went on to the next executor).
+    pub failures: u64,
+}
+
+impl ExecutorRecord {
+    /// Input bytes per second over the last jobs; `None` before the first.
+    pub fn throughput(&self) -> Option<f64> {
+        let (bytes, secs) = self
+            .recent
+            .iter()
+            .fold((0u64, 0f64), |(b, s), (jb, js)| (b + jb, s + js));
+        (secs > 0.0 && bytes > 0).then(|| bytes as f64 / secs)
+    }
+}
+
+/// The scheduler's record of every executor, by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExecutorBook {
+    records: BTreeMap<String, ExecutorRecord>,
+    /// Jobs that ran on another executor than the first of their chain.
+    pub fallbacks: u64,
+    /// Why the last one did.
+    pub last_fallback: Option<String>,
+    /// Entries and bytes compacted (for the average entry size).
+    entries: u64,
+    entry_bytes: u64,
+}
+
+impl ExecutorBook {
+    /// Records a completed job of `executor`: `bytes` of input in `seconds`.
+    pub fn record_job(&mut self, executor: &str, bytes: u64, seconds: f64, entries: u64) {
+        let record = self.records.entry(executor.to_string()).or_default();
+        record.jobs += 1;
+        record.bytes += bytes;
+        record.seconds += seconds;
+        if seconds > 0.0 {
+            record.recent.push_back((bytes, seconds));
+            if record.recent.len() > THROUGHPUT_WINDOW {
+                record.recent.pop_front();
+            }
+        }
+        self.entries += entries;
+        self.entry_bytes += bytes;
+    }
+
+    /// Records that `executor` failed a job and the job went on elsewhere.
+    pub fn record_failure(&mut self, executor: &str) {
+        self.records
+            .entry(executor.to_string())
+            .or_default()
+            .failures += 1;
+    }
+
+    /// Records that a job did not run on the first executor of its chain.
+    pub fn record_fallback(&mut self, reason: String) {
+        self.fallbacks += 1;
+        self.last_fallback = Some(reason);
+    }
+
+    /// Throughput of `executor` over its last jobs.
+    pub fn throughput(&self, executor: &str) -> Option<f64> {
+        self.records.get(executor)?.throughput()
+    }
+
+    /// Jobs `executor` completed.
+    pub fn jobs(&self, executor: &str) -> u64 {
+        self.records.get(executor).map_or(0, |r| r.jobs)
+    }
+
+    /// Average input bytes per entry of the jobs so far (`None` before the
+    /// first).
+    pub fn average_entry_bytes(&self) -> Option<f64> {
+        (self.entries > 0).then(|| self.entry_bytes as f64 / self.entries as f64)
+    }
+
+    /// Every executor's record, by name.
+    pub fn records(&self) -> impl Iterator<Item = (&str, &ExecutorRecord)> {
+        self.records.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throughput_is_over_the_last_five_jobs() {
+        let mut book = ExecutorBook::default();
+        assert_eq!(book.throughput("parallel"), None);
+        for _ in 0..5 {
+            book.record_job("parallel", 100, 1.0, 10);
+        }
+        assert_eq!(book.throughput("parallel"), Some(100.0));
+        // Five fast jobs push the slow ones out of the window.
+        for _ in 0..5 {
+            book.record_job("parallel", 1000, 1.0, 10);
+        }
+        assert_eq!(book.throughput("parallel"), Some(1000.0));
+        assert_eq!(book.jobs("parallel"), 10);
+        assert_eq!(book.average_entry_bytes(), Some(5500.0 / 100.0));
+        // A job too quick to time leaves the window alone.
+        book.record_job("parallel", 5, 0.0, 1);
+        assert_eq!(book.throughput("parallel"), Some(1000.0));
+    }
+
+    #[test]
+    fn failures_and_fallbacks_are_counted() {
+        let mut book = ExecutorBook::default();
+        book.record_failure("opencl");
+        book.record_fallback("the device failed: boom".into());
+        assert_eq!(book.fallbacks, 1);
+        assert_eq!(book.last_fallback.as_deref(), Some("the device failed: boom"));
+        let (name, record) = book.records().next().unwrap();
+        assert_eq!((name, record.failures, record.jobs), ("opencl", 1, 0));
+    }
+}

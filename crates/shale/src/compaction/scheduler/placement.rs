@@ -1,0 +1,338 @@
+//! Where a job runs: the executor chain, a pure function of the job, the
+//! executors this database has, their measured throughput and the cores
+//! left to the foreground. The first executor of the chain runs the job;
+//! when it fails, the next one runs it again (device -> `parallel` ->
+//! `streaming`). Executors never place, retry or fall back on their own.
+//!
+//! The device part is the hierarchical strategy of the GPU paper (Q- and
+//! C-Compaction by level, limits by file count and device memory: the
+//! device's own facts, [`shale_compact::opencl::placement`]) plus two
+//! rules of the scheduler's: offload pays most for short key-value pairs
+//! (X-Engine), so jobs whose entries average more than
+//! [`DEVICE_MAX_AVERAGE_ENTRY_BYTES`] stay on the CPU; and a device whose
+//! last jobs all failed is rested ([`DEVICE_REST_AFTER_FAILURES`]).
+
+use shale_compact::job::CompactionJob;
+use shale_compact::opencl::{placement, DeviceLimits, Placement, PlacementPolicy, OPENCL};
+use shale_compact::parallel::PARALLEL;
+use shale_compact::streaming::STREAMING;
+
+use super::book::ExecutorBook;
+
+/// Above this average input bytes per entry a job stays on the CPU: the
+/// device's advantage is per-entry work (merge, drop decision, index), and
+/// long values are mostly copied.
+pub const DEVICE_MAX_AVERAGE_ENTRY_BYTES: f64 = 1024.0;
+
+/// A device that failed this many jobs in a row without completing one is
+/// skipped until its executor is rebuilt (the database reopened).
+pub const DEVICE_REST_AFTER_FAILURES: u64 = 3;
+
+/// Below this many cores for one job, `auto` prefers `streaming` until
+/// both CPU executors have been measured (the data-parallel phases pay off
+/// from three cores on; `docs/benchmarks.md`).
+pub const PARALLEL_MIN_CORES: usize = 3;
+
+/// Every `EXPLORE_EVERY`-th job under `auto` runs on the CPU executor that
+/// measured slower, so its measurement follows the machine's load.
+pub const EXPLORE_EVERY: u64 = 16;
+
+/// What the executor choice is asked to respect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutorChoice {
+    /// `compaction_executor=auto`: the scheduler chooses per job.
+    Auto,
+    /// An executor named in the options: it runs every job it accepts.
+    Forced(&'static str),
+}
+
+/// The device, when this database has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceFacts {
+    /// How jobs are split between device and host.
+    pub policy: PlacementPolicy,
+    /// Its file-count and memory limits.
+    pub limits: DeviceLimits,
+}
+
+/// The machine as the scheduler sees it when a job starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Load {
+    /// Cores of the machine.
+    pub cores: usize,
+    /// Other compaction jobs running now.
+    pub other_jobs: usize,
+    /// Sub-compactions this job runs as (1: not split).
+    pub parts: usize,
+    /// A number that grows with every job (for exploration).
+    pub job_sequence: u64,
+}
+
+impl Load {
+    /// Cores one part of this job can count on: one is left to the
+    /// foreground, one to each other running job.
+    pub fn cores_per_part(&self) -> usize {
+        let free = self
+            .cores
+            .saturating_sub(1)
+            .saturating_sub(self.other_jobs)
+            .max(1);
+        (free / self.parts.max(1)).max(1)
+    }
+}
+
+/// The executors to try, in order, and why the first was chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    /// Executor names, first choice first; always ends with `streaming`.
+    pub executors: Vec<&'static str>,
+    /// Why the first one.
+    pub reason: String,
+    /// Set when the job was meant for the device but placement kept it on
+    /// the CPU: why (counted as a fallback).
+    pub kept_off_device: Option<String>,
+}
+
+/// The CPU executor for a job under `auto`: the one with the higher
+/// measured throughput (each slower one still gets every
+/// [`EXPLORE_EVERY`]-th job), or before both are measured, `parallel` when
+/// a part of the job has [`PARALLEL_MIN_CORES`] cores, else `streaming`.
+pub fn choose_cpu(book: &ExecutorBook, load: &Load) -> (&'static str, String) {
+    let cores = load.cores_per_part();
+    match (book.throughput(PARALLEL), book.throughput(STREAMING)) {
+        (Some(parallel), Some(streaming)) => {
+            let (faster, slower) = if parallel >= streaming {
+                (PARALLEL, STREAMING)
+            } else {
+                (STREAMING, PARALLEL)
+            };
+            if load.job_sequence % EXPLORE_EVERY == 0 {
+                return (
+                    slower,
+                    format!("re-measuring the slower CPU executor (every {EXPLORE_EVERY}th job)"),
+                );
+            }
+            (
+                faster,
+                format!(
+                    "measured faster: parallel {:.0} MB/s, streaming {:.0} MB/s",
+                    parallel / 1e6,
+                    streaming / 1e6
+                ),
+            )
+        }
+        (parallel, streaming) => {
+            let by_cores = if cores >= PARALLEL_MIN_CORES {
+                PARALLEL
+            } else {
+                STREAMING
+            };
+            // Measure the other one once its first job is done.
+            let pick = match (parallel, streaming) {
+                (Some(_), None) if load.job_sequence % 2 == 0 => STREAMING,
+                (None, Some(_)) if load.job_sequence % 2 == 0 => PARALLEL,
+                _ => by_cores,
+            };
+            (
+                pick,
+                format!("{cores} core(s) for this job, not yet measured on both CPU executors"),
+            )
+        }
+    }
+}
+
+/// The chain for `job`: on `device` (when there is one and this thread
+/// serves it) if placement allows, then the CPU, then `streaming`.
+pub fn chain(
+    job: &CompactionJob,
+    choice: &ExecutorChoice,
+    device: Option<&DeviceFacts>,
+    book: &ExecutorBook,
+    load: &Load,
+) -> Chain {
+    let (cpu, cpu_reason) = match choice {
+        ExecutorChoice::Forced(STREAMING) => (STREAMING, "compaction_executor=streaming".into()),
+        ExecutorChoice::Forced(PARALLEL) | ExecutorChoice::Forced(OPENCL) => {
+            (PARALLEL, "compaction_executor names it".to_string())
+        }
+        _ => choose_cpu(book, load),
+    };
+    let cpu_chain = |first: &'static str| -> Vec<&'static str> {
+        if first == STREAMING {
+            vec![STREAMING]
+        } else {
+            vec![first, STREAMING]
+        }
+    };
+    let wants_device = match choice {
+        ExecutorChoice::Forced(name) => *name == OPENCL,
+        ExecutorChoice::Auto => true,
+    };
+    let Some(device) = device.filter(|_| wants_device) else {
+        return Chain {
+            executors: cpu_chain(cpu),
+            reason: cpu_reason,
+            kept_off_device: None,
+        };
+    };
+    let off_device = |why: String| Chain {
+        executors: cpu_chain(cpu),
+        reason: format!("{cpu_reason}; not on the device: {why}"),
+        kept_off_device: Some(why),
+    };
+    if let Some(average) = book.average_entry_bytes() {
+        if average > DEVICE_MAX_AVERAGE_ENTRY_BYTES {
+            return off_device(format!(
+                "entries average {average:.0} bytes, more than {DEVICE_MAX_AVERAGE_ENTRY_BYTES:.0} (offload pays for short pairs)"
+            ));
+        }
+    }
+    if let Some((_, record)) = book.records().find(|(name, _)| *name == OPENCL) {
+        if record.jobs == 0 && record.failures >= DEVICE_REST_AFTER_FAILURES {
+            return off_device(format!(
+                "the device failed its last {} jobs and completed none",
+                record.failures
+            ));
+        }
+    }
+    match placement(job, device.policy, &device.limits) {
+        Placement::Cpu { reason } => off_device(reason),
+        Placement::Device { gc } => {
+            let mut executors = vec![OPENCL];
+            executors.extend(cpu_chain(cpu));
+            Chain {
+                executors,
+                reason: format!("on the device (gc on the {gc:?} side)").to_lowercase(),
+                kept_off_device: None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shale_compact::job::{InputRun, JobFile, TableSettings};
+
+    fn job(files: usize, file_size: u64) -> CompactionJob {
+        CompactionJob {
+            id: 1,
+            inputs: (0..files)
+                .map(|i| InputRun {
+                    level: 0,
+                    files: vec![JobFile {
+                        number: i as u64,
+                        file_size,
+                        smallest: b"a\x01\x00\x00\x00\x00\x00\x00\x00".to_vec(),
+                        largest: b"z\x01\x00\x00\x00\x00\x00\x00\x00".to_vec(),
+                    }],
+                })
+                .collect(),
+            output_level: 1,
+            max_output_file_size: 2 << 20,
+            grandparents: vec![],
+            max_grandparent_overlap_bytes: 20 << 20,
+            smallest_snapshot: 0,
+            deeper_levels: vec![],
+            table: TableSettings::default(),
+            ..CompactionJob::default()
+        }
+    }
+
+    fn load(cores: usize) -> Load {
+        Load {
+            cores,
+            other_jobs: 0,
+            parts: 1,
+            job_sequence: 1,
+        }
+    }
+
+    const DEVICE: DeviceFacts = DeviceFacts {
+        policy: PlacementPolicy::AllDevice,
+        limits: DeviceLimits {
+            max_device_files: 40,
+            memory_budget: 1 << 30,
+        },
+    };
+
+    #[test]
+    fn auto_uses_streaming_on_two_cores_and_parallel_on_many() {
+        let book = ExecutorBook::default();
+        let two = chain(&job(4, 1 << 20), &ExecutorChoice::Auto, None, &book, &load(2));
+        assert_eq!(two.executors, vec![STREAMING]);
+        assert!(two.reason.contains("1 core(s)"), "{}", two.reason);
+        let many = chain(&job(4, 1 << 20), &ExecutorChoice::Auto, None, &book, &load(16));
+        assert_eq!(many.executors, vec![PARALLEL, STREAMING]);
+        // Sub-compactions share the cores.
+        let split = Load {
+            parts: 8,
+            ..load(16)
+        };
+        assert_eq!(choose_cpu(&book, &split).0, STREAMING);
+    }
+
+    #[test]
+    fn auto_follows_measurements_and_explores_now_and_then() {
+        let mut book = ExecutorBook::default();
+        book.record_job(PARALLEL, 100 << 20, 1.0, 1000);
+        book.record_job(STREAMING, 300 << 20, 1.0, 1000);
+        let (pick, reason) = choose_cpu(&book, &load(16));
+        assert_eq!(pick, STREAMING, "measured faster even on many cores");
+        assert!(reason.contains("measured faster"), "{reason}");
+        let explore = Load {
+            job_sequence: EXPLORE_EVERY * 3,
+            ..load(16)
+        };
+        assert_eq!(choose_cpu(&book, &explore).0, PARALLEL);
+    }
+
+    #[test]
+    fn forced_names_are_obeyed_and_streaming_ends_every_chain() {
+        let book = ExecutorBook::default();
+        let forced = |name| {
+            chain(
+                &job(2, 1 << 20),
+                &ExecutorChoice::Forced(name),
+                Some(&DEVICE),
+                &book,
+                &load(2),
+            )
+            .executors
+        };
+        assert_eq!(forced(STREAMING), vec![STREAMING]);
+        assert_eq!(forced(PARALLEL), vec![PARALLEL, STREAMING]);
+        assert_eq!(forced(OPENCL), vec![OPENCL, PARALLEL, STREAMING]);
+    }
+
+    #[test]
+    fn the_device_is_skipped_with_a_reason() {
+        let mut book = ExecutorBook::default();
+        // Too many files for the device.
+        let big = chain(&job(41, 1000), &ExecutorChoice::Auto, Some(&DEVICE), &book, &load(2));
+        assert_eq!(big.executors, vec![STREAMING]);
+        let why = big.kept_off_device.unwrap();
+        assert!(why.contains("41 input files"), "{why}");
+        // Long entries.
+        book.record_job(STREAMING, 4 << 20, 1.0, 1000);
+        let long = chain(&job(2, 1000), &ExecutorChoice::Auto, Some(&DEVICE), &book, &load(2));
+        assert!(long.kept_off_device.unwrap().contains("short pairs"));
+        // A device that keeps failing is rested.
+        let mut book = ExecutorBook::default();
+        for _ in 0..DEVICE_REST_AFTER_FAILURES {
+            book.record_failure(OPENCL);
+        }
+        let rested = chain(&job(2, 1000), &ExecutorChoice::Auto, Some(&DEVICE), &book, &load(2));
+        assert!(rested.kept_off_device.unwrap().contains("failed its last"));
+        // A healthy device with short entries gets the job first.
+        let fine = chain(
+            &job(2, 1000),
+            &ExecutorChoice::Auto,
+            Some(&DEVICE),
+            &ExecutorBook::default(),
+            &load(2),
+        );
+        assert_eq!(fine.executors, vec![OPENCL, STREAMING]);
+        assert!(fine.reason.contains("device"), "{}", fine.reason);
+    }
+}

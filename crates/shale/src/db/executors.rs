@@ -1,0 +1,190 @@
+//! The executors a database has, built once at open from the options: the
+//! reference (`streaming`), the data-parallel CPU executor (`parallel`) and,
+//! when the options ask for it or leave the choice to the scheduler and a
+//! device is usable, the OpenCL executor. The scheduler chooses among them
+//! per job (`compaction::scheduler::placement`).
+
+use std::sync::Arc;
+
+use shale_compact::job::Executor;
+use shale_compact::opencl::{OnDeviceError, OpenClExecutor, OpenClOptions, OPENCL};
+use shale_compact::parallel::{ParallelExecutor, PARALLEL};
+use shale_compact::streaming::{StreamingExecutor, STREAMING};
+use shale_format::{Error, Result};
+
+use crate::compaction::scheduler::placement::{DeviceFacts, ExecutorChoice};
+use crate::options::Options;
+
+/// Names `compaction_executor` accepts.
+pub const EXECUTORS: &[&str] = &[PARALLEL, STREAMING, OPENCL, AUTO];
+
+/// The scheduler chooses per job (the default).
+pub const AUTO: &str = "auto";
+
+/// Which executors a compaction thread offers its jobs to first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// The OpenCL device first, then the CPU.
+    Device,
+    /// CPU executors only.
+    Host,
+}
+
+/// The OpenCL executor and what placement needs to know of its device.
+#[derive(Debug)]
+pub(crate) struct DeviceExecutor {
+    pub(crate) executor: Arc<OpenClExecutor>,
+    pub(crate) facts: DeviceFacts,
+}
+
+/// Every executor of one database.
+#[derive(Debug)]
+pub(crate) struct Executors {
+    pub(crate) choice: ExecutorChoice,
+    streaming: Arc<dyn Executor>,
+    parallel: Arc<dyn Executor>,
+    pub(crate) device: Option<DeviceExecutor>,
+    /// Why `auto` has no device (for the LOG).
+    pub(crate) device_unavailable: Option<String>,
+}
+
+/// The settings of the `opencl` executor the engine builds from `options`.
+pub fn opencl_options(options: &Options) -> OpenClOptions {
+    OpenClOptions {
+        device: options.opencl_device,
+        policy: options.opencl_placement,
+        max_device_files: options.opencl_max_device_files,
+        memory_budget: options.opencl_memory_budget,
+        cpu_threads: options.compaction_threads,
+        cpu_memory_budget: options.compaction_memory_budget,
+        cpu_nice: options.compaction_nice,
+        ..OpenClOptions::default()
+    }
+}
+
+fn parallel_executor(options: &Options) -> Result<ParallelExecutor> {
+    ParallelExecutor::with_nice(
+        options.compaction_threads,
+        options.compaction_memory_budget,
+        options.compaction_nice,
+    )
+}
+
+/// Builds the executor named `name` on its own, as a tool would run it
+/// (`auto`: `opencl` when a device is usable, else `parallel`). `opencl` on
+/// a machine without a usable OpenCL device is an error that says why.
+pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executor>> {
+    let opencl = || OpenClExecutor::new(opencl_options(options)).map_err(|u| u.to_string());
+    match name {
+        STREAMING => Ok(Arc::new(StreamingExecutor)),
+        PARALLEL => Ok(Arc::new(parallel_executor(options)?)),
+        OPENCL => opencl().map(|e| Arc::new(e) as Arc<dyn Executor>).map_err(|reason| {
+            Error::NotSupported(format!("the opencl executor is unavailable: {reason}"))
+        }),
+        AUTO => match opencl() {
+            Ok(executor) => Ok(Arc::new(executor)),
+            Err(_) => Ok(Arc::new(parallel_executor(options)?)),
+        },
+        other => Err(unknown(other)),
+    }
+}
+
+fn unknown(name: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "unknown compaction executor {name:?} (available: {})",
+        EXECUTORS.join(", ")
+    ))
+}
+
+impl Executors {
+    /// The executors `options` call for. `opencl` named but unusable is an
+    /// error; under `auto` a missing device is only noted.
+    pub(crate) fn from_options(options: &Options) -> Result<Executors> {
+        let choice = match options.compaction_executor.as_str() {
+            AUTO => ExecutorChoice::Auto,
+            STREAMING => ExecutorChoice::Forced(STREAMING),
+            PARALLEL => ExecutorChoice::Forced(PARALLEL),
+            OPENCL => ExecutorChoice::Forced(OPENCL),
+            other => return Err(unknown(other)),
+        };
+        let (device, device_unavailable) = match choice {
+            ExecutorChoice::Forced(STREAMING) | ExecutorChoice::Forced(PARALLEL) => (None, None),
+            _ => {
+                // The scheduler falls back itself: the executor only runs
+                // jobs on the device or fails them.
+                let device_options = OpenClOptions {
+                    on_device_error: OnDeviceError::Fail,
+                    ..opencl_options(options)
+                };
+                match OpenClExecutor::new(device_options) {
+                    Ok(executor) => {
+                        let facts = DeviceFacts {
+                            policy: options.opencl_placement,
+                            limits: executor.limits(),
+                        };
+                        (
+                            Some(DeviceExecutor {
+                                executor: Arc::new(executor),
+                                facts,
+                            }),
+                            None,
+                        )
+                    }
+                    Err(unavailable) if choice == ExecutorChoice::Auto => {
+                        (None, Some(unavailable.to_string()))
+                    }
+                    Err(unavailable) => {
+                        return Err(Error::NotSupported(format!(
+                            "the opencl executor is unavailable: {unavailable}"
+                        )))
+                    }
+                }
+            }
+        };
+        Ok(Executors {
+            choice,
+            streaming: Arc::new(StreamingExecutor),
+            parallel: Arc::new(parallel_executor(options)?),
+            device,
+            device_unavailable,
+        })
+    }
+
+    /// The executor called `name`, when this database has it.
+    pub(crate) fn by_name(&self, name: &str) -> Option<Arc<dyn Executor>> {
+        match name {
+            STREAMING => Some(self.streaming.clone()),
+            PARALLEL => Some(self.parallel.clone()),
+            OPENCL => self
+                .device
+                .as_ref()
+                .map(|d| d.executor.clone() as Arc<dyn Executor>),
+            _ => None,
+        }
+    }
+
+    /// The lane of compaction thread `index`: with a device, thread 0
+    /// serves it (every thread when `opencl` is named); the others the
+    /// host.
+    pub(crate) fn lane_of_thread(&self, index: usize) -> Lane {
+        match (&self.device, &self.choice) {
+            (None, _) => Lane::Host,
+            (Some(_), ExecutorChoice::Forced(OPENCL)) => Lane::Device,
+            (Some(_), _) if index == 0 => Lane::Device,
+            (Some(_), _) => Lane::Host,
+        }
+    }
+
+    /// One line for the LOG at open.
+    pub(crate) fn describe(&self) -> String {
+        let device = match (&self.device, &self.device_unavailable) {
+            (Some(d), _) => format!("opencl on {}", d.executor.device_info().name),
+            (None, Some(why)) => format!("no device ({why})"),
+            (None, None) => "no device".to_string(),
+        };
+        format!(
+            "executors: {:?}, streaming, parallel, {device}",
+            self.choice
+        )
+    }
+}

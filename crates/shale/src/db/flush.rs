@@ -1,0 +1,181 @@
+//! Flushes: the flush thread turns the immutable memtable into an L0 table
+//! (or a deeper one nothing overlaps), records it in the MANIFEST and drops
+//! the memtable. It has a thread of its own and never waits behind a
+//! compaction: writers wait for it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use shale_format::internal_key::InternalKey;
+use shale_format::iterator::KvIterator;
+use shale_format::table_builder::TableBuilder;
+use shale_format::version_edit::{FileMetaData, VersionEdit, NUM_LEVELS};
+use shale_format::Result;
+
+use super::job_io::TableSink;
+use super::DbInner;
+use crate::compaction::picker;
+use crate::filename;
+use crate::memtable::MemTable;
+use crate::version::{total_file_size, Version};
+
+impl DbInner {
+    pub(super) fn flush_loop(self: Arc<Self>) {
+        loop {
+            let mut state = self.lock_state();
+            while !self.shutting_down() && (state.imm.is_none() || state.bg_error.is_some()) {
+                state = self.wait(&self.work_cv, state);
+            }
+            if self.shutting_down() {
+                return;
+            }
+            state.flushing = true;
+            drop(state);
+            let result = self.flush_immutable();
+            let mut state = self.lock_state();
+            state.flushing = false;
+            if let Err(err) = result {
+                self.record_background_error(&mut state, &err);
+            }
+            self.done_cv.notify_all();
+        }
+    }
+
+    /// Writes the immutable memtable to a table, records it (and the WAL
+    /// that now holds everything newer) in the MANIFEST, and drops the
+    /// memtable.
+    fn flush_immutable(&self) -> Result<()> {
+        let started = Instant::now();
+        let (imm, log_number) = {
+            let state = self.lock_state();
+            match &state.imm {
+                Some(imm) => (imm.clone(), state.log_number),
+                None => return Ok(()),
+            }
+        };
+        let number = self.new_file_number();
+        self.lock_state().pending_outputs.insert(number);
+        let mut manifest_attempted = false;
+        let result = (|| {
+            let meta = self.write_level0_table(&imm, number)?;
+            let mut versions = self.lock_versions();
+            let mut edit = VersionEdit::default();
+            let mut level = 0;
+            if let Some(meta) = &meta {
+                let current = versions.current();
+                level = pick_level_for_memtable_output(&current, &self.options, meta);
+                edit.add_file(level, meta.clone());
+            }
+            edit.log_number = Some(log_number);
+            edit.prev_log_number = Some(0);
+            let last_sequence = self.lock_state().last_sequence;
+            manifest_attempted = true;
+            let version = versions.log_and_apply(&mut edit, last_sequence)?;
+            let mut state = self.lock_state();
+            self.install_version(&mut state, version);
+            state.imm = None;
+            // Its WAL is obsolete now: the table holds its writes.
+            state.retired_log = None;
+            state.pending_outputs.remove(&number);
+            let bytes = meta.as_ref().map_or(0, |m| m.file_size);
+            state.level_stats[level].add(started.elapsed().as_secs_f64(), 0, bytes);
+            drop(state);
+            shale_log!(
+                self.info_log,
+                "Level-0 table #{number}: {bytes} bytes, placed at level {level}, {:.3} s",
+                started.elapsed().as_secs_f64()
+            );
+            let obsolete = self.obsolete_files(&versions);
+            drop(versions);
+            self.delete_files(obsolete);
+            Ok(())
+        })();
+        if result.is_err() {
+            // Once the MANIFEST write was attempted its record may be on disk
+            // and name the table: keep the file (the database is in error
+            // and the next open decides whether it is live).
+            let mut state = self.lock_state();
+            if !manifest_attempted {
+                state.pending_outputs.remove(&number);
+                drop(state);
+                let _ = self
+                    .options
+                    .env
+                    .remove_file(&filename::table_file_name(&self.dir, number));
+            }
+        }
+        result
+    }
+
+    /// Builds table `number` from a memtable; `None` when the memtable is
+    /// empty (no file is left behind).
+    pub(super) fn write_level0_table(
+        &self,
+        mem: &Arc<MemTable>,
+        number: u64,
+    ) -> Result<Option<FileMetaData>> {
+        let path = filename::table_file_name(&self.dir, number);
+        let mut iter = mem.iter();
+        iter.seek_to_first();
+        if !iter.valid() {
+            return Ok(None);
+        }
+        let file = self.options.env.new_writable_file(&path)?;
+        let sink = TableSink {
+            file,
+            path: path.clone(),
+        };
+        let mut builder = TableBuilder::new(self.options.table_settings().table_options(), sink);
+        let smallest = iter.key().to_vec();
+        let mut largest = Vec::new();
+        while iter.valid() {
+            builder.add(iter.key(), iter.value())?;
+            largest.clear();
+            largest.extend_from_slice(iter.key());
+            iter.next();
+        }
+        iter.status()?;
+        let (sink, file_size) = builder.finish()?;
+        Box::new(sink).finish()?;
+        // Read it back before it is recorded: a table that cannot be opened
+        // must never enter the MANIFEST.
+        self.table_cache.table(number, file_size)?;
+        Ok(Some(FileMetaData {
+            number,
+            file_size,
+            smallest: InternalKey::from_encoded(smallest),
+            largest: InternalKey::from_encoded(largest),
+        }))
+    }
+}
+
+/// The level a flushed memtable's table goes to: L0 when it overlaps L0;
+/// otherwise pushed down while the next level does not overlap and the
+/// grandparent overlap stays small, at most to L2 (LevelDB's rule, which
+/// spares compactions of tables nothing overlaps).
+pub fn pick_level_for_memtable_output(
+    version: &Version,
+    options: &crate::options::Options,
+    meta: &FileMetaData,
+) -> usize {
+    const MAX_MEM_COMPACT_LEVEL: usize = 2;
+    let smallest = meta.smallest.user_key();
+    let largest = meta.largest.user_key();
+    let mut level = 0;
+    if version.overlaps(0, Some(smallest), Some(largest)) {
+        return 0;
+    }
+    while level < MAX_MEM_COMPACT_LEVEL {
+        if version.overlaps(level + 1, Some(smallest), Some(largest)) {
+            break;
+        }
+        if level + 2 < NUM_LEVELS {
+            let overlaps = version.overlapping_inputs(level + 2, Some(smallest), Some(largest));
+            if total_file_size(&overlaps) > picker::max_grandparent_overlap_bytes(options) {
+                break;
+            }
+        }
+        level += 1;
+    }
+    level
+}

@@ -1,0 +1,134 @@
+//! The engine's side of a compaction job ([`JobIo`]): input tables opened
+//! through the env (directly, with `direct_io_for_compaction`), output
+//! tables numbered and recorded as pending so that obsolete-file cleanup
+//! leaves them alone until they are installed or discarded.
+
+use std::sync::{Arc, Mutex};
+
+use shale_compact::job::{JobFile, JobIo, OutputSink};
+use shale_format::format::RandomAccess;
+use shale_format::{Error, Result};
+
+use super::DbInner;
+use crate::env::WritableFile;
+use crate::filename;
+
+/// The engine's side of a compaction job: input files through the env,
+/// output files numbered and recorded as pending so cleanup leaves them.
+pub(super) struct EngineJobIo<'a> {
+    inner: &'a DbInner,
+    created: Mutex<Vec<u64>>,
+}
+
+/// A compaction output file; its I/O errors name the file.
+pub(super) struct TableSink {
+    pub(super) file: Box<dyn WritableFile>,
+    pub(super) path: std::path::PathBuf,
+}
+
+impl TableSink {
+    fn name_error(&self, err: std::io::Error) -> std::io::Error {
+        std::io::Error::new(err.kind(), format!("{}: {err}", self.path.display()))
+    }
+}
+
+impl std::io::Write for TableSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file.write(buf).map_err(|e| self.name_error(e))
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush().map_err(|e| self.name_error(e))
+    }
+}
+
+impl OutputSink for TableSink {
+    fn finish(mut self: Box<Self>) -> Result<()> {
+        let path = self.path.display().to_string();
+        self.file
+            .sync()
+            .map_err(|e| Error::io(format!("syncing {path}"), e))
+    }
+}
+
+impl JobIo for EngineJobIo<'_> {
+    fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>> {
+        let env = &self.inner.options.env;
+        let open = |path: &std::path::Path| {
+            if self.inner.options.direct_io_for_compaction {
+                env.new_direct_random_access_file(path)
+            } else {
+                env.new_random_access_file(path)
+            }
+        };
+        match open(&filename::table_file_name(&self.inner.dir, file.number)) {
+            Err(Error::NotFound(_)) => {
+                open(&filename::sst_table_file_name(&self.inner.dir, file.number))
+            }
+            other => other,
+        }
+    }
+
+    fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)> {
+        let number = self.inner.new_file_number();
+        self.inner.lock_state().pending_outputs.insert(number);
+        self.created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(number);
+        let path = filename::table_file_name(&self.inner.dir, number);
+        let env = &self.inner.options.env;
+        let file = if self.inner.options.direct_io_for_compaction {
+            env.new_direct_writable_file(&path)?
+        } else {
+            env.new_writable_file(&path)?
+        };
+        Ok((number, Box::new(TableSink { file, path })))
+    }
+
+    fn discard_output(&self, number: u64) -> Result<()> {
+        self.created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|&n| n != number);
+        self.inner.lock_state().pending_outputs.remove(&number);
+        self.inner
+            .options
+            .env
+            .remove_file(&filename::table_file_name(&self.inner.dir, number))
+    }
+}
+
+impl<'a> EngineJobIo<'a> {
+    pub(super) fn new(inner: &'a DbInner) -> EngineJobIo<'a> {
+        EngineJobIo {
+            inner,
+            created: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn created(&self) -> Vec<u64> {
+        self.created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Forgets the outputs as pending; on failure also deletes them.
+    pub(super) fn release(&self, delete: bool) {
+        let created = self.created();
+        let mut state = self.inner.lock_state();
+        for number in &created {
+            state.pending_outputs.remove(number);
+        }
+        drop(state);
+        if delete {
+            for number in created {
+                let _ = self
+                    .inner
+                    .options
+                    .env
+                    .remove_file(&filename::table_file_name(&self.inner.dir, number));
+            }
+        }
+    }
+}
