@@ -1229,6 +1229,7 @@ fn make_job(
             largest: b"user000200".to_vec(),
         }]],
         table: output,
+        range: Default::default(),
     };
     (job, files)
 }
