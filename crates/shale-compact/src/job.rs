@@ -416,3 +416,44 @@ pub trait Executor: Send + Sync + Debug {
     /// Runs the job to completion.
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(lower: Option<&[u8]>, upper: Option<&[u8]>) -> KeyRange {
+        KeyRange::new(lower.map(<[u8]>::to_vec), upper.map(<[u8]>::to_vec))
+    }
+
+    #[test]
+    fn key_range_bounds_are_half_open() {
+        let r = range(Some(b"b"), Some(b"d"));
+        assert!(r.is_below(b"a") && !r.is_below(b"b"));
+        assert!(r.contains(b"b") && r.contains(b"c") && r.contains(b"cz"));
+        assert!(!r.contains(b"d") && r.is_above(b"d") && !r.is_above(b"c"));
+        assert!(KeyRange::FULL.contains(b"") && KeyRange::FULL.is_full());
+        assert!(range(Some(b"b"), None).contains(b"zzz"));
+        assert!(range(None, Some(b"b")).contains(b""));
+        assert!(range(Some(b"b"), Some(b"b")).is_empty());
+        assert!(!range(Some(b"b"), None).is_empty());
+    }
+
+    #[test]
+    fn key_range_overlaps_and_intersects() {
+        let r = range(Some(b"b"), Some(b"d"));
+        assert!(r.overlaps(b"a", b"b"));
+        assert!(!r.overlaps(b"a", b"az"));
+        assert!(r.overlaps(b"c", b"z"));
+        assert!(!r.overlaps(b"d", b"z"));
+        assert_eq!(
+            r.intersect(&range(Some(b"c"), None)),
+            range(Some(b"c"), Some(b"d"))
+        );
+        assert_eq!(
+            r.intersect(&range(None, Some(b"bb"))),
+            range(Some(b"b"), Some(b"bb"))
+        );
+        assert_eq!(KeyRange::FULL.intersect(&r), r);
+        assert!(r.intersect(&range(Some(b"x"), None)).is_empty());
+    }
+}
