@@ -140,6 +140,7 @@ fn main() {
         smallest_snapshot: sequence,
         deeper_levels: vec![],
         table: settings,
+        range: Default::default(),
     };
     let io = MemIo {
         inputs,

@@ -161,6 +161,7 @@ fn make_job(
         smallest_snapshot: sequence,
         deeper_levels: vec![],
         table: settings,
+        range: Default::default(),
     };
     (job, inputs, input_bytes)
 }

@@ -111,6 +111,7 @@ mod tests {
             smallest_snapshot: 0,
             deeper_levels: vec![],
             table: TableSettings::default(),
+            range: Default::default(),
         };
         let mut cutter = GrandparentCutter::new(&job);
         let key = |k: &[u8]| InternalKey::new(k, 5, ValueType::Value).into_encoded();

@@ -143,6 +143,7 @@ mod tests {
             smallest_snapshot: 0,
             deeper_levels: levels.clone(),
             table: Default::default(),
+            range: Default::default(),
         };
         let mut seq = DeeperLevels::new(&job);
         for key in [&b"a"[..], b"b", b"c", b"e", b"m", b"q", b"y", b"zz"] {

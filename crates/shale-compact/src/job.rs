@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use shale_format::format::{CompressionType, RandomAccess};
-use shale_format::internal_key::SequenceNumber;
+use shale_format::internal_key::{extract_user_key, SequenceNumber};
 use shale_format::options::TableOptions;
 use shale_format::Result;
 
@@ -86,6 +86,84 @@ pub struct UserKeyRange {
     pub largest: Vec<u8>,
 }
 
+/// A half-open range of user keys, `lower <= k < upper` in bytewise order;
+/// a `None` bound is unbounded on that side. The default is every key.
+///
+/// A sub-compaction is a [`CompactionJob`] restricted to such a range (see
+/// [`crate::subcompaction`]). Bounds are on user keys, never internal keys,
+/// so every version of a user key lands in the same sub-job and gc decides
+/// exactly as it would for the whole job.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KeyRange {
+    /// Smallest user key in the range (inclusive); `None`: no lower bound.
+    pub lower: Option<Vec<u8>>,
+    /// First user key past the range (exclusive); `None`: no upper bound.
+    pub upper: Option<Vec<u8>>,
+}
+
+impl KeyRange {
+    /// Every user key.
+    pub const FULL: KeyRange = KeyRange {
+        lower: None,
+        upper: None,
+    };
+
+    /// The range `lower <= k < upper`.
+    pub fn new(lower: Option<Vec<u8>>, upper: Option<Vec<u8>>) -> KeyRange {
+        KeyRange { lower, upper }
+    }
+
+    /// True when neither side is bounded.
+    pub fn is_full(&self) -> bool {
+        self.lower.is_none() && self.upper.is_none()
+    }
+
+    /// True when `user_key` sorts before the range (`user_key < lower`).
+    #[inline]
+    pub fn is_below(&self, user_key: &[u8]) -> bool {
+        self.lower.as_deref().is_some_and(|l| user_key < l)
+    }
+
+    /// True when `user_key` sorts after the range (`user_key >= upper`).
+    #[inline]
+    pub fn is_above(&self, user_key: &[u8]) -> bool {
+        self.upper.as_deref().is_some_and(|u| user_key >= u)
+    }
+
+    /// True when `lower <= user_key < upper`.
+    #[inline]
+    pub fn contains(&self, user_key: &[u8]) -> bool {
+        !self.is_below(user_key) && !self.is_above(user_key)
+    }
+
+    /// True when no user key is in the range (`lower >= upper`).
+    pub fn is_empty(&self) -> bool {
+        match (&self.lower, &self.upper) {
+            (Some(lower), Some(upper)) => lower >= upper,
+            _ => false,
+        }
+    }
+
+    /// True when some key of the inclusive range `[smallest, largest]` of
+    /// user keys is in this range.
+    pub fn overlaps(&self, smallest: &[u8], largest: &[u8]) -> bool {
+        !self.is_below(largest) && !self.is_above(smallest)
+    }
+
+    /// The keys in both ranges.
+    pub fn intersect(&self, other: &KeyRange) -> KeyRange {
+        let lower = match (&self.lower, &other.lower) {
+            (Some(a), Some(b)) => Some(a.max(b).clone()),
+            (a, b) => a.clone().or_else(|| b.clone()),
+        };
+        let upper = match (&self.upper, &other.upper) {
+            (Some(a), Some(b)) => Some(a.min(b).clone()),
+            (a, b) => a.clone().or_else(|| b.clone()),
+        };
+        KeyRange { lower, upper }
+    }
+}
+
 /// Everything needed to run one compaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompactionJob {
@@ -113,6 +191,15 @@ pub struct CompactionJob {
     pub deeper_levels: Vec<Vec<UserKeyRange>>,
     /// Layout of the output tables.
     pub table: TableSettings,
+    /// Only entries whose user key is in this range are compacted and
+    /// written; the others belong to a sibling sub-job and are skipped as if
+    /// absent (they do not feed gc or the grandparent cut either). Input runs
+    /// still list whole files: an executor reads only the blocks that can
+    /// hold keys of the range (by their index keys) and filters the entries
+    /// of the blocks at its edges. A range holding no entry produces no
+    /// file. [`KeyRange::FULL`] (the default) is the whole job.
+    #[serde(default)]
+    pub range: KeyRange,
 }
 
 impl CompactionJob {
@@ -128,6 +215,21 @@ impl CompactionJob {
     /// Number of input files.
     pub fn input_files(&self) -> usize {
         self.inputs.iter().map(|r| r.files.len()).sum()
+    }
+
+    /// True when entries of `user_key` belong to this job (see
+    /// [`CompactionJob::range`]).
+    #[inline]
+    pub fn in_range(&self, user_key: &[u8]) -> bool {
+        self.range.contains(user_key)
+    }
+
+    /// True when `file` can hold a key of the job's range.
+    pub fn file_in_range(&self, file: &JobFile) -> bool {
+        self.range.overlaps(
+            extract_user_key(&file.smallest),
+            extract_user_key(&file.largest),
+        )
     }
 }
 
@@ -313,4 +415,45 @@ pub trait Executor: Send + Sync + Debug {
     fn name(&self) -> &'static str;
     /// Runs the job to completion.
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(lower: Option<&[u8]>, upper: Option<&[u8]>) -> KeyRange {
+        KeyRange::new(lower.map(<[u8]>::to_vec), upper.map(<[u8]>::to_vec))
+    }
+
+    #[test]
+    fn key_range_bounds_are_half_open() {
+        let r = range(Some(b"b"), Some(b"d"));
+        assert!(r.is_below(b"a") && !r.is_below(b"b"));
+        assert!(r.contains(b"b") && r.contains(b"c") && r.contains(b"cz"));
+        assert!(!r.contains(b"d") && r.is_above(b"d") && !r.is_above(b"c"));
+        assert!(KeyRange::FULL.contains(b"") && KeyRange::FULL.is_full());
+        assert!(range(Some(b"b"), None).contains(b"zzz"));
+        assert!(range(None, Some(b"b")).contains(b""));
+        assert!(range(Some(b"b"), Some(b"b")).is_empty());
+        assert!(!range(Some(b"b"), None).is_empty());
+    }
+
+    #[test]
+    fn key_range_overlaps_and_intersects() {
+        let r = range(Some(b"b"), Some(b"d"));
+        assert!(r.overlaps(b"a", b"b"));
+        assert!(!r.overlaps(b"a", b"az"));
+        assert!(r.overlaps(b"c", b"z"));
+        assert!(!r.overlaps(b"d", b"z"));
+        assert_eq!(
+            r.intersect(&range(Some(b"c"), None)),
+            range(Some(b"c"), Some(b"d"))
+        );
+        assert_eq!(
+            r.intersect(&range(None, Some(b"bb"))),
+            range(Some(b"b"), Some(b"bb"))
+        );
+        assert_eq!(KeyRange::FULL.intersect(&r), r);
+        assert!(r.intersect(&range(Some(b"x"), None)).is_empty());
+    }
 }

@@ -11,7 +11,10 @@ pub mod opencl;
 pub mod parallel;
 pub mod priority;
 pub mod streaming;
+pub mod subcompaction;
+#[cfg(test)]
+mod test_support;
 
-pub use job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, OutputSink};
+pub use job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, KeyRange, OutputSink};
 pub use parallel::ParallelExecutor;
 pub use streaming::StreamingExecutor;

@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use shale_format::comparator::InternalKeyComparator;
 use shale_format::concat_iterator::ConcatIterator;
-use shale_format::internal_key::ParsedInternalKey;
+use shale_format::internal_key::{
+    extract_user_key, InternalKey, ParsedInternalKey, ValueType, MAX_SEQUENCE_NUMBER,
+};
 use shale_format::iterator::KvIterator;
 use shale_format::merging_iterator::merging_iterator;
 use shale_format::table::{ReadTableOptions, Table};
@@ -43,20 +45,24 @@ pub fn open_input_table(io: &dyn JobIo, file: &JobFile) -> Result<Table> {
 /// One cursor per input run: a table cursor for a single file, a
 /// concatenation for a level's files. Tables are opened up front (that reads
 /// only footers and index blocks); their data blocks are read as the merge
-/// reaches them.
+/// reaches them. Files that cannot hold a key of the job's range are left
+/// out.
 fn run_iterators(job: &CompactionJob, io: &dyn JobIo) -> Result<Vec<Box<dyn KvIterator + Send>>> {
     let mut children: Vec<Box<dyn KvIterator + Send>> = Vec::with_capacity(job.inputs.len());
     for run in &job.inputs {
-        let tables = run
-            .files
+        let files: Vec<&JobFile> = run.files.iter().filter(|f| job.file_in_range(f)).collect();
+        let tables = files
             .iter()
             .map(|file| open_input_table(io, file))
             .collect::<Result<Vec<Table>>>()?;
+        if tables.is_empty() {
+            continue;
+        }
         if let [table] = tables.as_slice() {
             children.push(Box::new(table.iter()));
             continue;
         }
-        let largest = run.files.iter().map(|f| f.largest.clone()).collect();
+        let largest = files.iter().map(|f| f.largest.clone()).collect();
         children.push(Box::new(ConcatIterator::new(
             Arc::new(InternalKeyComparator),
             largest,
@@ -116,9 +122,20 @@ impl Executor for StreamingExecutor {
         let mut current: Option<OpenOutput> = None;
         let mut outputs = Vec::new();
 
-        iter.seek_to_first();
+        // The job's range: from the first entry of its lower bound (the
+        // newest version sorts first) to the first user key at or past its
+        // upper bound.
+        match &job.range.lower {
+            Some(lower) => iter.seek(
+                InternalKey::new(lower, MAX_SEQUENCE_NUMBER, ValueType::VALUE_FOR_SEEK).encoded(),
+            ),
+            None => iter.seek_to_first(),
+        }
         while iter.valid() {
             let key = iter.key();
+            if job.range.is_above(extract_user_key(key)) {
+                break;
+            }
             stats.entries_in += 1;
             if cutter.should_stop_before(key) {
                 if let Some(output) = current.take() {

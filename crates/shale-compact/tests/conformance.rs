@@ -273,6 +273,7 @@ fn case() -> impl Strategy<Value = Case> {
                     smallest_snapshot: sequence * snapshot_at / 1000,
                     deeper_levels,
                     table: settings,
+                    range: Default::default(),
                 };
                 Case { job, files }
             },
@@ -450,6 +451,7 @@ fn single_run_without_drops_rewrites_the_same_entries() {
         smallest_snapshot: 0,
         deeper_levels: vec![],
         table: settings,
+        range: Default::default(),
     };
     let case = Case {
         job,

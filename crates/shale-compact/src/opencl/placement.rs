@@ -210,6 +210,7 @@ mod tests {
             smallest_snapshot: 0,
             deeper_levels: vec![],
             table: TableSettings::default(),
+            range: Default::default(),
         }
     }
 

@@ -17,6 +17,14 @@
 //! one kept for the next. Split blocks are re-encoded uncompressed with a
 //! valid trailer, so the device treats them like any other block.
 //!
+//! A sub-compaction's key range (`CompactionJob::range`) is honoured here,
+//! on the host, before anything goes up: each run lists only the blocks
+//! that can hold keys of the range (by their index keys), and its two edge
+//! blocks go through the same host split as above, which keeps only the
+//! entries inside the range. A block past the range's upper bound counts
+//! as past every slice limit, so the entries past the bound never reach a
+//! slice.
+//!
 //! What else crosses a slice boundary (see `mod.rs`): the entries of the
 //! output file still open at the end of a slice, as uncompressed blocks,
 //! and the grandparent cutter.
@@ -27,9 +35,9 @@ use shale_format::format::{block_trailer, BlockHandle, CompressionType, BLOCK_TR
 use shale_format::internal_key::{extract_user_key, InternalKey, ValueType};
 
 use super::device::DeviceError;
-use crate::job::{CompactionJob, JobIo};
+use crate::job::{CompactionJob, JobIo, KeyRange};
 use crate::parallel::unpack::unpack_block;
-use crate::parallel::{open_table, InputTable};
+use crate::parallel::{run_blocks_in_range, InputTable};
 
 /// Restart interval of the blocks the host re-encodes (split input blocks,
 /// carried output blocks); any interval parses the same.
@@ -143,6 +151,8 @@ struct RunCursor {
 /// Cuts a job's input into slices of about `slice_input_bytes`.
 pub(crate) struct SlicePlanner {
     tables: Vec<InputTable>,
+    /// The job's key range.
+    range: KeyRange,
     runs: Vec<RunCursor>,
     slice_input_bytes: u64,
     done: bool,
@@ -163,12 +173,8 @@ impl SlicePlanner {
         let mut tables = Vec::new();
         let mut runs = Vec::new();
         for run in &job.inputs {
-            let mut blocks = Vec::new();
-            for file in &run.files {
-                let table = open_table(io, file).map_err(input_error)?;
-                blocks.extend((0..table.blocks.len()).map(|b| (tables.len(), b)));
-                tables.push(table);
-            }
+            let (blocks, _) =
+                run_blocks_in_range(io, job, &run.files, &mut tables).map_err(input_error)?;
             runs.push(RunCursor {
                 blocks,
                 next: 0,
@@ -177,6 +183,7 @@ impl SlicePlanner {
         }
         Ok(SlicePlanner {
             tables,
+            range: job.range.clone(),
             runs,
             slice_input_bytes: slice_input_bytes.max(1),
             done: false,
@@ -230,10 +237,12 @@ impl SlicePlanner {
             ..SliceInput::default()
         };
         self.done = slice.last;
+        let range = &self.range;
         let within = |key: &[u8]| {
             limit
                 .as_deref()
                 .is_none_or(|l| compare_internal_keys(key, l).is_le())
+                && !range.is_above(extract_user_key(key))
         };
         let tables = &self.tables;
         for run in &mut self.runs {
@@ -264,8 +273,11 @@ impl SlicePlanner {
                         let Some(&(t, b)) = run.blocks.get(run.next) else {
                             break;
                         };
+                        // The run's first block may hold keys below the
+                        // range: it is split like a block past the limit.
+                        let lower_edge = run.next == 0 && range.lower.is_some();
                         run.next += 1;
-                        if within(&tables[t].blocks[b].0) {
+                        if !lower_edge && within(&tables[t].blocks[b].0) {
                             take.push((t, b));
                             continue;
                         }
@@ -276,8 +288,9 @@ impl SlicePlanner {
                         }
                     }
                 };
-                // Split: entries at or below the limit stay here, the rest waits.
-                let parsed = unpack_block(
+                // Split: entries at or below the limit stay here, the rest
+                // waits; entries outside the job's range go.
+                let mut parsed = unpack_block(
                     &stored.stored,
                     &stored.from,
                     BlockHandle {
@@ -286,6 +299,9 @@ impl SlicePlanner {
                     },
                 )
                 .map_err(input_error)?;
+                if !range.is_full() {
+                    parsed.retain_range(range);
+                }
                 let count = parsed.entries.len();
                 let first_past = (0..count)
                     .find(|&e| !within(parsed.key(e)))

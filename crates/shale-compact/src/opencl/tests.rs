@@ -7,25 +7,26 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use shale_format::block_builder::{shared_prefix_len, BlockBuilder};
 use shale_format::bloom::{bloom_hash, BloomFilterPolicy};
 use shale_format::coding::{decode_varint32, put_varint32, varint_length};
 use shale_format::comparator::compare_internal_keys;
 use shale_format::crc;
-use shale_format::format::{block_checksum, block_trailer, CompressionType, RandomAccess};
+use shale_format::format::{block_checksum, block_trailer, CompressionType};
 use shale_format::internal_key::{InternalKey, ParsedInternalKey, ValueType};
 use shale_format::table_builder::TableBuilder;
 
 use super::session::{mem, Arg, Session};
 use super::*;
 use crate::gc::{is_base_level_for, keep_entry};
-use crate::job::{InputRun, JobFile, OutputSink, TableSettings, UserKeyRange};
+use crate::job::{InputRun, JobFile, TableSettings, UserKeyRange};
 use crate::parallel::merge::user_key_prefix;
 use crate::parallel::twins;
 use crate::parallel::unpack::{parse_restart_group, EntryRef};
 use crate::streaming::StreamingExecutor;
+use crate::test_support::MemIo;
 
 /// The test device, or `None` (with the reason printed) when there is none
 /// and `SHALE_REQUIRE_OPENCL` is not `1`.
@@ -1084,70 +1085,6 @@ fn encoded_blocks_match_the_block_builder_and_filters_the_policy() {
 
 // ---- The executor against the reference ----
 
-#[derive(Default)]
-struct MemIo {
-    inputs: HashMap<u64, Arc<Vec<u8>>>,
-    next_number: Mutex<u64>,
-    outputs: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
-}
-
-impl MemIo {
-    /// Inputs by file number; outputs numbered from 1000.
-    fn new(inputs: HashMap<u64, Arc<Vec<u8>>>) -> MemIo {
-        MemIo {
-            inputs,
-            next_number: Mutex::new(1000),
-            outputs: Arc::new(Mutex::new(BTreeMap::new())),
-        }
-    }
-}
-
-struct MemSink {
-    number: u64,
-    bytes: Vec<u8>,
-    outputs: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
-}
-
-impl std::io::Write for MemSink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl OutputSink for MemSink {
-    fn finish(self: Box<Self>) -> shale_format::Result<()> {
-        self.outputs.lock().unwrap().insert(self.number, self.bytes);
-        Ok(())
-    }
-}
-
-impl JobIo for MemIo {
-    fn open_input(&self, file: &JobFile) -> shale_format::Result<Arc<dyn RandomAccess>> {
-        Ok(Arc::new(self.inputs[&file.number].as_ref().clone()))
-    }
-    fn create_output(&self) -> shale_format::Result<(u64, Box<dyn OutputSink>)> {
-        let mut next = self.next_number.lock().unwrap();
-        let number = *next;
-        *next += 1;
-        Ok((
-            number,
-            Box::new(MemSink {
-                number,
-                bytes: Vec::new(),
-                outputs: self.outputs.clone(),
-            }),
-        ))
-    }
-    fn discard_output(&self, number: u64) -> shale_format::Result<()> {
-        self.outputs.lock().unwrap().remove(&number);
-        Ok(())
-    }
-}
-
 /// Makes a value, or `None` for a tombstone.
 type ValueMaker = dyn Fn(&mut Rng) -> Option<Vec<u8>>;
 
@@ -1229,6 +1166,7 @@ fn make_job(
             largest: b"user000200".to_vec(),
         }]],
         table: output,
+        range: Default::default(),
     };
     (job, files)
 }

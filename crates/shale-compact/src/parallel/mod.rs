@@ -35,7 +35,7 @@ use shale_format::{Error, Result};
 
 use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
-use crate::job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, PhaseStats};
+use crate::job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, KeyRange, PhaseStats};
 use merge::{item_key, merge_runs, user_key_prefix, Item};
 pub use pack::IoTime;
 use pack::{plan_boundaries, write_planned, Kept, OpenFile, ScanState, Syncer};
@@ -134,6 +134,56 @@ pub(crate) struct InputTable {
     pub(crate) blocks: Vec<(Vec<u8>, BlockHandle)>,
 }
 
+impl InputTable {
+    /// The blocks that can hold a key of `range`, by their index keys: from
+    /// the first whose upper bound is not below the range to the first
+    /// whose upper bound is at or past its end (that one may still hold
+    /// keys inside). Only the first can hold keys below the range and only
+    /// the last keys past it. REQUIRES: the table's file overlaps `range`
+    /// (its first block has no lower bound here but the file's smallest
+    /// key).
+    pub(crate) fn blocks_in_range(&self, range: &KeyRange) -> std::ops::Range<usize> {
+        let count = self.blocks.len();
+        let start = match range.lower {
+            Some(_) => self
+                .blocks
+                .partition_point(|(key, _)| range.is_below(extract_user_key(key))),
+            None => 0,
+        };
+        let end = match range.upper {
+            Some(_) => (self
+                .blocks
+                .partition_point(|(key, _)| !range.is_above(extract_user_key(key)))
+                + 1)
+            .min(count),
+            None => count,
+        };
+        start..end.max(start)
+    }
+}
+
+/// The blocks of one run that can hold a key of the job's range, as
+/// (table, block) pairs in key order, opening the run's tables that overlap
+/// the range into `tables`. Returns the pairs and the bytes of the files
+/// opened.
+pub(crate) fn run_blocks_in_range(
+    io: &dyn JobIo,
+    job: &CompactionJob,
+    files: &[JobFile],
+    tables: &mut Vec<InputTable>,
+) -> Result<(Vec<(usize, usize)>, u64)> {
+    let mut blocks = Vec::new();
+    let mut bytes = 0;
+    for file in files.iter().filter(|f| job.file_in_range(f)) {
+        let table = open_table(io, file)?;
+        bytes += file.file_size;
+        let index = tables.len();
+        blocks.extend(table.blocks_in_range(&job.range).map(|b| (index, b)));
+        tables.push(table);
+    }
+    Ok((blocks, bytes))
+}
+
 pub(crate) fn open_table(io: &dyn JobIo, file: &JobFile) -> Result<InputTable> {
     let name = format!("{:06}.ldb", file.number);
     let source = io.open_input(file)?;
@@ -217,15 +267,8 @@ fn run_job(
     let mut tables = Vec::new();
     let mut cursors = Vec::new();
     for run in &job.inputs {
-        let mut blocks = Vec::new();
-        for file in &run.files {
-            let table = open_table(io, file)?;
-            stats.bytes_read += file.file_size;
-            for b in 0..table.blocks.len() {
-                blocks.push((tables.len(), b));
-            }
-            tables.push(table);
-        }
+        let (blocks, bytes) = run_blocks_in_range(io, job, &run.files, &mut tables)?;
+        stats.bytes_read += bytes;
         cursors.push(RunCursor {
             blocks,
             next: 0,
@@ -406,7 +449,12 @@ fn run_slice(
     // one past it (which may hold keys <= limit). One read per file range.
     let t = Instant::now();
     let mut wanted: Vec<Vec<(usize, usize)>> = Vec::with_capacity(cursors.len());
+    // Per run, the position of its first block taken and how many blocks
+    // it has: the run's first and last blocks are the edges of the job's
+    // range, whose entries are filtered.
+    let mut positions: Vec<(usize, usize)> = Vec::with_capacity(cursors.len());
     for cursor in cursors.iter_mut() {
+        positions.push((cursor.next, cursor.blocks.len()));
         let mut take = Vec::new();
         while let Some(&(t, b)) = cursor.blocks.get(cursor.next) {
             let within =
@@ -427,17 +475,27 @@ fn run_slice(
 
     // Unpack every block in parallel.
     let t = Instant::now();
+    let range = &job.range;
     let unpacked: Vec<Vec<ParsedBlock>> = raw
         .into_par_iter()
-        .map(|blocks| {
+        .zip(positions)
+        .map(|(blocks, (first_position, run_blocks))| {
             blocks
                 .into_par_iter()
-                .map(|raw| {
-                    unpack_block(
+                .enumerate()
+                .map(|(i, raw)| {
+                    let mut block = unpack_block(
                         &raw.buffer[raw.range.clone()],
                         &tables[raw.table].name,
                         raw.handle,
-                    )
+                    )?;
+                    let position = first_position + i;
+                    if (position == 0 && range.lower.is_some())
+                        || (position + 1 == run_blocks && range.upper.is_some())
+                    {
+                        block.retain_range(range);
+                    }
+                    Ok(block)
                 })
                 .collect::<Result<Vec<_>>>()
         })

@@ -145,6 +145,7 @@ mod tests {
                 bloom_bits_per_key: None,
                 snappy: false,
             },
+            range: Default::default(),
         }
     }
 

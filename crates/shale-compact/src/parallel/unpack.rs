@@ -7,7 +7,10 @@
 
 use shale_format::coding::{decode_fixed32, decode_varint32};
 use shale_format::format::{decode_block_slice, BlockHandle};
+use shale_format::internal_key::extract_user_key;
 use shale_format::{Error, Result};
+
+use crate::job::KeyRange;
 
 /// Where one entry's key and value are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +49,25 @@ impl ParsedBlock {
     pub fn value(&self, i: usize) -> &[u8] {
         let e = self.entries[i];
         &self.contents[e.value_offset as usize..(e.value_offset + e.value_len) as usize]
+    }
+
+    /// Keeps only the entries whose user key is in `range`: for the blocks
+    /// at the edges of a sub-compaction's range (see
+    /// [`crate::job::CompactionJob::range`]). Two binary searches, no
+    /// allocation. REQUIRES: the entries are in key order.
+    pub fn retain_range(&mut self, range: &KeyRange) {
+        let keys = &self.keys;
+        let user_key = |e: &EntryRef| {
+            extract_user_key(&keys[e.key_offset as usize..(e.key_offset + e.key_len) as usize])
+        };
+        let end = self
+            .entries
+            .partition_point(|e| !range.is_above(user_key(e)));
+        self.entries.truncate(end);
+        let start = self
+            .entries
+            .partition_point(|e| range.is_below(user_key(e)));
+        self.entries.drain(..start);
     }
 
     /// A block made of owned entries (the entries a slice hands to the next).

@@ -229,6 +229,7 @@ impl CompactionPlan {
             smallest_snapshot,
             deeper_levels,
             table: options.table_settings(),
+            range: Default::default(),
         }
     }
 }
