@@ -5,6 +5,7 @@
 
 use clap::builder::BoolishValueParser;
 use clap::{Args, ValueEnum};
+use shale::compaction::picker::PickStyle;
 use shale::shale_compact::opencl::PlacementPolicy;
 use shale::Options;
 
@@ -105,16 +106,40 @@ pub struct DbFlags {
         allow_negative_numbers = true
     )]
     pub level_multiplier: Option<f64>,
-    /// Threads running compactions.
+    /// Threads running compactions (0: the scheduler's choice for the
+    /// machine, one per core, 2 to 4).
     #[arg(
         long = "max_background_compactions",
         value_name = "N",
         allow_negative_numbers = true
     )]
     pub max_background_compactions: Option<usize>,
-    /// Compaction executor, by name.
+    /// Compaction executor, by name: auto (the default: chosen per job by
+    /// the scheduler), parallel, streaming or opencl.
     #[arg(long = "compaction_executor", value_name = "NAME")]
     pub compaction_executor: Option<String>,
+    /// How the file to compact is picked within a level: min-overlap (the
+    /// default) or round-robin (LevelDB's).
+    #[arg(long = "compaction_pick", value_name = "STYLE", value_parser = parse_pick)]
+    pub compaction_pick: Option<PickStyle>,
+    /// Cross-level (triple-level) compaction on or off (default on).
+    #[arg(
+        long = "cross_level_compaction",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub cross_level_compaction: Option<bool>,
+    /// Most sub-compactions per large L0->L1 or manual job (0: one per
+    /// core; 1: no splitting).
+    #[arg(
+        long = "max_subcompactions",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub max_subcompactions: Option<usize>,
     /// Worker threads of the `parallel` (and `opencl`) executor's CPU
     /// phases; 0: one per available core.
     #[arg(
@@ -197,6 +222,10 @@ fn parse_placement(value: &str) -> Result<PlacementPolicy, String> {
     value.parse()
 }
 
+fn parse_pick(value: &str) -> Result<PickStyle, String> {
+    value.parse()
+}
+
 impl DbFlags {
     /// The options these flags describe, checked with
     /// [`Options::validate`] and with the executor name resolved, so that a
@@ -261,6 +290,15 @@ impl DbFlags {
         }
         if let Some(n) = self.compaction_threads {
             options.compaction_threads = n;
+        }
+        if let Some(style) = self.compaction_pick {
+            options.compaction_pick = style;
+        }
+        if let Some(on) = self.cross_level_compaction {
+            options.cross_level_compaction = on;
+        }
+        if let Some(n) = self.max_subcompactions {
+            options.max_subcompactions = n;
         }
         if let Some(n) = self.compaction_nice {
             options.compaction_nice = n;

@@ -63,9 +63,39 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Compaction threads and executor a run uses.
+#[derive(Debug, Clone, Copy)]
+struct Scheduling {
+    threads: usize,
+    executor: &'static str,
+}
+
+const DEFAULT_SCHEDULING: Scheduling = Scheduling {
+    threads: 0,
+    executor: "auto",
+};
+
+fn scheduling() -> impl Strategy<Value = Scheduling> {
+    (
+        proptest::sample::select(vec![1usize, 2, 4]),
+        proptest::sample::select(vec!["streaming", "parallel", "auto"]),
+    )
+        .prop_map(|(threads, executor)| Scheduling { threads, executor })
+}
+
 fn options(env: &Arc<dyn Env>) -> Options {
+    options_with(env, DEFAULT_SCHEDULING)
+}
+
+/// Tiny files and levels, so that L0->L1 jobs are several output files
+/// long (they run as sub-compactions) and levels overflow together (jobs
+/// go cross-level).
+fn options_with(env: &Arc<dyn Env>, scheduling: Scheduling) -> Options {
     Options {
         create_if_missing: true,
+        max_background_compactions: scheduling.threads,
+        compaction_executor: scheduling.executor.to_string(),
+        max_subcompactions: 4,
         env: env.clone(),
         write_buffer_size: 8 << 10,
         max_file_size: 8 << 10,
@@ -122,8 +152,9 @@ fn model_range(model: &Model, from: Option<&[u8]>, to: Option<&[u8]>) -> Vec<(Ve
         .collect()
 }
 
-fn run(ops: Vec<Op>) {
+fn run(ops: Vec<Op>, scheduling: Scheduling) {
     let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let options = |env: &Arc<dyn Env>| options_with(env, scheduling);
     let path = std::path::Path::new("/model-db");
     let mut db = Some(DB::open(path, options(&env)).unwrap());
     let mut model = Model::new();
@@ -223,8 +254,11 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_operations_match_the_model(ops in proptest::collection::vec(op(), 1..400)) {
-        run(ops);
+    fn random_operations_match_the_model(
+        ops in proptest::collection::vec(op(), 1..400),
+        scheduling in scheduling(),
+    ) {
+        run(ops, scheduling);
     }
 }
 

@@ -33,6 +33,8 @@ pub struct EngineTotals {
     levels: Vec<LevelStats>,
     executors: BTreeMap<String, (u64, PhaseStats)>,
     stalls: StallStats,
+    /// The `shale.scheduler` property of each database, as it closed.
+    scheduler: Vec<String>,
     /// Bytes of user data written (keys and values).
     pub user_bytes: u64,
 }
@@ -60,6 +62,9 @@ impl EngineTotals {
         self.stalls.slowdown_micros += stalls.slowdown_micros;
         self.stalls.stop_count += stalls.stop_count;
         self.stalls.stop_micros += stalls.stop_micros;
+        if let Some(text) = db.property("shale.scheduler") {
+            self.scheduler.push(text);
+        }
     }
 
     /// Bytes written by flushes and compactions.
@@ -191,6 +196,15 @@ impl EngineTotals {
             own.user,
             own.system
         )?;
+        for text in &self.scheduler {
+            // Queue and running-job lines are empty at close; the counters
+            // and per-executor lines are what the run did.
+            for line in text.lines().filter(|l| {
+                l.starts_with("Executor ") || l.starts_with("Jobs:") || l.starts_with("Fallbacks:")
+            }) {
+                writeln!(out, "Scheduler: {line}")?;
+            }
+        }
         Ok(())
     }
 }

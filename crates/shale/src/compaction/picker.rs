@@ -383,7 +383,10 @@ pub fn pick_compaction(
 /// The version's seek compaction as a plan, if it has one.
 pub fn seek_plan(version: &Version, options: &Options) -> Option<CompactionPlan> {
     let (level, file) = version.seek_compaction.get()?;
-    if level + 1 >= NUM_LEVELS || !version.files[*level].iter().any(|f| f.number == file.number)
+    if level + 1 >= NUM_LEVELS
+        || !version.files[*level]
+            .iter()
+            .any(|f| f.number == file.number)
     {
         return None;
     }

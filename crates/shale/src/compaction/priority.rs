@@ -49,7 +49,9 @@ pub fn trigger_scores(
             version.num_files(0).saturating_sub(taken[0].files) as f64
                 / options.l0_compaction_trigger as f64
         } else {
-            version.level_bytes(level).saturating_sub(taken[level].bytes) as f64
+            version
+                .level_bytes(level)
+                .saturating_sub(taken[level].bytes) as f64
                 / options.max_bytes_for_level(level)
         };
     }
@@ -73,8 +75,7 @@ pub fn levels_by_priority(scores: &[f64], l0_urgent: bool) -> Vec<usize> {
 /// reached it): its jobs then go before any deeper one, and get the cores
 /// for sub-compactions.
 pub fn l0_is_urgent(l0_files: usize, options: &Options) -> bool {
-    l0_files + 2 >= options.l0_slowdown_writes_trigger
-        && l0_files >= options.l0_compaction_trigger
+    l0_files + 2 >= options.l0_slowdown_writes_trigger && l0_files >= options.l0_compaction_trigger
 }
 
 /// Which end of a level's queue (kept in ascending job size) an executor
@@ -124,7 +125,11 @@ pub fn primary_subtask(input_bytes: &[u64]) -> Option<usize> {
 /// How many sub-compactions a job of `input_bytes` is cut into: at most
 /// `max_subcompactions`, each at least `min_part_bytes` (one output file's
 /// worth, so a part never writes less than a whole file).
-pub fn subcompaction_parts(input_bytes: u64, min_part_bytes: u64, max_subcompactions: usize) -> usize {
+pub fn subcompaction_parts(
+    input_bytes: u64,
+    min_part_bytes: u64,
+    max_subcompactions: usize,
+) -> usize {
     let by_size = input_bytes / min_part_bytes.max(1);
     (by_size as usize).clamp(1, max_subcompactions.max(1))
 }
@@ -154,10 +159,16 @@ pub fn write_delay(write_bytes: usize, debt: &Debt, options: &Options) -> Durati
     if debt.l0_files < slowdown {
         return Duration::ZERO;
     }
-    let span = options.l0_stop_writes_trigger.saturating_sub(slowdown).max(1) as f64;
+    let span = options
+        .l0_stop_writes_trigger
+        .saturating_sub(slowdown)
+        .max(1) as f64;
     // 0 at the slowdown trigger, 1 at the stop trigger.
     let depth = ((debt.l0_files - slowdown) as f64 / span).min(1.0);
-    let drain = debt.l0_drain_rate.filter(|r| *r > 0.0).unwrap_or(DEFAULT_RATE);
+    let drain = debt
+        .l0_drain_rate
+        .filter(|r| *r > 0.0)
+        .unwrap_or(DEFAULT_RATE);
     let rate = drain * (1.0 - 0.9 * depth);
     Duration::from_secs_f64(write_bytes as f64 / rate)
 }
@@ -209,7 +220,10 @@ mod tests {
         assert_eq!(scores[0], 5.0 / 4.0);
         assert_eq!(scores[1], 3.0);
         let mut taken = none;
-        taken[0] = TakenWork { files: 4, bytes: 40 };
+        taken[0] = TakenWork {
+            files: 4,
+            bytes: 40,
+        };
         taken[1] = TakenWork {
             files: 1,
             bytes: 1500,

@@ -113,11 +113,7 @@ impl DbInner {
     /// REQUIRES: `scheduler` is the locked scheduler.
     fn refill(&self, scheduler: &mut Scheduler, version: &Version) {
         for job in scheduler.revalidate(version, &self.options) {
-            shale_log!(
-                self.info_log,
-                "Scheduler: dropped stale {}",
-                job.describe()
-            );
+            shale_log!(self.info_log, "Scheduler: dropped stale {}", job.describe());
         }
         for job in scheduler.refill(version, &self.options) {
             shale_log!(
@@ -153,9 +149,6 @@ impl DbInner {
         {
             let mut scheduler = self.lock_scheduler();
             scheduler.finish(job.ticket);
-            if result.is_ok() {
-                scheduler.counts.completed += 1;
-            }
         }
         let mut state = self.lock_state();
         if let Err(err) = &result {
@@ -172,8 +165,11 @@ impl DbInner {
         let started = Instant::now();
         let plan = &scheduled.plan;
         if plan.is_trivial_move(&self.options) {
-            self.lock_scheduler().counts.trivial_moves += 1;
-            return self.install_trivial_move(plan, started);
+            self.install_trivial_move(plan, started)?;
+            let mut scheduler = self.lock_scheduler();
+            scheduler.counts.trivial_moves += 1;
+            scheduler.counts.completed += 1;
+            return Ok(());
         }
         // The version is needed only to describe the job; holding it longer
         // would keep the inputs alive past the install that obsoletes them.
@@ -233,9 +229,14 @@ impl DbInner {
                 return Err(err);
             }
         };
+        let seconds = started.elapsed().as_secs_f64();
+        if plan.level == 0 && seconds > 0.0 {
+            let rate = job.input_bytes() as f64 / seconds;
+            self.l0_drain_rate.store(rate.to_bits(), Ordering::Relaxed);
+        }
         {
             let mut scheduler = self.lock_scheduler();
-            let seconds = started.elapsed().as_secs_f64();
+            scheduler.counts.completed += 1;
             scheduler.book.record_job(
                 &ran.output.executor,
                 job.input_bytes(),
@@ -296,8 +297,8 @@ impl DbInner {
 
     /// Runs `job` on the first executor of `chain` that completes it. An
     /// executor's failure hands the job (from scratch, its files deleted) to
-    /// the next one; corrupt input, or a failure of the last executor (the
-    /// reference), is the job's failure.
+    /// the next one; corrupt input, an I/O error, or a failure of the last
+    /// executor (the reference), is the job's failure.
     fn run_chain(&self, job: &CompactionJob, chain: &Chain, parts: usize) -> Result<Ran<'_>> {
         let mut fallback = chain
             .kept_off_device
@@ -323,7 +324,7 @@ impl DbInner {
                 Err(err) => {
                     io.release(true);
                     let last = i + 1 == chain.executors.len();
-                    if err.is_corruption() || last {
+                    if !placement::passes_to_next_executor(&err) || last {
                         shale_log!(self.info_log, "Compaction #{} failed: {err}", job.id);
                         return Err(err);
                     }
@@ -366,26 +367,28 @@ impl DbInner {
                 if !version.overlaps(level, begin, end) {
                     break;
                 }
-                let Some(mut plan) = picker::plan_for_range(&version, &self.options, level, begin, end)
+                let Some(mut plan) =
+                    picker::plan_for_range(&version, &self.options, level, begin, end)
                 else {
                     break;
                 };
                 plan.reason = PickReason::Manual;
                 let taken = {
                     let mut scheduler = self.lock_scheduler();
-                    scheduler
-                        .enqueue_manual(plan)
-                        .and_then(|ticket| match scheduler.take_ticket(ticket) {
+                    scheduler.enqueue_manual(plan).and_then(|ticket| {
+                        match scheduler.take_ticket(ticket) {
                             Some(job) => Some(job),
                             None => {
                                 scheduler.cancel(ticket);
                                 None
                             }
-                        })
+                        }
+                    })
                 };
                 match taken {
                     Some(job) => {
-                        let result = self.run_job(&job, Lane::Host);
+                        // On the device when there is one, as thread 0 would.
+                        let result = self.run_job(&job, self.executors.lane_of_thread(0));
                         self.lock_scheduler().finish(job.ticket);
                         let mut state = self.lock_state();
                         state.work_epoch += 1;
@@ -519,6 +522,9 @@ fn run_in_parts(
     match (first_error, combined) {
         (Some(err), _) => Err(err),
         (None, Some(output)) => Ok((output, subjobs.len())),
-        (None, None) => Err(Error::executor_failed(executor.name(), "no sub-compaction ran")),
+        (None, None) => Err(Error::executor_failed(
+            executor.name(),
+            "no sub-compaction ran",
+        )),
     }
 }

@@ -78,9 +78,11 @@ pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executo
     match name {
         STREAMING => Ok(Arc::new(StreamingExecutor)),
         PARALLEL => Ok(Arc::new(parallel_executor(options)?)),
-        OPENCL => opencl().map(|e| Arc::new(e) as Arc<dyn Executor>).map_err(|reason| {
-            Error::NotSupported(format!("the opencl executor is unavailable: {reason}"))
-        }),
+        OPENCL => opencl()
+            .map(|e| Arc::new(e) as Arc<dyn Executor>)
+            .map_err(|reason| {
+                Error::NotSupported(format!("the opencl executor is unavailable: {reason}"))
+            }),
         AUTO => match opencl() {
             Ok(executor) => Ok(Arc::new(executor)),
             Err(_) => Ok(Arc::new(parallel_executor(options)?)),

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use shale_compact::job::OutputSink;
 use shale_format::internal_key::InternalKey;
 use shale_format::iterator::KvIterator;
 use shale_format::table_builder::TableBuilder;

@@ -17,7 +17,11 @@ use crate::compaction::picker::CompactionPlan;
 
 impl DbInner {
     /// Moves the plan's one file down a level without rewriting it.
-    pub(super) fn install_trivial_move(&self, plan: &CompactionPlan, started: Instant) -> Result<()> {
+    pub(super) fn install_trivial_move(
+        &self,
+        plan: &CompactionPlan,
+        started: Instant,
+    ) -> Result<()> {
         let file = &plan.inputs[0][0];
         let mut edit = VersionEdit::default();
         edit.delete_file(plan.level, file.number);
@@ -61,7 +65,8 @@ impl DbInner {
         edit.set_compact_pointer(plan.level, plan.compact_pointer.clone());
         let read = plan.input_bytes();
         let written = output.outputs.iter().map(|t| t.file_size).sum();
-        let summary = self.apply_compaction_edit(edit, plan.output_level, read, written, started)?;
+        let summary =
+            self.apply_compaction_edit(edit, plan.output_level, read, written, started)?;
         let mut state = self.lock_state();
         let entry = state
             .executor_stats

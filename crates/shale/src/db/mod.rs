@@ -133,6 +133,9 @@ pub(crate) struct DbInner {
     file_numbers: Arc<AtomicU64>,
     shutting_down: AtomicBool,
     next_job_id: AtomicU64,
+    /// Input bytes per second of the last compaction out of L0 (`f64`
+    /// bits; 0 before the first): the write throttle's rate.
+    l0_drain_rate: AtomicU64,
     _lock: Box<dyn FileLock>,
 }
 
@@ -235,6 +238,7 @@ impl DB {
             file_numbers,
             shutting_down: AtomicBool::new(false),
             next_job_id: AtomicU64::new(1),
+            l0_drain_rate: AtomicU64::new(0),
             options,
             _lock: lock,
         });
@@ -587,6 +591,12 @@ impl DbInner {
             iter = iter.with_upper_bound(upper.clone());
         }
         Ok(iter)
+    }
+
+    /// Input bytes per second of the last compaction out of L0.
+    fn l0_drain_rate(&self) -> Option<f64> {
+        let rate = f64::from_bits(self.l0_drain_rate.load(Ordering::Relaxed));
+        (rate > 0.0).then_some(rate)
     }
 
     /// Smallest sequence a live snapshot (or the present) can read.

@@ -149,9 +149,9 @@ pub(super) fn scheduler_lines(scheduler: &Scheduler) -> String {
         let _ = writeln!(out, "  queued {}", job.describe());
     }
     for (name, record) in scheduler.book.records() {
-        let throughput = record
-            .throughput()
-            .map_or("not measured".to_string(), |t| format!("{:.1} MB/s", t / 1e6));
+        let throughput = record.throughput().map_or("not measured".to_string(), |t| {
+            format!("{:.1} MB/s", t / 1e6)
+        });
         let _ = writeln!(
             out,
             "Executor {name}: {} jobs, {:.1} MB in {:.3} s, last jobs {throughput}, {} failures",

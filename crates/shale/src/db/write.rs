@@ -16,6 +16,7 @@ use shale_format::write_batch::{BatchOp, WriteBatch};
 use shale_format::{Error, Result};
 
 use super::{DbInner, State};
+use crate::compaction::priority;
 use crate::filename;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
@@ -29,6 +30,10 @@ pub(crate) struct PendingWrite {
 
 /// Largest group a leader builds, in bytes of batch data.
 const MAX_GROUP_BYTES: usize = 1 << 20;
+
+/// The shortest sleep the write throttle takes: the delay owed by writes
+/// under the compaction debt is summed until it reaches this much.
+const MIN_DELAY_SLEEP: Duration = Duration::from_micros(100);
 
 impl DbInner {
     pub(super) fn write(&self, options: &WriteOptions, batch: Option<WriteBatch>) -> Result<()> {
@@ -55,7 +60,12 @@ impl DbInner {
         }
 
         // This writer leads.
-        let (guard, room) = self.make_room_for_write(state, force_switch);
+        let write_bytes = state
+            .pending_writes
+            .get(&id)
+            .and_then(|w| w.batch.as_ref())
+            .map_or(0, WriteBatch::approximate_size);
+        let (guard, room) = self.make_room_for_write(state, force_switch, write_bytes);
         state = guard;
         let (group, last_id, sync) = match room {
             Ok(()) => self.build_group(&mut state),
@@ -156,14 +166,16 @@ impl DbInner {
     }
 
     /// Makes sure the memtable has room, throttling when L0 is backed up
-    /// (LevelDB's `MakeRoomForWrite`). With `force`, switches to a new
-    /// memtable whenever the current one holds anything. Takes and returns
-    /// the state lock because it may wait.
+    /// (LevelDB's `MakeRoomForWrite`, with a rate-based delay instead of its
+    /// 1 ms sleep). With `force`, switches to a new memtable whenever the
+    /// current one holds anything. Takes and returns the state lock because
+    /// it may wait.
     /// REQUIRES: the caller leads the write queue.
     fn make_room_for_write<'a>(
         &'a self,
         mut state: MutexGuard<'a, State>,
         mut force: bool,
+        write_bytes: usize,
     ) -> (MutexGuard<'a, State>, Result<()>) {
         let options = &self.options;
         let mut allow_delay = !force;
@@ -174,15 +186,27 @@ impl DbInner {
             }
             let l0_files = state.current.num_files(0);
             if allow_delay && l0_files >= options.l0_slowdown_writes_trigger {
-                // Spread the delay over many writes rather than stalling one
-                // for seconds when L0 reaches the stop trigger.
+                // Hold the writer to a rate that follows the compaction debt,
+                // spread over every write; the delay owed is slept in
+                // slices of at least MIN_DELAY_SLEEP (shorter sleeps cost
+                // more in timer slack than they wait).
+                allow_delay = false;
+                let debt = priority::Debt {
+                    l0_files,
+                    pending_bytes: 0,
+                    l0_drain_rate: self.l0_drain_rate(),
+                };
+                state.owed_delay += priority::write_delay(write_bytes.max(1), &debt, options);
+                if state.owed_delay < MIN_DELAY_SLEEP {
+                    continue;
+                }
+                let owed = std::mem::take(&mut state.owed_delay);
                 let started = Instant::now();
                 drop(state);
-                std::thread::sleep(Duration::from_millis(1));
+                std::thread::sleep(owed);
                 state = self.lock_state();
                 state.stalls.slowdown_count += 1;
                 state.stalls.slowdown_micros += started.elapsed().as_micros() as u64;
-                allow_delay = false;
             } else if !force && state.mem.approximate_memory_usage() <= options.write_buffer_size {
                 return (state, Ok(()));
             } else if state.imm.is_some() || l0_files >= options.l0_stop_writes_trigger {

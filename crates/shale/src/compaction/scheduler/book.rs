@@ -130,7 +130,10 @@ mod tests {
         book.record_failure("opencl");
         book.record_fallback("the device failed: boom".into());
         assert_eq!(book.fallbacks, 1);
-        assert_eq!(book.last_fallback.as_deref(), Some("the device failed: boom"));
+        assert_eq!(
+            book.last_fallback.as_deref(),
+            Some("the device failed: boom")
+        );
         let (name, record) = book.records().next().unwrap();
         assert_eq!((name, record.failures, record.jobs), ("opencl", 1, 0));
     }

@@ -212,10 +212,10 @@ impl Scheduler {
     pub fn revalidate(&mut self, version: &Version, options: &Options) -> Vec<ScheduledJob> {
         let mut dropped = Vec::new();
         for queue in &mut self.queues {
-            let (keep, stale): (VecDeque<ScheduledJob>, Vec<ScheduledJob>) = queue
+            let (keep, stale): (Vec<ScheduledJob>, Vec<ScheduledJob>) = queue
                 .drain(..)
                 .partition(|job| plan_still_holds(version, options, &job.plan));
-            *queue = keep;
+            *queue = keep.into();
             dropped.extend(stale);
         }
         self.counts.dropped_stale += dropped.len() as u64;
@@ -351,14 +351,24 @@ impl Scheduler {
     /// L0 first, then by trigger score), from the `end` of the level's queue
     /// (equation 3), skipping jobs that conflict with running ones and
     /// manual jobs (their callers take those). The job moves to running.
-    pub fn take(&mut self, version: &Version, options: &Options, end: QueueEnd) -> Option<ScheduledJob> {
-        let scores = priority::trigger_scores(version, options, &[TakenWork::default(); NUM_LEVELS]);
+    pub fn take(
+        &mut self,
+        version: &Version,
+        options: &Options,
+        end: QueueEnd,
+    ) -> Option<ScheduledJob> {
+        let scores =
+            priority::trigger_scores(version, options, &[TakenWork::default(); NUM_LEVELS]);
         let l0_urgent = priority::l0_is_urgent(version.num_files(0), options);
-        let mut levels: Vec<usize> = (0..NUM_LEVELS).filter(|&l| !self.queues[l].is_empty()).collect();
+        let mut levels: Vec<usize> = (0..NUM_LEVELS)
+            .filter(|&l| !self.queues[l].is_empty())
+            .collect();
         levels.sort_by(|&a, &b| {
             let urgent = |l: usize| l0_urgent && l == 0;
             let score = |l: usize| scores.get(l).copied().unwrap_or(0.0);
-            urgent(b).cmp(&urgent(a)).then(score(b).total_cmp(&score(a)))
+            urgent(b)
+                .cmp(&urgent(a))
+                .then(score(b).total_cmp(&score(a)))
         });
         for level in levels {
             let order: Vec<usize> = match end {
@@ -444,9 +454,11 @@ impl Scheduler {
 /// `version`: every input still at its level, the same files below.
 pub fn plan_still_holds(version: &Version, options: &Options, plan: &CompactionPlan) -> bool {
     let present = plan.inputs.iter().enumerate().all(|(i, files)| {
-        files
-            .iter()
-            .all(|f| version.files[plan.level + i].iter().any(|g| g.number == f.number))
+        files.iter().all(|f| {
+            version.files[plan.level + i]
+                .iter()
+                .any(|g| g.number == f.number)
+        })
     });
     if !present || plan.reason == PickReason::Manual {
         return present;

@@ -93,6 +93,18 @@ pub struct Chain {
     pub kept_off_device: Option<String>,
 }
 
+/// True when a job an executor failed with `error` goes to the next
+/// executor of its chain: any failure of the executor itself. Corrupt input
+/// (it names the file) and I/O errors (the disk fails every executor
+/// alike; retrying on a full disk only doubles what is written) fail the
+/// job.
+pub fn passes_to_next_executor(error: &shale_format::Error) -> bool {
+    !matches!(
+        error,
+        shale_format::Error::Corruption { .. } | shale_format::Error::Io { .. }
+    )
+}
+
 /// The CPU executor for a job under `auto`: the one with the higher
 /// measured throughput (each slower one still gets every
 /// [`EXPLORE_EVERY`]-th job), or before both are measured, `parallel` when
@@ -259,10 +271,22 @@ mod tests {
     #[test]
     fn auto_uses_streaming_on_two_cores_and_parallel_on_many() {
         let book = ExecutorBook::default();
-        let two = chain(&job(4, 1 << 20), &ExecutorChoice::Auto, None, &book, &load(2));
+        let two = chain(
+            &job(4, 1 << 20),
+            &ExecutorChoice::Auto,
+            None,
+            &book,
+            &load(2),
+        );
         assert_eq!(two.executors, vec![STREAMING]);
         assert!(two.reason.contains("1 core(s)"), "{}", two.reason);
-        let many = chain(&job(4, 1 << 20), &ExecutorChoice::Auto, None, &book, &load(16));
+        let many = chain(
+            &job(4, 1 << 20),
+            &ExecutorChoice::Auto,
+            None,
+            &book,
+            &load(16),
+        );
         assert_eq!(many.executors, vec![PARALLEL, STREAMING]);
         // Sub-compactions share the cores.
         let split = Load {
@@ -306,23 +330,56 @@ mod tests {
     }
 
     #[test]
+    fn executor_failures_pass_on_and_bad_input_or_disks_do_not() {
+        use shale_format::Error;
+        assert!(passes_to_next_executor(&Error::executor_failed(
+            OPENCL,
+            "kernel launch failed"
+        )));
+        assert!(passes_to_next_executor(&Error::NotSupported("x".into())));
+        assert!(!passes_to_next_executor(&Error::corruption(7, "bad block")));
+        assert!(!passes_to_next_executor(&Error::io(
+            "writing",
+            std::io::Error::other("disk full")
+        )));
+    }
+
+    #[test]
     fn the_device_is_skipped_with_a_reason() {
         let mut book = ExecutorBook::default();
         // Too many files for the device.
-        let big = chain(&job(41, 1000), &ExecutorChoice::Auto, Some(&DEVICE), &book, &load(2));
+        let big = chain(
+            &job(41, 1000),
+            &ExecutorChoice::Auto,
+            Some(&DEVICE),
+            &book,
+            &load(2),
+        );
         assert_eq!(big.executors, vec![STREAMING]);
         let why = big.kept_off_device.unwrap();
         assert!(why.contains("41 input files"), "{why}");
         // Long entries.
         book.record_job(STREAMING, 4 << 20, 1.0, 1000);
-        let long = chain(&job(2, 1000), &ExecutorChoice::Auto, Some(&DEVICE), &book, &load(2));
+        let long = chain(
+            &job(2, 1000),
+            &ExecutorChoice::Auto,
+            Some(&DEVICE),
+            &book,
+            &load(2),
+        );
         assert!(long.kept_off_device.unwrap().contains("short pairs"));
         // A device that keeps failing is rested.
         let mut book = ExecutorBook::default();
         for _ in 0..DEVICE_REST_AFTER_FAILURES {
             book.record_failure(OPENCL);
         }
-        let rested = chain(&job(2, 1000), &ExecutorChoice::Auto, Some(&DEVICE), &book, &load(2));
+        let rested = chain(
+            &job(2, 1000),
+            &ExecutorChoice::Auto,
+            Some(&DEVICE),
+            &book,
+            &load(2),
+        );
         assert!(rested.kept_off_device.unwrap().contains("failed its last"));
         // A healthy device with short entries gets the job first.
         let fine = chain(

@@ -1,0 +1,287 @@
+//! The scheduler's pure core on versions built in memory: no disk, no
+//! thread.
+
+use std::sync::Arc;
+
+use shale_format::internal_key::{InternalKey, ValueType};
+use shale_format::version_edit::{FileMetaData, VersionEdit};
+
+use super::*;
+use crate::version::VersionBuilder;
+
+/// Files as (level, number, smallest, largest, size).
+fn version(files: &[(usize, u64, &str, &str, u64)]) -> Version {
+    let mut edit = VersionEdit::default();
+    for &(level, number, smallest, largest, size) in files {
+        edit.add_file(
+            level,
+            FileMetaData {
+                number,
+                file_size: size,
+                smallest: InternalKey::new(smallest.as_bytes(), 100, ValueType::Value),
+                largest: InternalKey::new(largest.as_bytes(), 100, ValueType::Value),
+            },
+        );
+    }
+    let mut builder = VersionBuilder::new(Arc::new(Version::default()));
+    builder.apply(&edit).unwrap();
+    builder.build().unwrap()
+}
+
+fn numbers(files: &[Arc<crate::version::FileMeta>]) -> Vec<u64> {
+    let mut n: Vec<u64> = files.iter().map(|f| f.number).collect();
+    n.sort_unstable();
+    n
+}
+
+fn options() -> Options {
+    Options {
+        max_bytes_for_level_base: 1000,
+        max_background_compactions: 2,
+        cross_level_compaction: false,
+        ..Options::default()
+    }
+}
+
+/// L1 four files of 500 bytes (score 2) over an L2 with different overlaps.
+fn two_busy_levels() -> Version {
+    version(&[
+        (1, 1, "a", "b", 500),
+        (1, 2, "c", "d", 500),
+        (1, 3, "e", "f", 500),
+        (1, 4, "g", "h", 500),
+        // a..b overlaps three L2 files, c..d none, e..f one, g..h two.
+        (2, 10, "a", "a", 100),
+        (2, 11, "aa", "aa", 100),
+        (2, 12, "b", "b", 100),
+        (2, 13, "e", "e", 100),
+        (2, 14, "g", "g", 100),
+        (2, 15, "h", "h", 100),
+    ])
+}
+
+#[test]
+fn refill_queues_a_level_once_per_excess_and_reserves_files() {
+    let v = two_busy_levels();
+    let mut s = Scheduler::new(&options());
+    let queued = s.refill(&v, &options());
+    // L1 holds 2000 bytes for a 1000-byte target: two jobs of 500 bytes
+    // bring its net score to 1, a third would take 1000 and go below...
+    // each pick subtracts its bytes (equation 1) until the score is < 1.
+    let bytes: u64 = queued.iter().map(|j| j.plan.inputs[0][0].file_size).sum();
+    assert_eq!(queued.len(), 2, "{queued:?}");
+    assert_eq!(bytes, 1000);
+    // No file is in two jobs.
+    let mut all: Vec<u64> = queued.iter().flat_map(|j| j.plan.input_numbers()).collect();
+    let count = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), count);
+    for n in &all {
+        assert!(s.is_reserved(*n));
+    }
+    assert_eq!(s.taken_work()[1].bytes, 1000);
+    // Nothing new until the version changes.
+    assert!(s.refill(&v, &options()).is_empty());
+}
+
+#[test]
+fn min_overlap_picks_the_file_with_the_fewest_files_below() {
+    let v = two_busy_levels();
+    let mut s = Scheduler::new(&options());
+    let queued = s.refill(&v, &options());
+    let firsts: Vec<u64> = queued.iter().map(|j| j.plan.inputs[0][0].number).collect();
+    // c..d (no overlap) first, then e..f (one).
+    assert_eq!(firsts, vec![2, 3]);
+    assert_eq!(queued[0].overlap_score, 0);
+    assert_eq!(queued[1].overlap_score, 1);
+
+    let round_robin = Options {
+        compaction_pick: PickStyle::RoundRobin,
+        ..options()
+    };
+    let mut s = Scheduler::new(&round_robin);
+    let queued = s.refill(&v, &round_robin);
+    let firsts: Vec<u64> = queued.iter().map(|j| j.plan.inputs[0][0].number).collect();
+    assert_eq!(firsts, vec![1, 2], "rotation from the start");
+    assert_eq!(
+        s.compact_pointers[1],
+        InternalKey::new(b"d", 100, ValueType::Value).encoded()
+    );
+}
+
+#[test]
+fn queues_are_ordered_by_size_and_ends_serve_fast_and_slow_executors() {
+    // L1 over target with jobs of 1, 2 and 3 input files.
+    let v = version(&[
+        (1, 1, "a", "a", 700),
+        (1, 2, "c", "c", 700),
+        (1, 3, "e", "f", 700),
+        (2, 10, "a", "a", 10),
+        (2, 11, "e", "e", 10),
+        (2, 12, "f", "f", 10),
+    ]);
+    let opts = Options {
+        max_background_compactions: 4,
+        max_bytes_for_level_base: 500,
+        ..options()
+    };
+    let mut s = Scheduler::new(&opts);
+    s.refill(&v, &opts);
+    let sizes: Vec<usize> = s.queued().map(|j| j.plan.input_files()).collect();
+    assert_eq!(sizes, vec![1, 2, 3]);
+    let large = s.take(&v, &opts, QueueEnd::Large).unwrap();
+    let small = s.take(&v, &opts, QueueEnd::Small).unwrap();
+    assert!(large.plan.input_files() >= small.plan.input_files());
+    assert_eq!(s.running().len(), 2);
+    s.finish(large.ticket);
+    assert_eq!(s.running().len(), 1);
+}
+
+#[test]
+fn a_job_whose_inputs_moved_is_dropped_and_picked_again() {
+    let v = two_busy_levels();
+    let mut s = Scheduler::new(&options());
+    s.refill(&v, &options());
+    // File 2 (queued) was compacted by someone else: gone from L1.
+    let moved = version(&[
+        (1, 1, "a", "b", 500),
+        (1, 3, "e", "f", 500),
+        (1, 4, "g", "h", 500),
+        (2, 10, "a", "a", 100),
+        (2, 11, "aa", "aa", 100),
+        (2, 12, "b", "b", 100),
+        (2, 13, "e", "e", 100),
+        (2, 14, "g", "g", 100),
+        (2, 15, "h", "h", 100),
+        (2, 16, "c", "d", 500),
+    ]);
+    let dropped = s.revalidate(&moved, &options());
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(dropped[0].plan.inputs[0][0].number, 2);
+    assert_eq!(s.counts.dropped_stale, 1);
+    // A file appearing below a queued job's range makes it stale too.
+    let mut s = Scheduler::new(&options());
+    s.refill(&v, &options());
+    let grown_below = version(&[
+        (1, 1, "a", "b", 500),
+        (1, 2, "c", "d", 500),
+        (1, 3, "e", "f", 500),
+        (1, 4, "g", "h", 500),
+        (2, 10, "a", "a", 100),
+        (2, 11, "aa", "aa", 100),
+        (2, 12, "b", "b", 100),
+        (2, 13, "e", "e", 100),
+        (2, 14, "g", "g", 100),
+        (2, 15, "h", "h", 100),
+        (2, 17, "cc", "cc", 100),
+    ]);
+    let dropped = s.revalidate(&grown_below, &options());
+    assert_eq!(dropped.len(), 1, "the c..d job now has a file below");
+    let again = s.refill(&grown_below, &options());
+    assert!(!again.is_empty());
+}
+
+#[test]
+fn disjoint_jobs_run_together_and_overlapping_ones_wait() {
+    let v = version(&[
+        (0, 20, "a", "c", 10),
+        (0, 21, "a", "c", 10),
+        (0, 22, "a", "c", 10),
+        (0, 23, "a", "c", 10),
+        (1, 1, "a", "b", 900),
+        (1, 2, "m", "n", 900),
+        (2, 10, "m", "m", 10),
+    ]);
+    let opts = Options {
+        max_bytes_for_level_base: 1000,
+        ..options()
+    };
+    let mut s = Scheduler::new(&opts);
+    let queued = s.refill(&v, &opts);
+    assert!(queued.iter().any(|j| j.plan.level == 0));
+    assert!(queued.iter().any(|j| j.plan.level == 1));
+    let first = s.take(&v, &opts, QueueEnd::Large).unwrap();
+    let second = s.take(&v, &opts, QueueEnd::Large).unwrap();
+    assert_ne!(first.plan.level, second.plan.level);
+    assert!(!first.plan.conflicts_with(&second.plan.running()));
+    assert!(s.take(&v, &opts, QueueEnd::Large).is_none());
+}
+
+#[test]
+fn an_l0_pick_evicts_queued_deeper_jobs_it_conflicts_with() {
+    // L1 over its target; L0 not yet at its trigger.
+    let opts = options();
+    let before = version(&[
+        (0, 20, "a", "c", 10),
+        (1, 1, "a", "b", 1500),
+        (2, 10, "a", "a", 10),
+    ]);
+    let mut s = Scheduler::new(&opts);
+    let queued = s.refill(&before, &opts);
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0].plan.level, 1);
+    // Flushes push L0 to its trigger; its job needs file 1.
+    let after = version(&[
+        (0, 20, "a", "c", 10),
+        (0, 21, "a", "c", 10),
+        (0, 22, "a", "c", 10),
+        (0, 23, "a", "c", 10),
+        (1, 1, "a", "b", 1500),
+        (2, 10, "a", "a", 10),
+    ]);
+    s.revalidate(&after, &opts);
+    let queued = s.refill(&after, &opts);
+    assert!(queued.iter().any(|j| j.plan.level == 0), "{queued:?}");
+    let l0 = s.queued().find(|j| j.plan.level == 0).unwrap();
+    assert_eq!(numbers(&l0.plan.inputs[1]), vec![1]);
+}
+
+#[test]
+fn cross_level_takes_the_level_below_when_the_next_level_is_over_its_target() {
+    let opts = Options {
+        cross_level_compaction: true,
+        ..options()
+    };
+    // L1 and L2 both over target (1000 and 10000 bytes).
+    let v = version(&[
+        (1, 1, "c", "d", 1500),
+        (2, 10, "c", "c", 6000),
+        (2, 11, "x", "y", 6000),
+        (3, 20, "a", "cc", 100),
+        (3, 21, "d", "e", 100),
+        (3, 22, "x", "z", 100),
+    ]);
+    let mut s = Scheduler::new(&opts);
+    let queued = s.refill(&v, &opts);
+    let job = queued.iter().find(|j| j.plan.level == 1).unwrap();
+    assert!(job.plan.is_cross_level());
+    assert_eq!(job.plan.output_level, 3);
+    assert_eq!(numbers(&job.plan.inputs[1]), vec![10]);
+    assert_eq!(numbers(&job.plan.inputs[2]), vec![20, 21]);
+    assert!(plan_still_holds(&v, &opts, &job.plan));
+    // Turned off: a plain two-level job.
+    let mut s = Scheduler::new(&options());
+    let queued = s.refill(&v, &options());
+    let job = queued.iter().find(|j| j.plan.level == 1).unwrap();
+    assert!(!job.plan.is_cross_level());
+}
+
+#[test]
+fn manual_jobs_are_queued_and_taken_by_ticket() {
+    let v = two_busy_levels();
+    let opts = options();
+    let mut s = Scheduler::new(&opts);
+    let plan = picker::plan_for_range(&v, &opts, 1, None, None).unwrap();
+    let ticket = s.enqueue_manual(plan.clone()).unwrap();
+    assert!(s.is_queued(ticket));
+    // Background threads leave it to its caller.
+    assert!(s.take(&v, &opts, QueueEnd::Large).is_none());
+    // A second manual job over the same files waits.
+    assert!(s.enqueue_manual(plan).is_none());
+    let job = s.take_ticket(ticket).unwrap();
+    assert!(job.manual);
+    assert!(!s.is_queued(ticket));
+    s.finish(ticket);
+    assert!(s.is_idle());
+}
