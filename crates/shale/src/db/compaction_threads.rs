@@ -25,7 +25,7 @@ use shale_format::{Error, Result};
 use super::executors::Lane;
 use super::job_io::EngineJobIo;
 use super::DbInner;
-use crate::compaction::picker::{self, PickReason};
+use crate::compaction::picker;
 use crate::compaction::priority::{self, QueueEnd};
 use crate::compaction::scheduler::placement::{self, Chain, Load};
 use crate::compaction::scheduler::{ScheduledJob, Scheduler};
@@ -363,16 +363,18 @@ impl DbInner {
                 if let Some(err) = self.lock_state().bg_error.clone() {
                     return Err(err);
                 }
-                let version = self.lock_state().current.clone();
-                if !version.overlaps(level, begin, end) {
-                    break;
-                }
-                let Some(mut plan) =
+                // The version only describes the plan: held while the job
+                // runs, it would keep the inputs alive past the install.
+                let plan = {
+                    let version = self.lock_state().current.clone();
+                    if !version.overlaps(level, begin, end) {
+                        break;
+                    }
                     picker::plan_for_range(&version, &self.options, level, begin, end)
-                else {
+                };
+                let Some(plan) = plan else {
                     break;
                 };
-                plan.reason = PickReason::Manual;
                 let taken = {
                     let mut scheduler = self.lock_scheduler();
                     scheduler.enqueue_manual(plan).and_then(|ticket| {

@@ -122,7 +122,8 @@ pub(crate) struct DbInner {
     table_cache: Arc<TableCache>,
     versions: Mutex<VersionSet>,
     state: Mutex<State>,
-    /// Signalled when a write group, a flush or a compaction finishes.
+    /// Signalled when a flush or a compaction finishes (writers waiting for
+    /// their turn have wake-ups of their own, see `write.rs`).
     done_cv: Condvar,
     /// Signalled when there may be background work.
     work_cv: Condvar,

@@ -7,7 +7,7 @@
 //! inserts into the memtable. Then it publishes the new last sequence and
 //! wakes the writers it served.
 
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, Condvar, MutexGuard};
 use std::time::{Duration, Instant};
 
 use shale_format::internal_key::ValueType;
@@ -26,6 +26,14 @@ pub(crate) struct PendingWrite {
     /// `None` asks only for a memtable switch (used by flush).
     batch: Option<WriteBatch>,
     sync: bool,
+    /// Signalled when this write is done or its writer leads: each writer
+    /// is woken on its own, not with every flush and compaction.
+    wakeup: Arc<Condvar>,
+}
+
+thread_local! {
+    /// A thread has at most one write queued: its wake-up is reused.
+    static WAKEUP: Arc<Condvar> = Arc::new(Condvar::new());
 }
 
 /// Largest group a leader builds, in bytes of batch data.
@@ -38,6 +46,7 @@ const MIN_DELAY_SLEEP: Duration = Duration::from_micros(100);
 impl DbInner {
     pub(super) fn write(&self, options: &WriteOptions, batch: Option<WriteBatch>) -> Result<()> {
         let force_switch = batch.is_none();
+        let wakeup = WAKEUP.with(Arc::clone);
         let mut state = self.lock_state();
         let id = state.next_writer_id;
         state.next_writer_id += 1;
@@ -47,6 +56,7 @@ impl DbInner {
             PendingWrite {
                 batch,
                 sync: options.sync,
+                wakeup: wakeup.clone(),
             },
         );
         loop {
@@ -56,7 +66,7 @@ impl DbInner {
             if state.writers.front() == Some(&id) {
                 break;
             }
-            state = self.wait(&self.done_cv, state);
+            state = self.wait(&wakeup, state);
         }
 
         // This writer leads.
@@ -72,7 +82,7 @@ impl DbInner {
             Err(err) => {
                 state.writers.pop_front();
                 state.pending_writes.remove(&id);
-                self.done_cv.notify_all();
+                wake_next_leader(&state);
                 return Err(err);
             }
         };
@@ -98,23 +108,21 @@ impl DbInner {
                 Err(err) => self.record_background_error(&mut state, err),
             }
         }
-        // Hand the result to every writer in the group.
-        let mut served_others = false;
+        // Hand the result to every writer in the group and wake each; then
+        // the next leader. A lone writer wakes nobody.
         while let Some(writer) = state.writers.pop_front() {
-            state.pending_writes.remove(&writer);
+            let served = state.pending_writes.remove(&writer);
             if writer != id {
                 state.finished_writes.insert(writer, result.clone());
-                served_others = true;
+                if let Some(served) = served {
+                    served.wakeup.notify_one();
+                }
             }
             if writer == last_id {
                 break;
             }
         }
-        // Wake the writers served and the next leader; a lone writer skips
-        // the wake-up (a system call on every write otherwise).
-        if served_others || !state.writers.is_empty() {
-            self.done_cv.notify_all();
-        }
+        wake_next_leader(&state);
         result
     }
 
@@ -221,23 +229,53 @@ impl DbInner {
             } else if force && state.mem.is_empty() {
                 return (state, Ok(()));
             } else {
-                if let Err(err) = self.switch_memtable(&mut state) {
+                // The next WAL is created and its name made durable without
+                // the state lock, which readers take. Only the leader
+                // switches, and cleanup keeps logs newer than the current.
+                let number = self.new_file_number();
+                drop(state);
+                let created = self.create_wal(number);
+                state = self.lock_state();
+                let file = match created {
+                    Ok(file) => file,
+                    Err(err) => return (state, Err(err)),
+                };
+                if let Some(err) = state.bg_error.clone() {
+                    drop(file);
+                    let _ = self
+                        .options
+                        .env
+                        .remove_file(&filename::log_file_name(&self.dir, number));
                     return (state, Err(err));
                 }
+                self.switch_memtable(&mut state, number, file);
                 force = false;
             }
         }
     }
 
-    /// Starts a new WAL and memtable; the old memtable becomes immutable and
-    /// the flush thread is woken.
-    fn switch_memtable(&self, state: &mut State) -> Result<()> {
-        let number = self.new_file_number();
+    /// Creates WAL `number` and makes its name durable: a synced write to
+    /// it must survive a power loss.
+    fn create_wal(&self, number: u64) -> Result<Box<dyn crate::env::WritableFile>> {
         let path = filename::log_file_name(&self.dir, number);
         let file = self.options.env.new_writable_file(&path)?;
-        // A synced write to this WAL must survive a power loss: its name
-        // must be durable first.
-        self.options.env.sync_dir(&self.dir)?;
+        if let Err(err) = self.options.env.sync_dir(&self.dir) {
+            drop(file);
+            let _ = self.options.env.remove_file(&path);
+            return Err(err);
+        }
+        Ok(file)
+    }
+
+    /// Starts a new memtable writing to WAL `number` (`file`, from
+    /// [`DbInner::create_wal`]); the old memtable becomes immutable and the
+    /// flush thread is woken.
+    fn switch_memtable(
+        &self,
+        state: &mut State,
+        number: u64,
+        file: Box<dyn crate::env::WritableFile>,
+    ) {
         // Writes before a later synced write must be durable too, even when
         // they sit in the WAL being retired: the first synced write syncs it
         // (see `State::retired_log`). Every record is already flushed to the
@@ -250,7 +288,6 @@ impl DbInner {
         state.imm = Some(old);
         state.work_epoch += 1;
         self.work_cv.notify_all();
-        Ok(())
     }
 
     /// Switches the memtable (if it holds anything) and waits until it is a
@@ -264,6 +301,15 @@ impl DbInner {
         match &state.bg_error {
             Some(err) => Err(err.clone()),
             None => Ok(()),
+        }
+    }
+}
+
+/// Wakes the writer now at the front of the queue: it leads the next group.
+fn wake_next_leader(state: &State) {
+    if let Some(next) = state.writers.front() {
+        if let Some(pending) = state.pending_writes.get(next) {
+            pending.wakeup.notify_one();
         }
     }
 }
