@@ -419,6 +419,52 @@ mod tests {
         }
     }
 
+    /// What the parallel and opencl executors read for a range: every
+    /// block left out holds no key of the range, and only the first and
+    /// last blocks kept hold keys outside it.
+    #[test]
+    fn blocks_in_range_leave_out_only_blocks_outside() {
+        use crate::parallel::unpack::unpack_block;
+        let (file, bytes) = table(1, 0..600, 1);
+        let io = MemIo::new(HashMap::from([(1, Arc::new(bytes.clone()))]));
+        let table = open_table(&io, &file).unwrap();
+        assert!(table.blocks.len() > 20);
+        let keys_of = |b: usize| -> Vec<Vec<u8>> {
+            let handle = table.blocks[b].1;
+            let end = (handle.offset + handle.size) as usize + BLOCK_TRAILER_LEN;
+            let block = unpack_block(&bytes[handle.offset as usize..end], "t", handle).unwrap();
+            (0..block.entries.len())
+                .map(|e| extract_user_key(block.key(e)).to_vec())
+                .collect()
+        };
+        for (lower, upper) in [
+            (None, None),
+            (Some(0), Some(600)),
+            (Some(100), Some(101)),
+            (Some(123), Some(457)),
+            (None, Some(50)),
+            (Some(550), None),
+            (Some(300), Some(300)),
+        ] {
+            let range = KeyRange::new(lower.map(user_key), upper.map(user_key));
+            let kept = table.blocks_in_range(&range);
+            for b in 0..table.blocks.len() {
+                let keys = keys_of(b);
+                if !kept.contains(&b) {
+                    assert!(keys.iter().all(|k| !range.contains(k)), "{range:?} {b}");
+                } else if b != kept.start && b + 1 != kept.end {
+                    assert!(keys.iter().all(|k| range.contains(k)), "{range:?} {b}");
+                }
+            }
+            if !range.is_empty() {
+                let inside = (0..table.blocks.len())
+                    .filter(|&b| keys_of(b).iter().any(|k| range.contains(k)))
+                    .count();
+                assert!(kept.len() <= inside + 2, "{range:?}: {kept:?} for {inside}");
+            }
+        }
+    }
+
     #[test]
     fn split_nests_ranges_and_drops_files_outside() {
         let (mut job, _) = big_job();

@@ -9,6 +9,12 @@
 //! files that cut outputs, keys of 0 to 1000 bytes with bytes >= 0x80,
 //! values of 0 bytes to 64 KiB, tiny blocks and file limits, with and
 //! without Snappy and Bloom filters.
+//!
+//! Sub-compactions (jobs restricted to a key range, `shale_compact::
+//! subcompaction`) go through the same harness: a job given a random range,
+//! then split at random cuts and at the cuts `boundaries` picks; every
+//! sub-job must match `streaming` on every executor, and the sub-jobs'
+//! outputs, concatenated, must hold the whole job's entries in order.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
@@ -17,9 +23,10 @@ use std::sync::{Arc, Mutex};
 
 use proptest::prelude::*;
 use shale_compact::job::{
-    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, JobIo, OutputSink, TableSettings,
-    UserKeyRange,
+    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, JobIo, KeyRange, OutputSink,
+    TableSettings, UserKeyRange,
 };
+use shale_compact::subcompaction::{boundaries, split};
 use shale_compact::{ParallelExecutor, StreamingExecutor};
 use shale_format::comparator::compare_internal_keys;
 use shale_format::format::RandomAccess;
@@ -280,8 +287,9 @@ fn case() -> impl Strategy<Value = Case> {
         )
 }
 
-fn run(executor: &dyn Executor, case: &Case) -> (CompactionOutput, BTreeMap<u64, Vec<u8>>) {
-    let io = MemIo {
+/// The case's input files; outputs numbered from 1000.
+fn mem_io(case: &Case) -> MemIo {
+    MemIo {
         inputs: case
             .files
             .iter()
@@ -289,7 +297,11 @@ fn run(executor: &dyn Executor, case: &Case) -> (CompactionOutput, BTreeMap<u64,
             .collect(),
         next_number: Mutex::new(1000),
         outputs: Arc::new(Mutex::new(BTreeMap::new())),
-    };
+    }
+}
+
+fn run(executor: &dyn Executor, case: &Case) -> (CompactionOutput, BTreeMap<u64, Vec<u8>>) {
+    let io = mem_io(case);
     let output = executor.run(&case.job, &io).unwrap();
     let files = io.outputs.lock().unwrap().clone();
     (output, files)
@@ -335,6 +347,7 @@ fn check_against_reference(executor: &dyn Executor, case: &Case) {
 fn executors() -> Vec<Box<dyn Executor>> {
     use shale_compact::opencl::{OnDeviceError, OpenClExecutor, OpenClOptions, PlacementPolicy};
     let mut executors: Vec<Box<dyn Executor>> = vec![
+        Box::new(ParallelExecutor::new(1, 256 << 20).unwrap()),
         Box::new(ParallelExecutor::new(2, 256 << 20).unwrap()),
         // A tiny budget: every job is cut into many slices.
         Box::new(ParallelExecutor::new(3, 6 * 4096).unwrap()),
@@ -466,5 +479,193 @@ fn single_run_without_drops_rewrites_the_same_entries() {
     );
     for executor in executors() {
         check_against_reference(executor.as_ref(), &case);
+    }
+}
+
+// ---- Sub-compactions: jobs restricted to a key range ----
+
+/// The entries of a job's output tables, in order.
+fn output_entries(
+    output: &CompactionOutput,
+    files: &BTreeMap<u64, Vec<u8>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    use shale_format::comparator::InternalKeyComparator;
+    use shale_format::iterator::KvIterator;
+    use shale_format::table::{ReadTableOptions, Table};
+    let mut entries = Vec::new();
+    for table in &output.outputs {
+        let bytes = files[&table.number].clone();
+        let size = bytes.len() as u64;
+        let options = ReadTableOptions {
+            comparator: Arc::new(InternalKeyComparator),
+            filter_policy: None,
+            verify_checksums: true,
+            block_cache: None,
+        };
+        let table = Table::open(Arc::new(bytes), size, "output", options).unwrap();
+        let mut iter = table.iter();
+        iter.seek_to_first();
+        while iter.valid() {
+            entries.push((iter.key().to_vec(), iter.value().to_vec()));
+            iter.next();
+        }
+        iter.status().unwrap();
+    }
+    entries
+}
+
+/// `case` with another job over the same files.
+fn with_job(case: &Case, job: CompactionJob) -> Case {
+    Case {
+        job,
+        files: case.files.clone(),
+    }
+}
+
+/// Every sub-job of `case` against the reference on every executor; their
+/// ranges tile the parent's; their outputs, concatenated, hold the parent's
+/// entries in order; a sub-job with nothing to keep writes no file.
+fn check_sub_jobs(case: &Case, subs: &[CompactionJob], executors: &[Box<dyn Executor>]) {
+    let parent = &case.job.range;
+    assert_eq!(subs.first().unwrap().range.lower, parent.lower);
+    assert_eq!(subs.last().unwrap().range.upper, parent.upper);
+    for pair in subs.windows(2) {
+        assert!(pair[0].range.upper.is_some());
+        assert_eq!(pair[0].range.upper, pair[1].range.lower);
+    }
+    let (whole, whole_files) = run(&StreamingExecutor, case);
+    let mut concatenated = Vec::new();
+    for sub in subs {
+        assert_eq!(sub.range.intersect(parent), sub.range);
+        let sub_case = with_job(case, sub.clone());
+        for executor in executors {
+            check_against_reference(executor.as_ref(), &sub_case);
+        }
+        let (output, files) = run(&StreamingExecutor, &sub_case);
+        let entries = output_entries(&output, &files);
+        assert_eq!(output.outputs.is_empty(), entries.is_empty());
+        for (key, _) in &entries {
+            assert!(sub.in_range(shale_format::internal_key::extract_user_key(key)));
+        }
+        concatenated.extend(entries);
+    }
+    assert!(
+        concatenated == output_entries(&whole, &whole_files),
+        "the sub-jobs' entries differ from the whole job's ({} vs {})",
+        concatenated.len(),
+        whole.stats.entries_out
+    );
+}
+
+/// A range from two optional bounds, in order.
+fn key_range(a: Option<Vec<u8>>, b: Option<Vec<u8>>) -> KeyRange {
+    match (a, b) {
+        (Some(a), Some(b)) if b < a => KeyRange::new(Some(b), Some(a)),
+        (a, b) => KeyRange::new(a, b),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(std::env::var("SHALE_CONFORMANCE_CASES").ok().and_then(|v| v.parse::<u32>().ok()).map_or(16, |n| n.div_ceil(3))))]
+
+    #[test]
+    fn sub_jobs_match_streaming_and_the_whole_job(
+        case in case(),
+        bounds in (proptest::option::weighted(0.3, user_key()), proptest::option::weighted(0.3, user_key())),
+        cuts in proptest::collection::vec(user_key(), 0..4),
+        min_part_bytes in prop_oneof![Just(1u64), 1u64..8192, Just(1 << 20)],
+        max_parts in 1usize..6,
+    ) {
+        let executors = executors();
+        // The parent itself may be a sub-job (nested splits).
+        let mut parent = case.job.clone();
+        parent.range = key_range(bounds.0, bounds.1);
+        let case = with_job(&case, parent);
+        for executor in &executors {
+            check_against_reference(executor.as_ref(), &case);
+        }
+        // Random cuts (split ignores those outside the parent's range).
+        let mut cuts = cuts;
+        cuts.sort();
+        cuts.dedup();
+        check_sub_jobs(&case, &split(&case.job, &cuts), &executors);
+        // The cuts boundaries() picks.
+        let io = mem_io(&case);
+        let picked = boundaries(&case.job, &io, min_part_bytes, max_parts).unwrap();
+        prop_assert!(picked.len() < max_parts.max(1));
+        prop_assert!(picked.windows(2).all(|w| w[0] < w[1]));
+        let subs = split(&case.job, &picked);
+        prop_assert_eq!(subs.len(), picked.len() + 1);
+        check_sub_jobs(&case, &subs, &executors);
+    }
+}
+
+/// Ranges holding no entry (between two keys, before or after every key,
+/// empty) write no file on any executor, without error.
+#[test]
+fn a_range_without_entries_writes_nothing() {
+    let settings = TableSettings {
+        block_size: 256,
+        ..TableSettings::default()
+    };
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..400u32)
+        .map(|i| {
+            (
+                InternalKey::new(
+                    format!("key{:06}", i * 2).as_bytes(),
+                    1 + u64::from(i),
+                    ValueType::Value,
+                )
+                .into_encoded(),
+                vec![b'x'; 40],
+            )
+        })
+        .collect();
+    let bytes = build_table(&entries, &settings);
+    let job = CompactionJob {
+        id: 1,
+        inputs: vec![InputRun {
+            level: 0,
+            files: vec![job_file(1, &bytes, &entries)],
+        }],
+        output_level: 1,
+        max_output_file_size: 4 << 10,
+        grandparents: vec![],
+        max_grandparent_overlap_bytes: 1 << 30,
+        smallest_snapshot: 0,
+        deeper_levels: vec![],
+        table: settings,
+        range: KeyRange::FULL,
+    };
+    let case = Case {
+        job,
+        files: vec![(1, bytes)],
+    };
+    let key = |s: &str| Some(s.as_bytes().to_vec());
+    let executors = executors();
+    for range in [
+        KeyRange::new(key("key000101"), key("key000102")),
+        KeyRange::new(None, key("key000000")),
+        KeyRange::new(key("key000799"), None),
+        KeyRange::new(key("key000300"), key("key000300")),
+        KeyRange::new(key("key000500"), key("key000300")),
+    ] {
+        let mut job = case.job.clone();
+        job.range = range.clone();
+        let empty = with_job(&case, job);
+        let (output, files) = run(&StreamingExecutor, &empty);
+        assert!(output.outputs.is_empty() && files.is_empty(), "{range:?}");
+        for executor in &executors {
+            check_against_reference(executor.as_ref(), &empty);
+        }
+    }
+    // A one-key range in the middle of a block: exactly that key.
+    let mut job = case.job.clone();
+    job.range = KeyRange::new(key("key000100"), key("key000101"));
+    let one = with_job(&case, job);
+    let (output, files) = run(&StreamingExecutor, &one);
+    assert_eq!(output_entries(&output, &files).len(), 1);
+    for executor in &executors {
+        check_against_reference(executor.as_ref(), &one);
     }
 }
