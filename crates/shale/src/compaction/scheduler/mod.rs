@@ -247,7 +247,9 @@ impl Scheduler {
         // Each round picks at most one job; a level that yields nothing is
         // not tried again this refill.
         let mut exhausted = [false; NUM_LEVELS];
-        loop {
+        // Every pick takes work off a level's score, so this ends; the
+        // bound only guards against a rule that would not.
+        for _ in 0..NUM_LEVELS * self.max_queue_depth {
             let scores = priority::trigger_scores(version, options, &self.taken_work());
             let level = priority::levels_by_priority(&scores, l0_urgent)
                 .into_iter()
@@ -312,10 +314,11 @@ impl Scheduler {
                 continue;
             }
             if self.conflicts_with_others(&plan, None) {
-                if level != 0 {
+                // L0 cannot wait behind deeper jobs that are only queued; it
+                // never evicts another L0 job (that would pick forever).
+                if level != 0 || self.conflicts_with_queued_at(&plan, 0) {
                     continue;
                 }
-                // L0 cannot wait behind jobs that are only queued.
                 self.evict_queued_conflicting(&plan);
             }
             if self.cross_level {
@@ -336,6 +339,13 @@ impl Scheduler {
             });
         }
         None
+    }
+
+    fn conflicts_with_queued_at(&self, plan: &CompactionPlan, level: usize) -> bool {
+        let record = plan.running();
+        self.queues[level]
+            .iter()
+            .any(|j| j.plan.running().conflicts_with(&record))
     }
 
     fn evict_queued_conflicting(&mut self, plan: &CompactionPlan) {

@@ -285,3 +285,39 @@ fn manual_jobs_are_queued_and_taken_by_ticket() {
     s.finish(ticket);
     assert!(s.is_idle());
 }
+
+#[test]
+fn refill_ends_when_l0_jobs_overlap_each_other() {
+    // Eight overlapping L0 files: one L0 job takes them all; a second pick
+    // would need the same files and must not evict the first.
+    let files: Vec<(usize, u64, &str, &str, u64)> =
+        (0..8).map(|n| (0, 20 + n, "a", "z", 10)).collect();
+    let v = version(&files);
+    let opts = options();
+    let mut s = Scheduler::new(&opts);
+    let queued = s.refill(&v, &opts);
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0].plan.inputs[0].len(), 8);
+    assert_eq!(s.counts.dropped_stale, 0);
+    assert!(s.refill(&v, &opts).is_empty());
+}
+
+#[test]
+fn refill_ends_when_two_l0_jobs_need_the_same_l1_file() {
+    // Two L0 key ranges over one L1 file too big for either job to grow
+    // into the other: each L0 job needs that file. Evicting each other
+    // would pick forever; the second waits instead.
+    let mut files: Vec<(usize, u64, &str, &str, u64)> = Vec::new();
+    for n in 0..4 {
+        files.push((0, 20 + n, "a", "b", 10));
+        files.push((0, 30 + n, "y", "z", 10));
+    }
+    files.push((1, 5, "b", "y", 1 << 40));
+    let v = version(&files);
+    let opts = options();
+    let mut s = Scheduler::new(&opts);
+    let queued = s.refill(&v, &opts);
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert_eq!(s.counts.dropped_stale, 0, "no L0 job evicted another");
+    assert!(s.refill(&v, &opts).is_empty());
+}
