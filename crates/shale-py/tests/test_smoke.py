@@ -1,0 +1,3 @@
+def test_import():
+    import shaledb
+    assert shaledb.__leveldb_version__ == "1.23"
