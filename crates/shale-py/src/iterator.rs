@@ -134,10 +134,7 @@ struct EngineBounds {
 /// prefixed view (`db_prefix`) or a snapshot of either; plyvel's rules:
 /// `prefix` excludes `start` and `stop`; a prefixed view's range is its
 /// prefix, narrowed by `start` and `stop` given relative to it.
-fn engine_bounds(
-    db_prefix: Option<&[u8]>,
-    args: &IteratorArgs,
-) -> PyResult<EngineBounds> {
+fn engine_bounds(db_prefix: Option<&[u8]>, args: &IteratorArgs) -> PyResult<EngineBounds> {
     let mut start = args.start.clone();
     let mut stop = args.stop.clone();
     let mut prefix = args.prefix.clone();
@@ -418,13 +415,16 @@ impl Iterator {
             .ok_or_else(|| pyo3::exceptions::PyStopIteration::new_err(()))
     }
 
-    /// Rewinds to the start of the range (the end, for a reverse iterator).
+    /// Moves before the start of the range: `next()` of a forward iterator
+    /// returns the first entry again. As in plyvel this is the start of the
+    /// key range whatever the direction, so a reverse iterator is then
+    /// exhausted (`seek_to_stop()` rewinds it).
     fn seek_to_start(&self, py: Python<'_>) -> PyResult<()> {
         self.set_position(py, Position::BeforeStart)
     }
 
-    /// Fast-forwards past the end of the range: `next()` stops, `prev()`
-    /// returns the last entry.
+    /// Moves past the end of the key range: `next()` of a forward iterator
+    /// stops, `prev()` returns the last entry.
     fn seek_to_stop(&self, py: Python<'_>) -> PyResult<()> {
         self.set_position(py, Position::AfterStop)
     }
