@@ -325,8 +325,8 @@ impl Db {
     }
 
     /// A consistent point-in-time view.
-    fn snapshot(&self) -> PyResult<Snapshot> {
-        Snapshot::new(self.shared.clone(), Vec::new())
+    fn snapshot(&self, py: Python<'_>) -> PyResult<Snapshot> {
+        Snapshot::new(py, self.shared.clone(), Vec::new())
     }
 
     /// A property as bytes, or `None` for an unknown name. LevelDB's names

@@ -131,8 +131,8 @@ impl PrefixedDB {
         )
     }
 
-    fn snapshot(&self) -> PyResult<Snapshot> {
-        Snapshot::new(self.db.get().shared().clone(), self.prefix.clone())
+    fn snapshot(&self, py: Python<'_>) -> PyResult<Snapshot> {
+        Snapshot::new(py, self.db.get().shared().clone(), self.prefix.clone())
     }
 
     /// A view with `prefix` appended to this view's prefix.
