@@ -1,0 +1,202 @@
+//! `DB(...)`'s keyword arguments onto `shale::Options`.
+//!
+//! plyvel's arguments keep their names and meanings; an argument left at
+//! `None` (or left out) keeps the engine's default, as plyvel leaves
+//! LevelDB's. Differences, all documented in the package docstring:
+//!
+//! * `bloom_filter_bits` left out gives the engine's 10-bit Bloom filter
+//!   (plyvel: none); `0` turns it off as in plyvel. The filter is LevelDB's,
+//!   so files stay readable by LevelDB either way.
+//! * `comparator` / `comparator_name`: checked as plyvel checks them, then
+//!   refused: the engine orders keys bytewise only.
+//!
+//! The ShaleDB extras (executor, scheduler and L0 trigger options) are
+//! keyword arguments named after the fields of `shale::Options`.
+
+use std::str::FromStr;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString};
+use shale::shale_compact::opencl::PlacementPolicy;
+
+use crate::errors::Error;
+
+/// The plyvel arguments this module accepts besides `name`, in plyvel's
+/// order, then the ShaleDB extras.
+pub const PLYVEL_ARGUMENTS: &[&str] = &[
+    "create_if_missing",
+    "error_if_exists",
+    "paranoid_checks",
+    "write_buffer_size",
+    "max_open_files",
+    "lru_cache_size",
+    "block_size",
+    "block_restart_interval",
+    "max_file_size",
+    "compression",
+    "bloom_filter_bits",
+    "comparator",
+    "comparator_name",
+];
+
+/// Builds engine options from the keyword arguments of `function` (for
+/// error messages: `DB`, `repair_db`).
+pub fn parse_options(
+    function: &str,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<shale::Options> {
+    let mut options = shale::Options::default();
+    let mut comparator: Option<Bound<'_, PyAny>> = None;
+    let mut comparator_name: Option<Bound<'_, PyAny>> = None;
+    let Some(kwargs) = kwargs else {
+        return Ok(options);
+    };
+    for (key, value) in kwargs.iter() {
+        let key: String = key.extract()?;
+        if value.is_none() {
+            // plyvel: None means "LevelDB's default", except for
+            // `compression`, where None means no compression.
+            if key == "compression" {
+                options.snappy = false;
+            } else if !is_known(&key) {
+                return Err(unexpected(function, &key));
+            }
+            continue;
+        }
+        let name = key.as_str();
+        match name {
+            "create_if_missing" => options.create_if_missing = flag(&value, name)?,
+            "error_if_exists" => options.error_if_exists = flag(&value, name)?,
+            "paranoid_checks" => options.paranoid_checks = flag(&value, name)?,
+            "write_buffer_size" => options.write_buffer_size = value.extract()?,
+            "max_open_files" => options.max_open_files = value.extract()?,
+            "lru_cache_size" => options.block_cache_size = value.extract()?,
+            "block_size" => options.block_size = value.extract()?,
+            "block_restart_interval" => options.block_restart_interval = value.extract()?,
+            "max_file_size" => options.max_file_size = value.extract()?,
+            "compression" => options.snappy = snappy(&value)?,
+            "bloom_filter_bits" => {
+                let bits: i64 = value.extract()?;
+                options.bloom_bits_per_key = if bits > 0 {
+                    Some(u32::try_from(bits).map_err(|_| {
+                        PyValueError::new_err(format!("bloom_filter_bits is too large: {bits}"))
+                    })?)
+                } else {
+                    None
+                };
+            }
+            "comparator" => comparator = Some(value),
+            "comparator_name" => comparator_name = Some(value),
+            // ShaleDB extras.
+            "compaction_executor" => options.compaction_executor = value.extract()?,
+            "max_background_compactions" => options.max_background_compactions = value.extract()?,
+            "compaction_threads" => options.compaction_threads = value.extract()?,
+            "compaction_nice" => options.compaction_nice = value.extract()?,
+            "compaction_memory_budget" => options.compaction_memory_budget = value.extract()?,
+            "l0_compaction_trigger" => options.l0_compaction_trigger = value.extract()?,
+            "l0_slowdown_writes_trigger" => options.l0_slowdown_writes_trigger = value.extract()?,
+            "l0_stop_writes_trigger" => options.l0_stop_writes_trigger = value.extract()?,
+            "max_bytes_for_level_base" => options.max_bytes_for_level_base = value.extract()?,
+            "level_multiplier" => options.level_multiplier = value.extract()?,
+            "seek_compaction" => options.seek_compaction = flag(&value, name)?,
+            "direct_io_for_compaction" => options.direct_io_for_compaction = flag(&value, name)?,
+            "opencl_max_device_files" => options.opencl_max_device_files = value.extract()?,
+            "opencl_memory_budget" => options.opencl_memory_budget = Some(value.extract()?),
+            "opencl_placement" => {
+                let text: String = value.extract()?;
+                options.opencl_placement =
+                    PlacementPolicy::from_str(&text).map_err(PyValueError::new_err)?;
+            }
+            other => return Err(unexpected(function, other)),
+        }
+    }
+    check_comparator(comparator.as_ref(), comparator_name.as_ref())?;
+    Ok(options)
+}
+
+/// The ShaleDB extras, after plyvel's arguments.
+pub const SHALE_ARGUMENTS: &[&str] = &[
+    "compaction_executor",
+    "max_background_compactions",
+    "compaction_threads",
+    "compaction_nice",
+    "compaction_memory_budget",
+    "l0_compaction_trigger",
+    "l0_slowdown_writes_trigger",
+    "l0_stop_writes_trigger",
+    "max_bytes_for_level_base",
+    "level_multiplier",
+    "seek_compaction",
+    "direct_io_for_compaction",
+    "opencl_max_device_files",
+    "opencl_memory_budget",
+    "opencl_placement",
+];
+
+fn is_known(name: &str) -> bool {
+    PLYVEL_ARGUMENTS.contains(&name) || SHALE_ARGUMENTS.contains(&name)
+}
+
+fn unexpected(function: &str, name: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "{function}() got an unexpected keyword argument '{name}'"
+    ))
+}
+
+/// A `bool` argument: plyvel types these as `bool`, so `1` is refused.
+fn flag(value: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
+    value
+        .extract()
+        .map_err(|_| PyTypeError::new_err(format!("'{name}' must be a bool")))
+}
+
+/// `compression`: `'snappy'` (str or bytes) or `None` (handled by the
+/// caller); anything else is refused as plyvel refuses it.
+fn snappy(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let text = if let Ok(text) = value.downcast::<PyString>() {
+        text.to_cow()?.into_owned()
+    } else if let Ok(bytes) = value.downcast::<PyBytes>() {
+        String::from_utf8_lossy(bytes.as_bytes()).into_owned()
+    } else {
+        return Err(PyTypeError::new_err(
+            "'compression' must be None or a string",
+        ));
+    };
+    if text == "snappy" {
+        Ok(true)
+    } else {
+        Err(PyValueError::new_err(
+            "'compression' must be None or 'snappy'",
+        ))
+    }
+}
+
+/// plyvel's checks on `comparator` and `comparator_name`, then the refusal:
+/// the engine compares user keys bytewise and nothing else.
+fn check_comparator(
+    comparator: Option<&Bound<'_, PyAny>>,
+    comparator_name: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    match (comparator, comparator_name) {
+        (None, None) => Ok(()),
+        (Some(_), None) | (None, Some(_)) => Err(PyValueError::new_err(
+            "'comparator' and 'comparator_name' must be specified together",
+        )),
+        (Some(comparator), Some(name)) => {
+            if !comparator.is_callable() {
+                return Err(PyTypeError::new_err(
+                    "custom comparator object must be callable",
+                ));
+            }
+            if !name.is_instance_of::<PyBytes>() {
+                return Err(PyTypeError::new_err("'comparator_name' must be bytes"));
+            }
+            Err(Error::new_err(
+                "custom comparators are not supported by ShaleDB yet: keys are ordered \
+                 bytewise (LevelDB's leveldb.BytewiseComparator); open the database \
+                 without comparator= and comparator_name=",
+            ))
+        }
+    }
+}
