@@ -92,6 +92,12 @@ pub fn parse_options(
             "compaction_executor" => options.compaction_executor = value.extract()?,
             "max_background_compactions" => options.max_background_compactions = value.extract()?,
             "compaction_threads" => options.compaction_threads = value.extract()?,
+            "max_subcompactions" => options.max_subcompactions = value.extract()?,
+            "cross_level_compaction" => options.cross_level_compaction = flag(&value, name)?,
+            "compaction_pick" => {
+                let text: String = value.extract()?;
+                options.compaction_pick = text.parse().map_err(PyValueError::new_err)?;
+            }
             "compaction_nice" => options.compaction_nice = value.extract()?,
             "compaction_memory_budget" => options.compaction_memory_budget = value.extract()?,
             "l0_compaction_trigger" => options.l0_compaction_trigger = value.extract()?,
@@ -120,6 +126,9 @@ pub const SHALE_ARGUMENTS: &[&str] = &[
     "compaction_executor",
     "max_background_compactions",
     "compaction_threads",
+    "max_subcompactions",
+    "cross_level_compaction",
+    "compaction_pick",
     "compaction_nice",
     "compaction_memory_budget",
     "l0_compaction_trigger",

@@ -9,15 +9,19 @@
 //!                        "read_seconds", "unpack_seconds", "merge_seconds",
 //!                        "gc_seconds", "pack_seconds", "write_seconds",
 //!                        "megabytes_per_second"}},
-//!   "fallbacks": {"jobs", "last_reason"},                   # device -> CPU
+//!   "fallbacks": {"jobs", "last_reason"},    # off the first executor of a chain
+//!   "scheduler": {"queue_lengths", "running", "queued", "completed",
+//!                 "dropped_stale", "trivial_moves", "cross_level",
+//!                 "split_jobs", "subcompactions",
+//!                 "executor_bytes_per_second"},
 //!   "stalls": {"slowdown_count", "slowdown_seconds", "stop_count",
 //!              "stop_seconds"},
 //! }
 //! ```
 //!
-//! Files and bytes per level, and the fallback count, are read from the
-//! `shale.sstables` and `shale.executors` properties: the engine has no
-//! structured accessor for them today.
+//! Everything comes from the engine's structured accessors
+//! (`level_stats`, `level_sizes`, `executor_stats`, `scheduler_stats`,
+//! `stall_stats`), not from property text.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -26,7 +30,7 @@ use shale::shale_compact::job::PhaseStats;
 /// One level's files now and the work that wrote to it since open.
 #[derive(Debug, Default)]
 struct LevelRow {
-    files: u64,
+    files: usize,
     bytes: u64,
     stats: shale::db::LevelStats,
 }
@@ -36,31 +40,27 @@ struct LevelRow {
 pub struct Stats {
     levels: Vec<LevelRow>,
     executors: Vec<(String, u64, PhaseStats)>,
-    fallbacks: (u64, Option<String>),
+    scheduler: shale::SchedulerStats,
     stalls: shale::StallStats,
 }
 
 impl Stats {
     /// Reads the counters of `db`.
     pub fn collect(db: &shale::DB) -> Stats {
-        let mut levels: Vec<LevelRow> = db
+        let levels: Vec<LevelRow> = db
             .level_stats()
             .into_iter()
-            .map(|stats| LevelRow {
+            .zip(db.level_sizes())
+            .map(|(stats, (files, bytes))| LevelRow {
+                files,
+                bytes,
                 stats,
-                ..LevelRow::default()
             })
             .collect();
-        for (level, bytes) in table_sizes(&db.property("shale.sstables").unwrap_or_default()) {
-            if let Some(row) = levels.get_mut(level) {
-                row.files += 1;
-                row.bytes += bytes;
-            }
-        }
         Stats {
             levels,
             executors: db.executor_stats(),
-            fallbacks: fallbacks(&db.property("shale.executors").unwrap_or_default()),
+            scheduler: db.scheduler_stats(),
             stalls: db.stall_stats(),
         }
     }
@@ -106,9 +106,30 @@ impl Stats {
         }
         out.set_item("executors", executors)?;
         let fallbacks = PyDict::new(py);
-        fallbacks.set_item("jobs", self.fallbacks.0)?;
-        fallbacks.set_item("last_reason", self.fallbacks.1.as_deref())?;
+        fallbacks.set_item("jobs", self.scheduler.fallbacks)?;
+        fallbacks.set_item("last_reason", self.scheduler.last_fallback.as_deref())?;
         out.set_item("fallbacks", fallbacks)?;
+        let scheduler = PyDict::new(py);
+        scheduler.set_item("queue_lengths", self.scheduler.queue_lengths.to_vec())?;
+        scheduler.set_item("running", self.scheduler.running)?;
+        let c = &self.scheduler.counts;
+        for (name, value) in [
+            ("queued", c.queued),
+            ("completed", c.completed),
+            ("dropped_stale", c.dropped_stale),
+            ("trivial_moves", c.trivial_moves),
+            ("cross_level", c.cross_level),
+            ("split_jobs", c.split_jobs),
+            ("subcompactions", c.subcompactions),
+        ] {
+            scheduler.set_item(name, value)?;
+        }
+        let throughput = PyDict::new(py);
+        for (name, record) in &self.scheduler.executors {
+            throughput.set_item(name, record.throughput())?;
+        }
+        scheduler.set_item("executor_bytes_per_second", throughput)?;
+        out.set_item("scheduler", scheduler)?;
         let stalls = PyDict::new(py);
         stalls.set_item("slowdown_count", self.stalls.slowdown_count)?;
         stalls.set_item("slowdown_seconds", self.stalls.slowdown_micros as f64 / 1e6)?;
@@ -117,46 +138,4 @@ impl Stats {
         out.set_item("stalls", stalls)?;
         Ok(out.into_any().unbind())
     }
-}
-
-/// `(level, file size)` of every table in the `shale.sstables` listing:
-/// `--- level N ---` headers, then one ` number:size[smallest .. largest]`
-/// line per table.
-fn table_sizes(listing: &str) -> Vec<(usize, u64)> {
-    let mut level = None;
-    let mut out = Vec::new();
-    for line in listing.lines() {
-        if let Some(header) = line.strip_prefix("--- level ") {
-            level = header.trim_end_matches(" ---").trim().parse().ok();
-            continue;
-        }
-        let size = line
-            .split('[')
-            .next()
-            .and_then(|head| head.split(':').nth(1))
-            .and_then(|size| size.trim().parse::<u64>().ok());
-        if let (Some(level), Some(size)) = (level, size) {
-            out.push((level, size));
-        }
-    }
-    out
-}
-
-/// The count and last reason from the `fallback: N jobs ... (last reason:
-/// R)` line of `shale.executors`, or `(0, None)`.
-fn fallbacks(executors: &str) -> (u64, Option<String>) {
-    for line in executors.lines() {
-        if let Some(rest) = line.strip_prefix("fallback: ") {
-            let jobs = rest
-                .split_whitespace()
-                .next()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            let reason = rest
-                .split_once("(last reason: ")
-                .map(|(_, reason)| reason.trim_end().trim_end_matches(')').to_string());
-            return (jobs, reason);
-        }
-    }
-    (0, None)
 }

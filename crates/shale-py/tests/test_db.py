@@ -195,6 +195,10 @@ def test_shaledb_extras(tmp_path):
     assert streaming["jobs"] > 0 and streaming["bytes_read"] > 0
     assert streaming["seconds"] >= 0
     assert stats["fallbacks"] == {"jobs": 0, "last_reason": None}
+    scheduler = stats["scheduler"]
+    assert scheduler["queue_lengths"] == [0] * 7 and scheduler["running"] == 0
+    assert scheduler["completed"] > 0
+    assert scheduler["executor_bytes_per_second"]["streaming"] > 0
     assert set(stats["stalls"]) == {"slowdown_count", "slowdown_seconds", "stop_count", "stop_seconds"}
 
 

@@ -27,7 +27,7 @@ pub mod verify;
 pub mod version;
 pub mod version_set;
 
-pub use db::{destroy, StallStats, DB};
+pub use db::{destroy, SchedulerStats, StallStats, DB};
 pub use db_iter::DbIterator;
 pub use options::{Options, ReadOptions, WriteOptions};
 pub use shale_compact;

@@ -102,8 +102,11 @@ impl DbInner {
 
     /// Revalidates and refills the queues, then takes a job for `lane`.
     fn schedule_next(&self, lane: Lane) -> Option<ScheduledJob> {
-        let version = self.lock_state().current.clone();
         let mut scheduler = self.lock_scheduler();
+        // Read under the scheduler lock: a job that installed since could
+        // otherwise be finished in the scheduler but missing from the
+        // version read, and a pick would overlap its outputs.
+        let version = self.lock_state().current.clone();
         self.refill(&mut scheduler, &version);
         let end = self.queue_end(&scheduler, lane);
         scheduler.take(&version, &self.options, end)
@@ -363,8 +366,10 @@ impl DbInner {
                 if let Some(err) = self.lock_state().bg_error.clone() {
                     return Err(err);
                 }
-                // The version only describes the plan: held while the job
-                // runs, it would keep the inputs alive past the install.
+                let mut scheduler = self.lock_scheduler();
+                // Planned from the version read under the scheduler lock (see
+                // `schedule_next`); not held while the job runs, where it
+                // would keep the inputs alive past the install.
                 let plan = {
                     let version = self.lock_state().current.clone();
                     if !version.overlaps(level, begin, end) {
@@ -376,7 +381,6 @@ impl DbInner {
                     break;
                 };
                 let taken = {
-                    let mut scheduler = self.lock_scheduler();
                     scheduler.enqueue_manual(plan).and_then(|ticket| {
                         match scheduler.take_ticket(ticket) {
                             Some(job) => Some(job),
@@ -387,6 +391,7 @@ impl DbInner {
                         }
                     })
                 };
+                drop(scheduler);
                 match taken {
                     Some(job) => {
                         // On the device when there is one, as thread 0 would.

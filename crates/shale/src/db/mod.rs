@@ -2,9 +2,10 @@
 //! shared state the write path and the background threads work on.
 //!
 //! Locks: `versions` (the MANIFEST, held across its fsync), `state`
-//! (everything else, held briefly) and `scheduler` (the compaction queues,
-//! a leaf: code holding it takes no other lock). Code holding `versions` may
-//! take `state`; code holding `state` never takes `versions`. The WAL writer
+//! (everything else, held briefly) and `scheduler` (the compaction queues).
+//! Code holding `versions` may take `state`; code holding `state` never
+//! takes `versions` or `scheduler`; code holding `scheduler` may take
+//! `state` (picks read the current version under it), never `versions`. The WAL writer
 //! is owned by whichever writer leads the current write group (see
 //! `write.rs`).
 
@@ -68,10 +69,29 @@ impl std::fmt::Debug for DB {
     }
 }
 
+/// The scheduler's state and counters ([`DB::scheduler_stats`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedulerStats {
+    /// Jobs waiting per level.
+    pub queue_lengths: [usize; NUM_LEVELS],
+    /// Jobs running.
+    pub running: usize,
+    /// Per executor: jobs, bytes, seconds, recent throughput, failures.
+    pub executors: Vec<(String, crate::compaction::scheduler::book::ExecutorRecord)>,
+    /// Jobs queued, completed, dropped, cross-level, split, ...
+    pub counts: crate::compaction::scheduler::SchedulerCounts,
+    /// Jobs that ran on another executor than their first choice.
+    pub fallbacks: u64,
+    /// Why the last one did.
+    pub last_fallback: Option<String>,
+}
+
 /// Counters of time writers spent throttled.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StallStats {
-    /// Writes delayed by 1 ms because L0 reached the slowdown trigger.
+    /// Sleeps of the write throttle (L0 at or past the slowdown trigger:
+    /// each write owes a delay that follows the compaction debt, slept once
+    /// at least 100 us is owed).
     pub slowdown_count: u64,
     /// Microseconds spent in those delays.
     pub slowdown_micros: u64,
@@ -244,7 +264,8 @@ impl DB {
             _lock: lock,
         });
         inner.recover()?;
-        inner.lock_scheduler().compact_pointers = inner.lock_versions().compact_pointers.clone();
+        let pointers = inner.lock_versions().compact_pointers.clone();
+        inner.lock_scheduler().compact_pointers = pointers;
         shale_log!(
             inner.info_log,
             "Scheduler: {} compaction threads, up to {} sub-compactions, pick {}, cross-level {}; {}",
@@ -351,6 +372,31 @@ impl DB {
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
+    }
+
+    /// Files and bytes at each level now.
+    pub fn level_sizes(&self) -> [(usize, u64); NUM_LEVELS] {
+        let version = self.inner.lock_state().current.clone();
+        std::array::from_fn(|level| (version.num_files(level), version.level_bytes(level)))
+    }
+
+    /// What the compaction scheduler has queued and running, what each
+    /// executor did, and its counters (the `shale.scheduler` property as
+    /// data).
+    pub fn scheduler_stats(&self) -> SchedulerStats {
+        let scheduler = self.inner.lock_scheduler();
+        SchedulerStats {
+            queue_lengths: scheduler.queue_lengths(),
+            running: scheduler.running().len(),
+            executors: scheduler
+                .book
+                .records()
+                .map(|(name, record)| (name.to_string(), record.clone()))
+                .collect(),
+            counts: scheduler.counts,
+            fallbacks: scheduler.book.fallbacks,
+            last_fallback: scheduler.book.last_fallback.clone(),
+        }
     }
 
     /// The directory of the database.
