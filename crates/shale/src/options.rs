@@ -59,8 +59,9 @@ pub struct Options {
     pub max_background_compactions: usize,
     /// Executor for compactions, by name: `auto` (the default: the
     /// scheduler chooses per job from the executors' measured throughput and
-    /// the cores left to the foreground; an OpenCL device when there is one
-    /// and placement allows), `parallel` (data-parallel phases on CPU
+    /// the cores left to the foreground; an OpenCL GPU when there is one and
+    /// placement allows — an OpenCL device on the CPU, such as PoCL, is left
+    /// out), `parallel` (data-parallel phases on CPU
     /// threads), `streaming` (the reference) or `opencl`. A named executor
     /// still falls back along the chain (device -> `parallel` ->
     /// `streaming`) when it fails a job.

@@ -119,6 +119,21 @@ impl Executors {
                     ..opencl_options(options)
                 };
                 match OpenClExecutor::new(device_options) {
+                    // An OpenCL device on the CPU (PoCL) competes with the
+                    // CPU executors for the same cores: `auto` offloads only
+                    // to a GPU; `opencl` named uses any device.
+                    Ok(executor)
+                        if choice == ExecutorChoice::Auto && !executor.device_info().is_gpu =>
+                    {
+                        let info = executor.device_info();
+                        (
+                            None,
+                            Some(format!(
+                                "the OpenCL device {} ({}) is not a GPU; auto offloads only to a GPU",
+                                info.name, info.platform
+                            )),
+                        )
+                    }
                     Ok(executor) => {
                         let facts = DeviceFacts {
                             policy: options.opencl_placement,
