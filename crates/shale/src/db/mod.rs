@@ -91,7 +91,7 @@ pub struct SchedulerStats {
 pub struct StallStats {
     /// Sleeps of the write throttle (L0 at or past the slowdown trigger:
     /// each write owes a delay that follows the compaction debt, slept once
-    /// at least 100 us is owed).
+    /// at least 1 ms is owed).
     pub slowdown_count: u64,
     /// Microseconds spent in those delays.
     pub slowdown_micros: u64,
