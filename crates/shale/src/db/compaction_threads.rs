@@ -216,7 +216,7 @@ impl DbInner {
                 String::new()
             }
         );
-        let ran = self.run_chain(&job, &chain, parts)?;
+        let ran = self.run_chain(&job, &chain, parts, &|name| self.executors.by_name(name))?;
         let result = self.install_compaction(plan, &ran.output, started);
         // A failed install may still have written the MANIFEST record that
         // names the outputs, so they are kept while the database is in
@@ -302,13 +302,20 @@ impl DbInner {
     /// executor's failure hands the job (from scratch, its files deleted) to
     /// the next one; corrupt input, an I/O error, or a failure of the last
     /// executor (the reference), is the job's failure.
-    fn run_chain(&self, job: &CompactionJob, chain: &Chain, parts: usize) -> Result<Ran<'_>> {
+    /// `executor` resolves the chain's names (the database's executors).
+    fn run_chain(
+        &self,
+        job: &CompactionJob,
+        chain: &Chain,
+        parts: usize,
+        executor: &dyn Fn(&str) -> Option<Arc<dyn Executor>>,
+    ) -> Result<Ran<'_>> {
         let mut fallback = chain
             .kept_off_device
             .as_ref()
             .map(|why| format!("placed on the CPU: {why}"));
         for (i, name) in chain.executors.iter().enumerate() {
-            let Some(executor) = self.executors.by_name(name) else {
+            let Some(executor) = executor(name) else {
                 continue;
             };
             let io = EngineJobIo::new(self);
@@ -533,5 +540,141 @@ fn run_in_parts(
             executor.name(),
             "no sub-compaction ran",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The executor chain on a real database (in memory) with an executor
+    //! that fails: the job goes on to the next executor, the failed
+    //! attempt's files are deleted, the failure and the fallback are
+    //! counted; corrupt input and the last executor's failure are not
+    //! passed on.
+
+    use std::sync::Arc;
+
+    use shale_compact::job::{CompactionJob, CompactionOutput, Executor, JobIo};
+    use shale_compact::opencl::OPENCL;
+    use shale_compact::streaming::{StreamingExecutor, STREAMING};
+    use shale_format::{Error, Result};
+
+    use crate::compaction::picker;
+    use crate::compaction::scheduler::placement::Chain;
+    use crate::env::{Env, MemEnv};
+    use crate::options::{Options, WriteOptions};
+    use crate::DB;
+
+    /// Writes one output file, then fails with `error`.
+    #[derive(Debug)]
+    struct Failing(Error);
+
+    impl Executor for Failing {
+        fn name(&self) -> &'static str {
+            OPENCL
+        }
+        fn run(&self, _job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
+            let (_number, mut sink) = io.create_output()?;
+            std::io::Write::write_all(&mut sink, b"half a table")
+                .map_err(|e| Error::io("writing", e))?;
+            Err(self.0.clone())
+        }
+    }
+
+    fn database() -> (Arc<dyn Env>, DB) {
+        let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+        let options = Options {
+            create_if_missing: true,
+            env: env.clone(),
+            l0_compaction_trigger: 100,
+            l0_slowdown_writes_trigger: 100,
+            l0_stop_writes_trigger: 100,
+            ..Options::default()
+        };
+        let db = DB::open("/chain", options).unwrap();
+        for round in 0..3 {
+            for i in 0..200u32 {
+                let key = format!("key{i:04}");
+                db.put(
+                    &WriteOptions::default(),
+                    key.as_bytes(),
+                    format!("{round}").as_bytes(),
+                )
+                .unwrap();
+            }
+            db.flush().unwrap();
+        }
+        (env, db)
+    }
+
+    fn tables(env: &Arc<dyn Env>) -> Vec<String> {
+        let mut names: Vec<String> = env
+            .children(std::path::Path::new("/chain"))
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.ends_with(".ldb"))
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn run(db: &DB, failure: Error) -> Result<(String, Option<String>)> {
+        let inner = &db.inner;
+        let version = inner.lock_state().current.clone();
+        let plan = picker::plan_for_range(&version, &inner.options, 0, None, None).unwrap();
+        let job = plan.to_job(1, &version, u64::MAX, &inner.options);
+        drop(version);
+        let chain = Chain {
+            executors: vec![OPENCL, STREAMING],
+            reason: "test".into(),
+            kept_off_device: None,
+        };
+        let failing: Arc<dyn Executor> = Arc::new(Failing(failure));
+        let resolve = |name: &str| -> Option<Arc<dyn Executor>> {
+            match name {
+                OPENCL => Some(failing.clone()),
+                _ => Some(Arc::new(StreamingExecutor)),
+            }
+        };
+        let ran = inner.run_chain(&job, &chain, 1, &resolve)?;
+        ran.io.release(true);
+        Ok((ran.output.executor, ran.output.fallback))
+    }
+
+    #[test]
+    fn a_failing_executor_hands_the_job_to_the_next() {
+        let (env, db) = database();
+        let before = tables(&env);
+        let (executor, fallback) = run(
+            &db,
+            Error::executor_failed(OPENCL, "the device fell off the bus"),
+        )
+        .unwrap();
+        assert_eq!(executor, STREAMING);
+        let fallback = fallback.unwrap();
+        assert!(fallback.contains("fell off the bus"), "{fallback}");
+        // The failed attempt's file is gone; the streaming outputs were
+        // released (deleted) by the test: the directory is as before.
+        assert_eq!(tables(&env), before);
+        let scheduler = db.scheduler_stats();
+        let (_, record) = scheduler
+            .executors
+            .iter()
+            .find(|(name, _)| name == OPENCL)
+            .unwrap();
+        assert_eq!(record.failures, 1);
+    }
+
+    #[test]
+    fn corrupt_input_and_disk_errors_are_not_passed_on() {
+        let (env, db) = database();
+        let before = tables(&env);
+        let corrupt = run(&db, Error::corruption(7, "bad block").at("000005.ldb", 0));
+        assert!(
+            matches!(corrupt, Err(Error::Corruption { .. })),
+            "{corrupt:?}"
+        );
+        let disk = run(&db, Error::io("writing", std::io::Error::other("no space")));
+        assert!(matches!(disk, Err(Error::Io { .. })), "{disk:?}");
+        assert_eq!(tables(&env), before, "failed attempts leave no file");
     }
 }
