@@ -133,12 +133,28 @@ fn cross_level_jobs_write_once_and_keep_every_write() {
 
 /// Writers on disjoint key ranges, readers checking what their writer
 /// acknowledged, iterators and snapshots that must stay consistent, and
-/// `compact_range`, with 1, 2 and 4 compaction threads and every CPU
-/// executor.
+/// `compact_range`, with 1, 2 and 4 compaction threads and every executor
+/// (`opencl` with 2 threads, when there is a device).
 #[test]
 fn concurrent_work_with_several_compaction_threads_and_every_executor() {
+    // OpenCL (PoCL in CI) when this machine has a device.
+    let opencl = match shale::db::executor_by_name("opencl", &Options::default()) {
+        Ok(_) => true,
+        Err(err) => {
+            assert!(
+                std::env::var_os("SHALE_REQUIRE_OPENCL").is_none(),
+                "OpenCL required: {err}"
+            );
+            eprintln!("leaving opencl out: {err}");
+            false
+        }
+    };
     for threads in [1usize, 2, 4] {
-        for executor in ["streaming", "parallel", "auto"] {
+        let mut executors = vec!["streaming", "parallel", "auto"];
+        if opencl && threads == 2 {
+            executors.push("opencl");
+        }
+        for executor in executors {
             let env: Arc<dyn Env> = Arc::new(MemEnv::new());
             let options = Options {
                 max_background_compactions: threads,
