@@ -139,8 +139,6 @@ pub fn subcompaction_parts(
 pub struct Debt {
     /// Files in L0.
     pub l0_files: usize,
-    /// Bytes above their targets at levels >= 1, not yet picked up.
-    pub pending_bytes: u64,
     /// Input bytes per second compactions into L1 reached lately (`None`
     /// before the first one).
     pub l0_drain_rate: Option<f64>,
@@ -281,7 +279,6 @@ mod tests {
         let options = Options::default(); // slowdown 8, stop 12
         let debt = |l0_files| Debt {
             l0_files,
-            pending_bytes: 0,
             l0_drain_rate: Some(100e6),
         };
         assert_eq!(write_delay(1000, &debt(7), &options), Duration::ZERO);

@@ -204,7 +204,6 @@ impl DbInner {
                 allow_delay = false;
                 let debt = priority::Debt {
                     l0_files,
-                    pending_bytes: 0,
                     l0_drain_rate: self.l0_drain_rate(),
                 };
                 state.owed_delay += priority::write_delay(write_bytes.max(1), &debt, options);

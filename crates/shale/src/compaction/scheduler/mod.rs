@@ -33,7 +33,7 @@ use std::collections::{HashSet, VecDeque};
 
 use shale_format::version_edit::NUM_LEVELS;
 
-use crate::compaction::picker::{self, CompactionPlan, PickReason, PickStyle, RunningCompaction};
+use crate::compaction::picker::{self, CompactionPlan, PickReason, PickStyle};
 use crate::compaction::priority::{self, QueueEnd, TakenWork};
 use crate::options::Options;
 use crate::version::{total_file_size, Version};
@@ -452,11 +452,6 @@ impl Scheduler {
     /// The running job `ticket` is over (installed or failed).
     pub fn finish(&mut self, ticket: u64) {
         self.running.retain(|j| j.ticket != ticket);
-    }
-
-    /// The compaction records of running jobs (for tools and tests).
-    pub fn running_records(&self) -> Vec<RunningCompaction> {
-        self.running.iter().map(|j| j.plan.running()).collect()
     }
 }
 
