@@ -62,13 +62,20 @@ pub fn trigger_scores(
 /// [`l0_is_urgent`], then by descending score.
 pub fn levels_by_priority(scores: &[f64], l0_urgent: bool) -> Vec<usize> {
     let mut levels: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
+    sort_by_urgency(&mut levels, scores, l0_urgent);
+    levels
+}
+
+/// Orders `levels` most urgent first: L0 first when `l0_urgent`, then by
+/// descending score (a level without a score, the last, counts 0).
+pub fn sort_by_urgency(levels: &mut [usize], scores: &[f64], l0_urgent: bool) {
+    let urgent = |l: usize| l0_urgent && l == 0;
+    let score = |l: usize| scores.get(l).copied().unwrap_or(0.0);
     levels.sort_by(|&a, &b| {
-        let urgent = |l: usize| l0_urgent && l == 0;
         urgent(b)
             .cmp(&urgent(a))
-            .then(scores[b].total_cmp(&scores[a]))
+            .then(score(b).total_cmp(&score(a)))
     });
-    levels
 }
 
 /// True when L0 has come within two files of the slowdown trigger (or

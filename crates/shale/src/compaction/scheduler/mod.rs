@@ -373,13 +373,7 @@ impl Scheduler {
         let mut levels: Vec<usize> = (0..NUM_LEVELS)
             .filter(|&l| !self.queues[l].is_empty())
             .collect();
-        levels.sort_by(|&a, &b| {
-            let urgent = |l: usize| l0_urgent && l == 0;
-            let score = |l: usize| scores.get(l).copied().unwrap_or(0.0);
-            urgent(b)
-                .cmp(&urgent(a))
-                .then(score(b).total_cmp(&score(a)))
-        });
+        priority::sort_by_urgency(&mut levels, &scores, l0_urgent);
         for level in levels {
             let order: Vec<usize> = match end {
                 QueueEnd::Small => (0..self.queues[level].len()).collect(),
@@ -419,22 +413,18 @@ impl Scheduler {
     /// Moves the queued job `ticket` to running, for the thread that asked
     /// for it; `None` while it conflicts with a running job (or is gone).
     pub fn take_ticket(&mut self, ticket: u64) -> Option<ScheduledJob> {
-        for queue in &mut self.queues {
-            if let Some(i) = queue.iter().position(|j| j.ticket == ticket) {
-                let record = queue[i].plan.running();
-                if self
-                    .running
-                    .iter()
-                    .any(|r| r.plan.running().conflicts_with(&record))
-                {
-                    return None;
-                }
-                let job = queue.remove(i)?;
-                self.running.push(job.clone());
-                return Some(job);
-            }
+        let (level, i) = self.queues.iter().enumerate().find_map(|(level, queue)| {
+            queue
+                .iter()
+                .position(|j| j.ticket == ticket)
+                .map(|i| (level, i))
+        })?;
+        if self.conflicts_with_running(&self.queues[level][i].plan) {
+            return None;
         }
-        None
+        let job = self.queues[level].remove(i)?;
+        self.running.push(job.clone());
+        Some(job)
     }
 
     /// True when the job `ticket` is still queued.

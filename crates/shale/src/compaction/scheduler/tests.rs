@@ -43,21 +43,37 @@ fn options() -> Options {
     }
 }
 
-/// L1 four files of 500 bytes (score 2) over an L2 with different overlaps.
+/// L1 four files of 500 bytes (score 2) over an L2 with different overlaps:
+/// a..b overlaps three L2 files, c..d none, e..f one, g..h two.
+const BUSY_LEVELS: &[(usize, u64, &str, &str, u64)] = &[
+    (1, 1, "a", "b", 500),
+    (1, 2, "c", "d", 500),
+    (1, 3, "e", "f", 500),
+    (1, 4, "g", "h", 500),
+    (2, 10, "a", "a", 100),
+    (2, 11, "aa", "aa", 100),
+    (2, 12, "b", "b", 100),
+    (2, 13, "e", "e", 100),
+    (2, 14, "g", "g", 100),
+    (2, 15, "h", "h", 100),
+];
+
 fn two_busy_levels() -> Version {
-    version(&[
-        (1, 1, "a", "b", 500),
-        (1, 2, "c", "d", 500),
-        (1, 3, "e", "f", 500),
-        (1, 4, "g", "h", 500),
-        // a..b overlaps three L2 files, c..d none, e..f one, g..h two.
-        (2, 10, "a", "a", 100),
-        (2, 11, "aa", "aa", 100),
-        (2, 12, "b", "b", 100),
-        (2, 13, "e", "e", 100),
-        (2, 14, "g", "g", 100),
-        (2, 15, "h", "h", 100),
-    ])
+    version(BUSY_LEVELS)
+}
+
+/// [`BUSY_LEVELS`] without the file numbered `without`, plus `extra`.
+fn busy_levels_changed(
+    without: Option<u64>,
+    extra: (usize, u64, &'static str, &'static str, u64),
+) -> Version {
+    let mut files: Vec<_> = BUSY_LEVELS
+        .iter()
+        .copied()
+        .filter(|f| Some(f.1) != without)
+        .collect();
+    files.push(extra);
+    version(&files)
 }
 
 #[test]
@@ -144,18 +160,7 @@ fn a_job_whose_inputs_moved_is_dropped_and_picked_again() {
     let mut s = Scheduler::new(&options());
     s.refill(&v, &options());
     // File 2 (queued) was compacted by someone else: gone from L1.
-    let moved = version(&[
-        (1, 1, "a", "b", 500),
-        (1, 3, "e", "f", 500),
-        (1, 4, "g", "h", 500),
-        (2, 10, "a", "a", 100),
-        (2, 11, "aa", "aa", 100),
-        (2, 12, "b", "b", 100),
-        (2, 13, "e", "e", 100),
-        (2, 14, "g", "g", 100),
-        (2, 15, "h", "h", 100),
-        (2, 16, "c", "d", 500),
-    ]);
+    let moved = busy_levels_changed(Some(2), (2, 16, "c", "d", 500));
     let dropped = s.revalidate(&moved, &options());
     assert_eq!(dropped.len(), 1);
     assert_eq!(dropped[0].plan.inputs[0][0].number, 2);
@@ -163,19 +168,7 @@ fn a_job_whose_inputs_moved_is_dropped_and_picked_again() {
     // A file appearing below a queued job's range makes it stale too.
     let mut s = Scheduler::new(&options());
     s.refill(&v, &options());
-    let grown_below = version(&[
-        (1, 1, "a", "b", 500),
-        (1, 2, "c", "d", 500),
-        (1, 3, "e", "f", 500),
-        (1, 4, "g", "h", 500),
-        (2, 10, "a", "a", 100),
-        (2, 11, "aa", "aa", 100),
-        (2, 12, "b", "b", 100),
-        (2, 13, "e", "e", 100),
-        (2, 14, "g", "g", 100),
-        (2, 15, "h", "h", 100),
-        (2, 17, "cc", "cc", 100),
-    ]);
+    let grown_below = busy_levels_changed(None, (2, 17, "cc", "cc", 100));
     let dropped = s.revalidate(&grown_below, &options());
     assert_eq!(dropped.len(), 1, "the c..d job now has a file below");
     let again = s.refill(&grown_below, &options());
