@@ -406,6 +406,24 @@ pub trait JobIo: Send + Sync {
     /// executor whose device failed after some files were written runs the
     /// job again on the CPU, with new files.
     fn discard_output(&self, number: u64) -> Result<()>;
+    /// The database directory on the file system, for executors that run
+    /// elsewhere on the same storage (the `remote` executor's worker reads
+    /// the inputs there and stages its outputs below it). `None` (the
+    /// default): the files are not on a file system such a worker can reach.
+    fn database_dir(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+    /// Adopts finished tables written outside this job's `create_output`
+    /// (a remote worker's staged outputs): gives each a file number, renames
+    /// it into the database, and syncs the directory. The numbers, in the
+    /// order of `staged`. Adopted outputs are the job's own, as created
+    /// ones: removed if the job fails.
+    fn adopt_outputs(&self, staged: &[std::path::PathBuf]) -> Result<Vec<u64>> {
+        let _ = staged;
+        Err(shale_format::Error::NotSupported(
+            "this job's I/O cannot adopt staged tables".to_string(),
+        ))
+    }
 }
 
 /// Turns a job into output tables. Every executor must write byte-identical

@@ -18,3 +18,4 @@ mod test_support;
 pub use job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, KeyRange, OutputSink};
 pub use parallel::ParallelExecutor;
 pub use streaming::StreamingExecutor;
+pub mod remote;

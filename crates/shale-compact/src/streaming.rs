@@ -12,6 +12,7 @@ use shale_format::internal_key::{
 };
 use shale_format::iterator::KvIterator;
 use shale_format::merging_iterator::merging_iterator;
+use shale_format::options::TableOptions;
 use shale_format::table::{ReadTableOptions, Table};
 use shale_format::table_builder::TableBuilder;
 use shale_format::{Error, Result};
@@ -104,6 +105,74 @@ impl OpenOutput {
     }
 }
 
+/// Writes kept entries, in order, into output tables as the reference
+/// does: a file opens at its first entry, closes when its data blocks reach
+/// the job's size limit ([`output_file_full`]) or when the caller cuts it
+/// (the grandparent cut). Shared with the keys-only remote mode, whose data
+/// side packs the order the key side decided.
+pub(crate) struct TablePacker<'a> {
+    io: &'a dyn JobIo,
+    options: TableOptions,
+    max_output_file_size: u64,
+    current: Option<OpenOutput>,
+    outputs: Vec<OutputTable>,
+    stats: PhaseStats,
+}
+
+impl<'a> TablePacker<'a> {
+    pub(crate) fn new(job: &CompactionJob, io: &'a dyn JobIo) -> TablePacker<'a> {
+        TablePacker {
+            io,
+            options: job.table.table_options(),
+            max_output_file_size: job.max_output_file_size,
+            current: None,
+            outputs: Vec::new(),
+            stats: PhaseStats {
+                bytes_read: job.input_bytes(),
+                ..PhaseStats::default()
+            },
+        }
+    }
+
+    /// Closes the open file, if any.
+    pub(crate) fn cut(&mut self) -> Result<()> {
+        if let Some(output) = self.current.take() {
+            self.outputs.push(output.finish(&mut self.stats)?);
+        }
+        Ok(())
+    }
+
+    /// Appends a kept entry.
+    pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        let output = match &mut self.current {
+            Some(output) => output,
+            None => {
+                let (number, sink) = self.io.create_output()?;
+                self.current.insert(OpenOutput {
+                    number,
+                    builder: TableBuilder::new(self.options.clone(), sink),
+                    smallest: key.to_vec(),
+                    largest: Vec::new(),
+                })
+            }
+        };
+        output.builder.add(key, value)?;
+        output.largest.clear();
+        output.largest.extend_from_slice(key);
+        if output_file_full(output.builder.raw_data_bytes(), self.max_output_file_size) {
+            self.cut()?;
+        }
+        Ok(())
+    }
+
+    /// Closes the last file; the tables written and the packer's stats
+    /// (`bytes_read`, `bytes_written`, `entries_out`, `write_secs`).
+    pub(crate) fn finish(mut self) -> Result<(Vec<OutputTable>, PhaseStats)> {
+        self.cut()?;
+        Ok((self.outputs, self.stats))
+    }
+}
+
 impl Executor for StreamingExecutor {
     fn name(&self) -> &'static str {
         STREAMING
@@ -111,16 +180,11 @@ impl Executor for StreamingExecutor {
 
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
         let started = Instant::now();
-        let mut stats = PhaseStats {
-            bytes_read: job.input_bytes(),
-            ..PhaseStats::default()
-        };
-        let options = job.table.table_options();
         let mut iter = merging_iterator(Arc::new(InternalKeyComparator), run_iterators(job, io)?);
         let mut cutter = GrandparentCutter::new(job);
         let mut gc = GcDecider::new(job);
-        let mut current: Option<OpenOutput> = None;
-        let mut outputs = Vec::new();
+        let mut packer = TablePacker::new(job, io);
+        let mut entries_in = 0;
 
         // The job's range: from the first entry of its lower bound (the
         // newest version sorts first) to the first user key at or past its
@@ -136,44 +200,22 @@ impl Executor for StreamingExecutor {
             if job.range.is_above(extract_user_key(key)) {
                 break;
             }
-            stats.entries_in += 1;
+            entries_in += 1;
             if cutter.should_stop_before(key) {
-                if let Some(output) = current.take() {
-                    outputs.push(output.finish(&mut stats)?);
-                }
+                packer.cut()?;
             }
             let parsed = ParsedInternalKey::parse(key).map_err(|e| {
                 Error::corruption(0, format!("compaction input has a bad internal key: {e}"))
             })?;
             if gc.keep(&parsed) {
-                let output = match &mut current {
-                    Some(output) => output,
-                    None => {
-                        let (number, sink) = io.create_output()?;
-                        current.insert(OpenOutput {
-                            number,
-                            builder: TableBuilder::new(options.clone(), sink),
-                            smallest: key.to_vec(),
-                            largest: Vec::new(),
-                        })
-                    }
-                };
-                output.builder.add(key, iter.value())?;
-                output.largest.clear();
-                output.largest.extend_from_slice(key);
-                if output_file_full(output.builder.raw_data_bytes(), job.max_output_file_size) {
-                    if let Some(output) = current.take() {
-                        outputs.push(output.finish(&mut stats)?);
-                    }
-                }
+                packer.add(key, iter.value())?;
             }
             iter.next();
         }
         iter.status()?;
         drop(iter);
-        if let Some(output) = current.take() {
-            outputs.push(output.finish(&mut stats)?);
-        }
+        let (outputs, mut stats) = packer.finish()?;
+        stats.entries_in = entries_in;
         stats.total_secs = started.elapsed().as_secs_f64();
         stats.merge_secs = stats.total_secs - stats.write_secs;
         Ok(CompactionOutput {

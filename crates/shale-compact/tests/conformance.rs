@@ -19,12 +19,15 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use proptest::prelude::*;
 use shale_compact::job::{
     CompactionJob, CompactionOutput, Executor, InputRun, JobFile, JobIo, KeyRange, OutputSink,
     TableSettings, UserKeyRange,
+};
+use shale_compact::remote::{
+    LocalWorker, RemoteExecutor, RemoteMode, RemoteOptions, WorkerConfig, REMOTE,
 };
 use shale_compact::subcompaction::{boundaries, split};
 use shale_compact::{ParallelExecutor, StreamingExecutor};
@@ -34,12 +37,15 @@ use shale_format::internal_key::{InternalKey, ValueType};
 use shale_format::table_builder::TableBuilder;
 use shale_format::Result;
 
-/// Input files in memory; outputs collected by number.
+/// Input files in memory; outputs collected by number. For the `remote`
+/// executor the inputs are also written to `dir`, a database directory
+/// under the test worker's root, and staged outputs are adopted from there.
 #[derive(Default)]
 struct MemIo {
     inputs: HashMap<u64, Arc<Vec<u8>>>,
     next_number: Mutex<u64>,
     outputs: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
+    dir: Option<std::path::PathBuf>,
 }
 
 struct MemSink {
@@ -85,6 +91,21 @@ impl JobIo for MemIo {
     fn discard_output(&self, number: u64) -> Result<()> {
         self.outputs.lock().unwrap().remove(&number);
         Ok(())
+    }
+    fn database_dir(&self) -> Option<std::path::PathBuf> {
+        self.dir.clone()
+    }
+    fn adopt_outputs(&self, staged: &[std::path::PathBuf]) -> Result<Vec<u64>> {
+        let mut numbers = Vec::new();
+        for path in staged {
+            let bytes = std::fs::read(path).unwrap();
+            std::fs::remove_file(path).unwrap();
+            let mut next = self.next_number.lock().unwrap();
+            self.outputs.lock().unwrap().insert(*next, bytes);
+            numbers.push(*next);
+            *next += 1;
+        }
+        Ok(numbers)
     }
 }
 
@@ -297,11 +318,35 @@ fn mem_io(case: &Case) -> MemIo {
             .collect(),
         next_number: Mutex::new(1000),
         outputs: Arc::new(Mutex::new(BTreeMap::new())),
+        dir: None,
     }
 }
 
+/// The in-process worker the `remote` executors talk to, on loopback, and
+/// its root.
+fn test_worker() -> &'static (tempfile::TempDir, LocalWorker) {
+    static WORKER: OnceLock<(tempfile::TempDir, LocalWorker)> = OnceLock::new();
+    WORKER.get_or_init(|| {
+        let root = tempfile::tempdir().unwrap();
+        let mut config = WorkerConfig::new(root.path(), Arc::new(StreamingExecutor));
+        config.max_jobs = 64;
+        let worker = LocalWorker::start(config).unwrap();
+        (root, worker)
+    })
+}
+
 fn run(executor: &dyn Executor, case: &Case) -> (CompactionOutput, BTreeMap<u64, Vec<u8>>) {
-    let io = mem_io(case);
+    let mut io = mem_io(case);
+    // The remote executor's worker reads the inputs from the storage it
+    // shares with the engine: a database directory under its root.
+    let db = (executor.name() == REMOTE).then(|| {
+        let db = tempfile::tempdir_in(test_worker().0.path()).unwrap();
+        for (number, bytes) in &case.files {
+            std::fs::write(db.path().join(format!("{number:06}.ldb")), bytes).unwrap();
+        }
+        db
+    });
+    io.dir = db.as_ref().map(|d| d.path().to_path_buf());
     let output = executor.run(&case.job, &io).unwrap();
     let files = io.outputs.lock().unwrap().clone();
     (output, files)
@@ -419,6 +464,17 @@ fn executors() -> Vec<Box<dyn Executor>> {
             );
             eprintln!("conformance: skipping the opencl executor: {reason}");
         }
+    }
+    // A worker on loopback, in both modes.
+    for mode in [RemoteMode::NearData, RemoteMode::KeysOnly] {
+        executors.push(Box::new(
+            RemoteExecutor::new(RemoteOptions {
+                endpoints: vec![test_worker().1.url()],
+                mode,
+                ..RemoteOptions::default()
+            })
+            .unwrap(),
+        ));
     }
     executors
 }

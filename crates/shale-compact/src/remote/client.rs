@@ -1,0 +1,651 @@
+//! The engine side: the `remote` executor. It ships a job to the best idle
+//! worker, waits for it while progress keeps coming, checks every staged
+//! table and adopts them into the database. Any failure (the worker down,
+//! busy, refusing, silent past the timeout, disconnected, or returning
+//! tables that fail the check) removes the staged files and fails the job
+//! with [`Error::ExecutorFailed`], so the scheduler runs it locally.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use prost::Message;
+use shale_format::comparator::compare_internal_keys;
+use shale_format::internal_key::extract_user_key;
+use shale_format::{Error, Result};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::{Request, Streaming};
+
+use super::convert::job_to_proto;
+use super::keys::{self, KEYS_ONLY};
+use super::paths::{new_session, staging_dir};
+use super::proto::compaction_worker_client::CompactionWorkerClient;
+use super::proto::{
+    compact_event, keys_only_event, keys_only_request, CompactRequest, Done, HelloRequest,
+    KeysOnlyRequest, OrderChunk,
+};
+use super::verify::{check_staged, valid_table_name};
+use super::{RemoteMode, AUTHORIZATION, REMOTE};
+use crate::job::{
+    CompactionJob, CompactionOutput, Executor, JobIo, KernelTime, OutputTable, PhaseStats,
+};
+
+/// Order codes per `OrderChunk`.
+const CODES_PER_CHUNK: usize = 64 * 1024;
+/// Jobs whose throughput a worker's record keeps.
+const THROUGHPUT_WINDOW: usize = 5;
+/// The longest a failing worker is left alone before it is tried again.
+const MAX_REST: Duration = Duration::from_secs(60);
+
+/// How the engine reaches its workers.
+#[derive(Clone)]
+pub struct RemoteOptions {
+    /// Worker endpoints: `http://HOST:PORT`, `https://HOST:PORT`, or
+    /// `HOST:PORT` (plain HTTP/2).
+    pub endpoints: Vec<String>,
+    /// The token sent with every call.
+    pub token: Option<String>,
+    /// Near-data (the default) or keys-only.
+    pub mode: RemoteMode,
+    /// A worker silent this long (no progress, no result) loses the job.
+    pub progress_timeout: Duration,
+    /// How long connecting to a worker may take.
+    pub connect_timeout: Duration,
+    /// The CA certificate (PEM) `https` workers are checked against.
+    pub tls_ca_pem: Option<Vec<u8>>,
+    /// The largest message sent or accepted.
+    pub max_message_bytes: usize,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> RemoteOptions {
+        RemoteOptions {
+            endpoints: Vec::new(),
+            token: None,
+            mode: RemoteMode::NearData,
+            progress_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            tls_ca_pem: None,
+            max_message_bytes: 64 << 20,
+        }
+    }
+}
+
+impl fmt::Debug for RemoteOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteOptions")
+            .field("endpoints", &self.endpoints)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("mode", &self.mode)
+            .field("progress_timeout", &self.progress_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("tls", &self.tls_ca_pem.is_some())
+            .finish()
+    }
+}
+
+/// What the executor knows of one worker.
+#[derive(Debug, Default)]
+struct Record {
+    running: usize,
+    /// Jobs it takes at once (from its Hello); `None` until asked.
+    capacity: Option<usize>,
+    throughputs: VecDeque<f64>,
+    jobs: u64,
+    failures: u64,
+    consecutive_failures: u32,
+    rest_until: Option<Instant>,
+}
+
+impl Record {
+    fn throughput(&self) -> Option<f64> {
+        let mut sorted: Vec<f64> = self.throughputs.iter().copied().collect();
+        sorted.sort_by(f64::total_cmp);
+        sorted.get(sorted.len() / 2).copied()
+    }
+}
+
+struct Link {
+    endpoint: String,
+    channel: Channel,
+    record: Mutex<Record>,
+}
+
+/// A worker's state as the engine sees it (for statistics).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerStats {
+    /// The endpoint.
+    pub endpoint: String,
+    /// Jobs it completed.
+    pub jobs: u64,
+    /// Jobs it failed.
+    pub failures: u64,
+    /// Jobs running on it now.
+    pub running: usize,
+    /// Median input bytes per second of its last jobs.
+    pub throughput: Option<f64>,
+}
+
+/// The `remote` executor.
+pub struct RemoteExecutor {
+    runtime: tokio::runtime::Runtime,
+    links: Vec<Link>,
+    options: RemoteOptions,
+}
+
+impl fmt::Debug for RemoteExecutor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteExecutor")
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// The failure of a remote attempt, with its reason.
+fn failed(reason: impl Into<String>) -> Error {
+    Error::executor_failed(REMOTE, reason)
+}
+
+/// `endpoint` as a URL tonic accepts (`HOST:PORT` becomes `http://HOST:PORT`).
+fn endpoint_url(endpoint: &str) -> Result<String> {
+    let url = if endpoint.contains("://") {
+        endpoint.to_string()
+    } else {
+        format!("http://{endpoint}")
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(Error::InvalidArgument(format!(
+            "remote worker {endpoint:?}: only http:// and https:// endpoints are supported"
+        )));
+    }
+    Ok(url)
+}
+
+impl RemoteExecutor {
+    /// An executor for `options.endpoints`. Nothing is connected yet; a bad
+    /// endpoint or certificate is an error here.
+    pub fn new(options: RemoteOptions) -> Result<RemoteExecutor> {
+        if options.endpoints.is_empty() {
+            return Err(Error::InvalidArgument(
+                "the remote executor needs at least one worker endpoint".to_string(),
+            ));
+        }
+        if let Some(token) = &options.token {
+            MetadataValue::try_from(format!("Bearer {token}")).map_err(|_| {
+                Error::InvalidArgument(
+                    "the remote token holds characters a gRPC header cannot carry".to_string(),
+                )
+            })?;
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("shale-remote")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting the remote executor's runtime", e))?;
+        let mut links = Vec::with_capacity(options.endpoints.len());
+        {
+            let _entered = runtime.enter();
+            for endpoint in &options.endpoints {
+                let url = endpoint_url(endpoint)?;
+                let bad = |e: tonic::transport::Error| {
+                    Error::InvalidArgument(format!("remote worker {endpoint:?}: {e}"))
+                };
+                let mut builder = Endpoint::from_shared(url.clone())
+                    .map_err(bad)?
+                    .connect_timeout(options.connect_timeout)
+                    .tcp_nodelay(true)
+                    .http2_keep_alive_interval(Duration::from_secs(10))
+                    .keep_alive_timeout(options.progress_timeout)
+                    .keep_alive_while_idle(true);
+                if url.starts_with("https://") {
+                    let mut tls = ClientTlsConfig::new();
+                    if let Some(ca) = &options.tls_ca_pem {
+                        tls = tls.ca_certificate(Certificate::from_pem(ca));
+                    }
+                    builder = builder.tls_config(tls).map_err(bad)?;
+                }
+                links.push(Link {
+                    endpoint: endpoint.clone(),
+                    channel: builder.connect_lazy(),
+                    record: Mutex::new(Record::default()),
+                });
+            }
+        }
+        Ok(RemoteExecutor {
+            runtime,
+            links,
+            options,
+        })
+    }
+
+    /// The mode jobs run in.
+    pub fn mode(&self) -> RemoteMode {
+        self.options.mode
+    }
+
+    /// What the executor knows of each worker.
+    pub fn worker_stats(&self) -> Vec<WorkerStats> {
+        self.links
+            .iter()
+            .map(|link| {
+                let record = link.record.lock().unwrap_or_else(|e| e.into_inner());
+                WorkerStats {
+                    endpoint: link.endpoint.clone(),
+                    jobs: record.jobs,
+                    failures: record.failures,
+                    running: record.running,
+                    throughput: record.throughput(),
+                }
+            })
+            .collect()
+    }
+
+    fn client(&self, link: &Link) -> CompactionWorkerClient<Channel> {
+        CompactionWorkerClient::new(link.channel.clone())
+            .max_decoding_message_size(self.options.max_message_bytes)
+            .max_encoding_message_size(self.options.max_message_bytes)
+    }
+
+    fn request<T>(&self, message: T) -> Request<T> {
+        let mut request = Request::new(message);
+        if let Some(token) = &self.options.token {
+            if let Ok(value) = MetadataValue::try_from(format!("Bearer {token}")) {
+                request.metadata_mut().insert(AUTHORIZATION, value);
+            }
+        }
+        request
+    }
+
+    /// The worker to send the next job to: not resting after failures, with
+    /// a free slot; among those, one not yet measured, else the best
+    /// measured throughput. Its slot is taken.
+    fn pick(&self) -> Result<&Link> {
+        let now = Instant::now();
+        let mut best: Option<(&Link, Option<f64>)> = None;
+        let mut why = Vec::new();
+        for link in &self.links {
+            let record = link.record.lock().unwrap_or_else(|e| e.into_inner());
+            if record.rest_until.is_some_and(|until| until > now) {
+                why.push(format!(
+                    "{} failed its last {} jobs",
+                    link.endpoint, record.consecutive_failures
+                ));
+                continue;
+            }
+            if record.running >= record.capacity.unwrap_or(1) {
+                why.push(format!("{} is busy", link.endpoint));
+                continue;
+            }
+            let throughput = record.throughput();
+            let better = match (&best, throughput) {
+                (None, _) => true,
+                (Some((_, Some(_))), None) => true,
+                (Some((_, Some(b))), Some(t)) => t > *b,
+                (Some((_, None)), _) => false,
+            };
+            if better {
+                best = Some((link, throughput));
+            }
+        }
+        let (link, _) =
+            best.ok_or_else(|| failed(format!("no worker free: {}", why.join(", "))))?;
+        link.record
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .running += 1;
+        Ok(link)
+    }
+
+    fn release(&self, link: &Link, outcome: std::result::Result<f64, ()>) {
+        let mut record = link.record.lock().unwrap_or_else(|e| e.into_inner());
+        record.running = record.running.saturating_sub(1);
+        match outcome {
+            Ok(throughput) => {
+                record.jobs += 1;
+                record.consecutive_failures = 0;
+                record.rest_until = None;
+                if record.throughputs.len() == THROUGHPUT_WINDOW {
+                    record.throughputs.pop_front();
+                }
+                record.throughputs.push_back(throughput);
+            }
+            Err(()) => {
+                record.failures += 1;
+                record.consecutive_failures += 1;
+                let rest = Duration::from_millis(250)
+                    .saturating_mul(1 << record.consecutive_failures.min(8))
+                    .min(MAX_REST);
+                record.rest_until = Some(Instant::now() + rest);
+            }
+        }
+    }
+
+    /// Asks a worker how many jobs it takes, the first time.
+    async fn hello(&self, link: &Link) -> std::result::Result<(), String> {
+        if link
+            .record
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .capacity
+            .is_some()
+        {
+            return Ok(());
+        }
+        let reply = tokio::time::timeout(
+            self.options.progress_timeout,
+            self.client(link).hello(self.request(HelloRequest {})),
+        )
+        .await
+        .map_err(|_| "no answer to hello".to_string())?
+        .map_err(|s| describe(&s))?
+        .into_inner();
+        link.record
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .capacity = Some((reply.max_jobs as usize).max(1));
+        Ok(())
+    }
+
+    /// Waits for the next message of `stream`, at most the progress timeout.
+    async fn next<T>(&self, stream: &mut Streaming<T>) -> std::result::Result<T, String> {
+        match tokio::time::timeout(self.options.progress_timeout, stream.message()).await {
+            Err(_) => Err(format!(
+                "no progress for {:.1} s",
+                self.options.progress_timeout.as_secs_f64()
+            )),
+            Ok(Err(status)) => Err(describe(&status)),
+            Ok(Ok(None)) => Err("the worker closed the stream without a result".to_string()),
+            Ok(Ok(Some(message))) => Ok(message),
+        }
+    }
+
+    async fn near_data(
+        &self,
+        link: &Link,
+        request: CompactRequest,
+        wire: &mut Wire,
+    ) -> std::result::Result<Done, String> {
+        wire.sent(request.encoded_len());
+        let mut stream = self
+            .client(link)
+            .compact(self.request(request))
+            .await
+            .map_err(|s| describe(&s))?
+            .into_inner();
+        loop {
+            let event = self.next(&mut stream).await?;
+            wire.received(event.encoded_len());
+            match event.event {
+                Some(compact_event::Event::Progress(_)) => {}
+                Some(compact_event::Event::Done(done)) => return Ok(done),
+                None => return Err("the worker sent an empty event".to_string()),
+            }
+        }
+    }
+
+    async fn keys_only(
+        &self,
+        link: &Link,
+        request: CompactRequest,
+        job: &CompactionJob,
+        wire: &mut Wire,
+    ) -> std::result::Result<Done, String> {
+        let (tx, rx) = mpsc::channel::<KeysOnlyRequest>(4);
+        let start = KeysOnlyRequest {
+            request: Some(keys_only_request::Request::Start(request)),
+        };
+        wire.sent(start.encoded_len());
+        tx.send(start)
+            .await
+            .map_err(|_| "the call ended".to_string())?;
+        let mut stream = self
+            .client(link)
+            .compact_keys_only(self.request(ReceiverStream::new(rx)))
+            .await
+            .map_err(|s| describe(&s))?
+            .into_inner();
+        // The keys, run by run.
+        let mut runs: Vec<Vec<Vec<u8>>> = vec![Vec::new(); job.inputs.len()];
+        loop {
+            let event = self.next(&mut stream).await?;
+            wire.received(event.encoded_len());
+            match event.event {
+                Some(keys_only_event::Event::Progress(_)) => {}
+                Some(keys_only_event::Event::Keys(chunk)) => {
+                    let run = runs
+                        .get_mut(chunk.run as usize)
+                        .ok_or_else(|| format!("the worker sent keys of run {}", chunk.run))?;
+                    run.extend(chunk.keys);
+                }
+                Some(keys_only_event::Event::KeysSent(sent)) => {
+                    let counts: Vec<u64> = runs.iter().map(|r| r.len() as u64).collect();
+                    if sent.run_entries != counts {
+                        return Err(
+                            "the worker's key counts do not match the keys it sent".to_string()
+                        );
+                    }
+                    break;
+                }
+                Some(keys_only_event::Event::Done(_)) | None => {
+                    return Err("the worker ended before sending its keys".to_string());
+                }
+            }
+        }
+        // Merge and gc here; the order goes back in chunks.
+        let codes = keys::merge_order(job, &runs).map_err(|e| e.to_string())?;
+        drop(runs);
+        let mut chunks = codes.chunks(CODES_PER_CHUNK).peekable();
+        if chunks.peek().is_none() {
+            let last = KeysOnlyRequest {
+                request: Some(keys_only_request::Request::Order(OrderChunk {
+                    codes: Vec::new(),
+                    last: true,
+                })),
+            };
+            wire.sent(last.encoded_len());
+            tx.send(last)
+                .await
+                .map_err(|_| "the call ended".to_string())?;
+        }
+        while let Some(chunk) = chunks.next() {
+            let message = KeysOnlyRequest {
+                request: Some(keys_only_request::Request::Order(OrderChunk {
+                    codes: chunk.to_vec(),
+                    last: chunks.peek().is_none(),
+                })),
+            };
+            wire.sent(message.encoded_len());
+            tx.send(message)
+                .await
+                .map_err(|_| "the call ended".to_string())?;
+        }
+        loop {
+            let event = self.next(&mut stream).await?;
+            wire.received(event.encoded_len());
+            match event.event {
+                Some(keys_only_event::Event::Progress(_)) => {}
+                Some(keys_only_event::Event::Done(done)) => return Ok(done),
+                _ => return Err("the worker sent keys after the order".to_string()),
+            }
+        }
+    }
+
+    /// Checks the staged tables of `done` and adopts them.
+    fn adopt(
+        &self,
+        job: &CompactionJob,
+        done: &Done,
+        staging: &Path,
+        io: &dyn JobIo,
+    ) -> std::result::Result<Vec<OutputTable>, String> {
+        let mut paths = Vec::with_capacity(done.tables.len());
+        let mut previous: Option<&[u8]> = None;
+        let (low, high) = input_bounds(job);
+        for table in &done.tables {
+            if !valid_table_name(&table.name) {
+                return Err(format!("the worker named a staged table {:?}", table.name));
+            }
+            if paths.iter().any(|p: &PathBuf| p.ends_with(&table.name)) {
+                return Err(format!("the worker named {} twice", table.name));
+            }
+            if previous.is_some_and(|p| compare_internal_keys(p, &table.smallest).is_ge()) {
+                return Err(format!(
+                    "staged {} overlaps the table before it",
+                    table.name
+                ));
+            }
+            previous = Some(&table.largest);
+            let user = |key: &[u8]| extract_user_key(key).to_vec();
+            if low.as_ref().is_some_and(|l| user(&table.smallest) < *l)
+                || high.as_ref().is_some_and(|h| user(&table.largest) > *h)
+            {
+                return Err(format!("staged {} holds keys no input holds", table.name));
+            }
+            let path = staging.join(&table.name);
+            check_staged(&path, table, job)?;
+            paths.push(path);
+        }
+        let numbers = io
+            .adopt_outputs(&paths)
+            .map_err(|e| format!("adopting: {e}"))?;
+        Ok(done
+            .tables
+            .iter()
+            .zip(numbers)
+            .map(|(t, number)| OutputTable {
+                number,
+                file_size: t.file_size,
+                smallest: t.smallest.clone(),
+                largest: t.largest.clone(),
+                entries: t.entries,
+            })
+            .collect())
+    }
+}
+
+/// The smallest and largest user keys of the job's inputs.
+fn input_bounds(job: &CompactionJob) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let files = job.inputs.iter().flat_map(|r| &r.files);
+    let low = files
+        .clone()
+        .map(|f| extract_user_key(&f.smallest).to_vec())
+        .min();
+    let high = files.map(|f| extract_user_key(&f.largest).to_vec()).max();
+    (low, high)
+}
+
+/// A gRPC status in a line: the code and the worker's message.
+fn describe(status: &tonic::Status) -> String {
+    if status.message().is_empty() {
+        format!("{:?}", status.code())
+    } else {
+        format!("{:?}: {}", status.code(), status.message())
+    }
+}
+
+/// Protobuf bytes that crossed the wire, each way.
+#[derive(Debug, Default)]
+struct Wire {
+    sent: KernelTime,
+    received: KernelTime,
+}
+
+impl Wire {
+    fn sent(&mut self, bytes: usize) {
+        self.sent.launches += 1;
+        self.sent.bytes += bytes as u64;
+    }
+    fn received(&mut self, bytes: usize) {
+        self.received.launches += 1;
+        self.received.bytes += bytes as u64;
+    }
+}
+
+/// `stats.kernels` keys of the bytes sent to and received from the worker.
+pub const WIRE_SENT: &str = "wire-sent";
+/// See [`WIRE_SENT`].
+pub const WIRE_RECEIVED: &str = "wire-received";
+
+impl Executor for RemoteExecutor {
+    fn name(&self) -> &'static str {
+        REMOTE
+    }
+
+    fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
+        let started = Instant::now();
+        let db = io
+            .database_dir()
+            .ok_or_else(|| failed("this database has no directory a worker can reach"))?;
+        let db_path = db
+            .to_str()
+            .ok_or_else(|| failed(format!("{} is not UTF-8", db.display())))?
+            .to_string();
+        let link = self.pick()?;
+        let session = new_session();
+        let staging = staging_dir(&db, &session);
+        let request = CompactRequest {
+            db_path,
+            session,
+            job: Some(job_to_proto(job)),
+        };
+        let mut wire = Wire::default();
+        let done = self.runtime.block_on(async {
+            self.hello(link).await?;
+            match self.options.mode {
+                RemoteMode::NearData => self.near_data(link, request, &mut wire).await,
+                RemoteMode::KeysOnly => self.keys_only(link, request, job, &mut wire).await,
+            }
+        });
+        let result = done.and_then(|done| {
+            let outputs = self.adopt(job, &done, &staging, io)?;
+            Ok((done, outputs))
+        });
+        // Adopted tables were renamed out; whatever is left is not wanted.
+        let _ = std::fs::remove_dir_all(&staging);
+        match result {
+            Ok((done, outputs)) => {
+                let total_secs = started.elapsed().as_secs_f64();
+                self.release(link, Ok(job.input_bytes() as f64 / total_secs.max(1e-9)));
+                let remote = done.stats.unwrap_or_default();
+                let mut stats = PhaseStats {
+                    bytes_read: job.input_bytes(),
+                    bytes_written: outputs.iter().map(|t| t.file_size).sum(),
+                    entries_in: remote.entries_in,
+                    entries_out: outputs.iter().map(|t| t.entries).sum(),
+                    total_secs,
+                    ..PhaseStats::default()
+                };
+                stats.kernels.insert(WIRE_SENT.to_string(), wire.sent);
+                stats
+                    .kernels
+                    .insert(WIRE_RECEIVED.to_string(), wire.received);
+                stats
+                    .stage_busy_secs
+                    .insert(format!("worker ({})", done.executor), remote.total_secs);
+                Ok(CompactionOutput {
+                    executor: REMOTE.to_string(),
+                    outputs,
+                    stats,
+                    fallback: None,
+                })
+            }
+            Err(reason) => {
+                self.release(link, Err(()));
+                let mode = match self.options.mode {
+                    RemoteMode::NearData => "near-data",
+                    RemoteMode::KeysOnly => KEYS_ONLY,
+                };
+                Err(failed(format!(
+                    "worker {} ({mode}): {reason}",
+                    link.endpoint
+                )))
+            }
+        }
+    }
+}

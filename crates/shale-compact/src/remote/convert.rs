@@ -1,0 +1,222 @@
+//! [`CompactionJob`] to and from its protobuf form. Decoding checks what a
+//! hostile or broken peer could send: nonsense table settings, too many
+//! files, levels out of range. A job that fails the check is refused with
+//! the reason; nothing downstream sees it.
+
+use shale_format::internal_key::MAX_SEQUENCE_NUMBER;
+
+use super::proto;
+use crate::job::{CompactionJob, InputRun, JobFile, KeyRange, TableSettings, UserKeyRange};
+
+/// Levels of an LSM tree (LevelDB's `config::kNumLevels`).
+const LEVELS: u32 = 7;
+/// The most input files one job may name.
+const MAX_FILES: usize = 100_000;
+/// The largest data block a job may ask for.
+const MAX_BLOCK_SIZE: u64 = 64 << 20;
+
+fn file_to_proto(file: &JobFile) -> proto::JobFile {
+    proto::JobFile {
+        number: file.number,
+        file_size: file.file_size,
+        smallest: file.smallest.clone(),
+        largest: file.largest.clone(),
+    }
+}
+
+fn file_from_proto(file: proto::JobFile) -> JobFile {
+    JobFile {
+        number: file.number,
+        file_size: file.file_size,
+        smallest: file.smallest,
+        largest: file.largest,
+    }
+}
+
+/// The protobuf form of `job`.
+pub fn job_to_proto(job: &CompactionJob) -> proto::Job {
+    proto::Job {
+        id: job.id,
+        inputs: job
+            .inputs
+            .iter()
+            .map(|run| proto::InputRun {
+                level: run.level as u32,
+                files: run.files.iter().map(file_to_proto).collect(),
+            })
+            .collect(),
+        output_level: job.output_level as u32,
+        max_output_file_size: job.max_output_file_size,
+        grandparents: job.grandparents.iter().map(file_to_proto).collect(),
+        max_grandparent_overlap_bytes: job.max_grandparent_overlap_bytes,
+        smallest_snapshot: job.smallest_snapshot,
+        deeper_levels: job
+            .deeper_levels
+            .iter()
+            .map(|level| proto::LevelRanges {
+                ranges: level
+                    .iter()
+                    .map(|r| proto::UserKeyRange {
+                        smallest: r.smallest.clone(),
+                        largest: r.largest.clone(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        table: Some(proto::TableSettings {
+            block_size: job.table.block_size as u64,
+            block_restart_interval: job.table.block_restart_interval as u64,
+            bloom_bits_per_key: job.table.bloom_bits_per_key,
+            snappy: job.table.snappy,
+        }),
+        range_lower: job.range.lower.clone(),
+        range_upper: job.range.upper.clone(),
+    }
+}
+
+/// The job `job` describes, or why it is not a job this side will run.
+pub fn job_from_proto(job: proto::Job) -> Result<CompactionJob, String> {
+    let table = job.table.ok_or("the job has no table settings")?;
+    if table.block_size == 0 || table.block_size > MAX_BLOCK_SIZE {
+        return Err(format!(
+            "block_size {} is outside 1..={MAX_BLOCK_SIZE}",
+            table.block_size
+        ));
+    }
+    if table.block_restart_interval == 0 || table.block_restart_interval > u64::from(u16::MAX) {
+        return Err(format!(
+            "block_restart_interval {} is outside 1..={}",
+            table.block_restart_interval,
+            u16::MAX
+        ));
+    }
+    if table.bloom_bits_per_key.is_some_and(|bits| bits > 1000) {
+        return Err("bloom_bits_per_key above 1000".to_string());
+    }
+    if job.output_level >= LEVELS || job.inputs.iter().any(|run| run.level >= LEVELS) {
+        return Err(format!("a level of the job is not below {LEVELS}"));
+    }
+    if job.max_output_file_size == 0 {
+        return Err("max_output_file_size is 0".to_string());
+    }
+    if job.smallest_snapshot > MAX_SEQUENCE_NUMBER {
+        return Err("smallest_snapshot is above the largest sequence number".to_string());
+    }
+    let files: usize = job.inputs.iter().map(|run| run.files.len()).sum::<usize>()
+        + job.grandparents.len()
+        + job
+            .deeper_levels
+            .iter()
+            .map(|l| l.ranges.len())
+            .sum::<usize>();
+    if files > MAX_FILES {
+        return Err(format!(
+            "the job names {files} files, more than {MAX_FILES}"
+        ));
+    }
+    if job.inputs.is_empty() {
+        return Err("the job has no inputs".to_string());
+    }
+    Ok(CompactionJob {
+        id: job.id,
+        inputs: job
+            .inputs
+            .into_iter()
+            .map(|run| InputRun {
+                level: run.level as usize,
+                files: run.files.into_iter().map(file_from_proto).collect(),
+            })
+            .collect(),
+        output_level: job.output_level as usize,
+        max_output_file_size: job.max_output_file_size,
+        grandparents: job.grandparents.into_iter().map(file_from_proto).collect(),
+        max_grandparent_overlap_bytes: job.max_grandparent_overlap_bytes,
+        smallest_snapshot: job.smallest_snapshot,
+        deeper_levels: job
+            .deeper_levels
+            .into_iter()
+            .map(|level| {
+                level
+                    .ranges
+                    .into_iter()
+                    .map(|r| UserKeyRange {
+                        smallest: r.smallest,
+                        largest: r.largest,
+                    })
+                    .collect()
+            })
+            .collect(),
+        table: TableSettings {
+            block_size: table.block_size as usize,
+            block_restart_interval: table.block_restart_interval as usize,
+            bloom_bits_per_key: table.bloom_bits_per_key,
+            snappy: table.snappy,
+        },
+        range: KeyRange::new(job.range_lower, job.range_upper),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> CompactionJob {
+        let file = |number: u64| JobFile {
+            number,
+            file_size: 100 + number,
+            smallest: vec![b'a', 1, 0, 0, 0, 0, 0, 0, 1],
+            largest: vec![b'z', 1, 0, 0, 0, 0, 0, 0, 1],
+        };
+        CompactionJob {
+            id: 7,
+            inputs: vec![
+                InputRun {
+                    level: 0,
+                    files: vec![file(1)],
+                },
+                InputRun {
+                    level: 1,
+                    files: vec![file(2), file(3)],
+                },
+            ],
+            output_level: 1,
+            max_output_file_size: 2 << 20,
+            grandparents: vec![file(9)],
+            max_grandparent_overlap_bytes: 20 << 20,
+            smallest_snapshot: 55,
+            deeper_levels: vec![vec![UserKeyRange {
+                smallest: b"b".to_vec(),
+                largest: b"c".to_vec(),
+            }]],
+            table: TableSettings::default(),
+            range: KeyRange::new(Some(b"b".to_vec()), None),
+        }
+    }
+
+    #[test]
+    fn a_job_survives_the_round_trip() {
+        let job = job();
+        assert_eq!(job_from_proto(job_to_proto(&job)), Ok(job));
+    }
+
+    #[test]
+    fn nonsense_jobs_are_refused_with_a_reason() {
+        let mut bad = job_to_proto(&job());
+        bad.table = None;
+        assert!(job_from_proto(bad).unwrap_err().contains("table settings"));
+        let mut bad = job_to_proto(&job());
+        if let Some(t) = bad.table.as_mut() {
+            t.block_restart_interval = 0;
+        }
+        assert!(job_from_proto(bad).unwrap_err().contains("restart"));
+        let mut bad = job_to_proto(&job());
+        bad.output_level = 9;
+        assert!(job_from_proto(bad).unwrap_err().contains("level"));
+        let mut bad = job_to_proto(&job());
+        bad.inputs.clear();
+        assert!(job_from_proto(bad).unwrap_err().contains("no inputs"));
+        let mut bad = job_to_proto(&job());
+        bad.grandparents = vec![proto::JobFile::default(); MAX_FILES + 1];
+        assert!(job_from_proto(bad).unwrap_err().contains("files"));
+    }
+}

@@ -1,0 +1,92 @@
+//! Compaction on another process: the `remote` executor and `shale
+//! worker`, over gRPC (`proto/worker.proto`, compiled at build time).
+//!
+//! The worker stands beside the storage, where ProckStore's near-data
+//! device stands. In near-data mode (the default) only the job and the
+//! outputs' metadata cross the wire: the worker reads the input tables from
+//! the storage it shares with the engine and stages the outputs in the
+//! database directory; the engine checks and adopts them. In keys-only mode
+//! (ProckStore 3.5) the worker unpacks the inputs and sends only keys; the
+//! engine merges them and decides what is dropped; the worker packs the
+//! values in that order ([`keys`]). Either way the tables are
+//! byte-identical to `streaming`'s.
+//!
+//! - [`server`]: the worker service, its checks and its staging.
+//! - [`client`]: the [`RemoteExecutor`], which falls back by failing.
+//! - [`paths`]: the root a worker may touch, staging and session names.
+//! - [`verify`]: the engine's check of a staged table.
+//! - [`convert`]: the job to and from its protobuf form.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+pub mod client;
+pub mod convert;
+pub mod keys;
+pub mod paths;
+pub mod server;
+pub mod verify;
+
+/// The generated protocol: messages, client and server.
+#[allow(
+    missing_docs,
+    missing_debug_implementations,
+    clippy::all,
+    reason = "generated"
+)]
+pub mod proto {
+    tonic::include_proto!("shale.worker.v1");
+}
+
+pub use client::{RemoteExecutor, RemoteOptions, WorkerStats};
+pub use server::{LocalWorker, TlsIdentity, Worker, WorkerConfig};
+
+/// Name of the remote executor.
+pub const REMOTE: &str = "remote";
+
+/// The metadata key carrying `Bearer <token>`.
+pub const AUTHORIZATION: &str = "authorization";
+
+/// Where a worker's LOG lines go.
+pub type Logger = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What crosses the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RemoteMode {
+    /// The worker runs the whole job beside the data; only the job and the
+    /// outputs' metadata travel.
+    #[default]
+    NearData,
+    /// The worker sends keys; the engine merges them and sends the order
+    /// back; the worker packs the values (ProckStore 3.5).
+    KeysOnly,
+}
+
+impl RemoteMode {
+    /// Names `remote_mode` accepts.
+    pub const NAMES: &'static [&'static str] = &["near-data", "keys-only"];
+}
+
+impl fmt::Display for RemoteMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RemoteMode::NearData => "near-data",
+            RemoteMode::KeysOnly => "keys-only",
+        })
+    }
+}
+
+impl FromStr for RemoteMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<RemoteMode, String> {
+        match s {
+            "near-data" => Ok(RemoteMode::NearData),
+            "keys-only" => Ok(RemoteMode::KeysOnly),
+            other => Err(format!(
+                "unknown remote mode {other:?} (available: {})",
+                RemoteMode::NAMES.join(", ")
+            )),
+        }
+    }
+}
