@@ -6,8 +6,12 @@
 use clap::builder::BoolishValueParser;
 use clap::{Args, ValueEnum};
 use shale::compaction::picker::PickStyle;
+use shale::options::RemoteToken;
 use shale::shale_compact::opencl::PlacementPolicy;
+use shale::shale_compact::remote::RemoteMode;
 use shale::Options;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Block compression, as db_bench's `--compression`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -215,6 +219,54 @@ pub struct DbFlags {
         value_parser = BoolishValueParser::new()
     )]
     pub create_if_missing: Option<bool>,
+    /// Compaction workers (`shale worker`) to ship compaction jobs to,
+    /// comma-separated: http://HOST:PORT, https://HOST:PORT or HOST:PORT.
+    #[arg(
+        long = "remote_workers",
+        value_name = "URL[,URL...]",
+        value_delimiter = ','
+    )]
+    pub remote_workers: Option<Vec<String>>,
+    /// File holding the token the workers require (their --token_file).
+    #[arg(long = "remote_token_file", value_name = "FILE")]
+    pub remote_token_file: Option<PathBuf>,
+    /// What crosses the wire: near-data (default: the worker compacts
+    /// beside the data) or keys-only (keys travel, the engine merges).
+    #[arg(long = "remote_mode", value_name = "MODE", value_parser = parse_remote_mode)]
+    pub remote_mode: Option<RemoteMode>,
+    /// Seconds without progress after which a worker's job runs locally
+    /// (default 30).
+    #[arg(
+        long = "remote_timeout",
+        value_name = "SECONDS",
+        allow_negative_numbers = true
+    )]
+    pub remote_timeout: Option<f64>,
+    /// CA certificate (PEM) that https:// workers are checked against.
+    #[arg(long = "remote_tls_ca", value_name = "FILE")]
+    pub remote_tls_ca: Option<PathBuf>,
+}
+
+fn parse_remote_mode(value: &str) -> Result<RemoteMode, String> {
+    value.parse()
+}
+
+/// The token in `path`: its contents without the trailing newline; an
+/// empty or unreadable file is an error naming it.
+pub fn read_token_file(path: &Path) -> Result<String, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("token file {}: {e}", path.display()))?;
+    let token = text.trim_end_matches(['\n', '\r']);
+    if token.is_empty() {
+        return Err(format!("token file {} is empty", path.display()));
+    }
+    if token.bytes().any(|b| !(0x20..0x7f).contains(&b)) {
+        return Err(format!(
+            "token file {}: the token must be printable ASCII on one line",
+            path.display()
+        ));
+    }
+    Ok(token.to_string())
 }
 
 /// `--opencl_placement`'s value, with the engine's own names.
@@ -323,6 +375,26 @@ impl DbFlags {
         }
         if let Some(create) = self.create_if_missing {
             options.create_if_missing = create;
+        }
+        if let Some(workers) = &self.remote_workers {
+            options.remote_workers = workers.clone();
+        }
+        if let Some(path) = &self.remote_token_file {
+            options.remote_token = Some(RemoteToken(read_token_file(path)?));
+        }
+        if let Some(mode) = self.remote_mode {
+            options.remote_mode = mode;
+        }
+        if let Some(seconds) = self.remote_timeout {
+            if !(seconds > 0.0 && seconds.is_finite() && seconds < 1e9) {
+                return Err(format!(
+                    "--remote_timeout must be a positive number of seconds (got {seconds})"
+                ));
+            }
+            options.remote_timeout = Duration::from_secs_f64(seconds);
+        }
+        if let Some(path) = &self.remote_tls_ca {
+            options.remote_tls_ca = Some(path.clone());
         }
         options.validate()?;
         // By name only: building an executor may start threads.

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{compact, dump, get_put_delete, load, scan, stats, verify};
+use crate::commands::{compact, dump, get_put_delete, load, scan, stats, verify, worker};
 
 /// ShaleDB: an embeddable LSM key-value store whose files are LevelDB 1.23's.
 #[derive(Debug, Parser)]
@@ -50,6 +50,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run a YCSB core workload (a-f): load, then run.
     Ycsb(ycsb::YcsbArgs),
+    /// Serve compaction jobs over gRPC for engines whose databases lie
+    /// under --root (`--remote_workers` on the engine's side).
+    Worker(worker::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => dump::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Ycsb(args) => ycsb::run(&args),
+        Command::Worker(args) => worker::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

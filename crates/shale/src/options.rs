@@ -1,12 +1,15 @@
 //! Options for opening a database, writing and reading. Defaults are
 //! LevelDB 1.23's, except a 10-bit Bloom filter (LevelDB has none by default).
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use shale_compact::job::TableSettings;
 
 use crate::compaction::picker::PickStyle;
 use shale_compact::opencl::{DeviceSelector, PlacementPolicy};
+use shale_compact::remote::RemoteMode;
 
 use crate::env::{Env, PosixEnv};
 use crate::snapshot::Snapshot;
@@ -111,6 +114,35 @@ pub struct Options {
     /// `O_DIRECT` (tmpfs before Linux 6.6 does not): `DB::open` checks both and fails with
     /// `NotSupported` otherwise.
     pub direct_io_for_compaction: bool,
+    /// Compaction workers (`shale worker`) the `remote` executor ships jobs
+    /// to: `http://HOST:PORT`, `https://HOST:PORT` or `HOST:PORT`. Empty
+    /// (the default): none. With workers and `compaction_executor=auto`,
+    /// each worker gets a compaction thread of its own that offers its jobs
+    /// to the workers first; a job a worker cannot finish runs locally.
+    pub remote_workers: Vec<String>,
+    /// The token sent to the workers with every call (the contents of the
+    /// worker's `--token_file`); `None`: none.
+    pub remote_token: Option<RemoteToken>,
+    /// What crosses the wire: `near-data` (the default: the worker runs the
+    /// whole job beside the data) or `keys-only` (the worker sends keys, the
+    /// engine merges them, the worker packs the values).
+    pub remote_mode: RemoteMode,
+    /// A worker that sends neither progress nor a result for this long
+    /// loses its job to a local executor (default 30 s).
+    pub remote_timeout: Duration,
+    /// The CA certificate (PEM file) `https://` workers are checked
+    /// against; `None`: the system's roots are not used, so `https` needs it.
+    pub remote_tls_ca: Option<PathBuf>,
+}
+
+/// A secret that `Debug` does not print.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RemoteToken(pub String);
+
+impl std::fmt::Debug for RemoteToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RemoteToken(<hidden>)")
+    }
 }
 
 impl Default for Options {
@@ -147,6 +179,11 @@ impl Default for Options {
             opencl_device: DeviceSelector::default(),
             opencl_memory_budget: None,
             direct_io_for_compaction: false,
+            remote_workers: Vec::new(),
+            remote_token: None,
+            remote_mode: RemoteMode::default(),
+            remote_timeout: Duration::from_secs(30),
+            remote_tls_ca: None,
         }
     }
 }
@@ -235,6 +272,17 @@ impl Options {
                 shale_compact::priority::MAX_NICE_INCREMENT,
                 self.compaction_nice
             ));
+        }
+        if self.remote_workers.iter().any(|w| w.trim().is_empty()) {
+            return Err("remote_workers holds an empty endpoint".into());
+        }
+        if self.compaction_executor == shale_compact::remote::REMOTE
+            && self.remote_workers.is_empty()
+        {
+            return Err("compaction_executor=remote needs remote_workers".into());
+        }
+        if self.remote_timeout.is_zero() {
+            return Err("remote_timeout must be above 0".into());
         }
         Ok(())
     }

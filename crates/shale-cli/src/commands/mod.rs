@@ -9,6 +9,7 @@ pub mod load;
 pub mod scan;
 pub mod stats;
 pub mod verify;
+pub mod worker;
 
 use std::path::PathBuf;
 

@@ -40,7 +40,7 @@ pub mod proto {
 }
 
 pub use client::{RemoteExecutor, RemoteOptions, WorkerStats};
-pub use server::{LocalWorker, TlsIdentity, Worker, WorkerConfig};
+pub use server::{serve, LocalWorker, TlsIdentity, Worker, WorkerConfig};
 
 /// Name of the remote executor.
 pub const REMOTE: &str = "remote";

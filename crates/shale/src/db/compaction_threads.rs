@@ -18,6 +18,7 @@ use std::time::Instant;
 use shale_compact::job::{CompactionJob, CompactionOutput, Executor};
 use shale_compact::opencl::OPENCL;
 use shale_compact::parallel::PARALLEL;
+use shale_compact::remote::REMOTE;
 use shale_compact::streaming::STREAMING;
 use shale_format::version_edit::NUM_LEVELS;
 use shale_format::{Error, Result};
@@ -56,6 +57,15 @@ pub(super) fn start(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
                 shale_compact::priority::lower_current_thread(worker.options.compaction_nice);
                 worker.compaction_loop(lane)
             }),
+        )?);
+    }
+    // Threads that wait on remote workers, not on cores: the nice level
+    // does not matter to them, and they leave the others to the CPU.
+    for i in 0..inner.executors.remote_lanes() {
+        let worker = inner.clone();
+        threads.push(spawn(
+            format!("shale-remote-{i}"),
+            Box::new(move || worker.compaction_loop(Lane::Remote)),
         )?);
     }
     Ok(threads)
@@ -142,6 +152,7 @@ impl DbInner {
                 priority::queue_end(cpu, &[book.throughput(OPENCL)], QueueEnd::Small)
             }
             Lane::Host => QueueEnd::Large,
+            Lane::Remote => priority::queue_end(book.throughput(REMOTE), &[cpu], QueueEnd::Large),
         }
     }
 
@@ -188,7 +199,11 @@ impl DbInner {
                 &self.options,
             )
         };
-        let parts = self.subcompaction_parts(scheduled, &job);
+        // A worker runs a job whole: its own cores split it if they like.
+        let parts = match lane {
+            Lane::Remote => 1,
+            _ => self.subcompaction_parts(scheduled, &job),
+        };
         let chain = {
             let scheduler = self.lock_scheduler();
             let load = Load {
@@ -199,9 +214,14 @@ impl DbInner {
             };
             let device = match lane {
                 Lane::Device => self.executors.device.as_ref().map(|d| &d.facts),
-                Lane::Host => None,
+                Lane::Host | Lane::Remote => None,
             };
-            placement::chain(&job, &self.executors.choice, device, &scheduler.book, &load)
+            let chain =
+                placement::chain(&job, &self.executors.choice, device, &scheduler.book, &load);
+            match lane {
+                Lane::Remote if self.executors.remote.is_some() => placement::remote_first(chain),
+                _ => chain,
+            }
         };
         shale_log!(
             self.info_log,

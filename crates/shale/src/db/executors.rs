@@ -9,6 +9,7 @@ use std::sync::Arc;
 use shale_compact::job::Executor;
 use shale_compact::opencl::{OnDeviceError, OpenClExecutor, OpenClOptions, OPENCL};
 use shale_compact::parallel::{ParallelExecutor, PARALLEL};
+use shale_compact::remote::{RemoteExecutor, RemoteOptions, REMOTE};
 use shale_compact::streaming::{StreamingExecutor, STREAMING};
 use shale_format::{Error, Result};
 
@@ -16,7 +17,7 @@ use crate::compaction::scheduler::placement::{DeviceFacts, ExecutorChoice};
 use crate::options::Options;
 
 /// Names `compaction_executor` accepts.
-pub const EXECUTORS: &[&str] = &[PARALLEL, STREAMING, OPENCL, AUTO];
+pub const EXECUTORS: &[&str] = &[PARALLEL, STREAMING, OPENCL, REMOTE, AUTO];
 
 /// The scheduler chooses per job (the default).
 pub const AUTO: &str = "auto";
@@ -28,6 +29,8 @@ pub enum Lane {
     Device,
     /// CPU executors only.
     Host,
+    /// A remote worker first, then the CPU.
+    Remote,
 }
 
 /// The OpenCL executor and what placement needs to know of its device.
@@ -44,6 +47,8 @@ pub(crate) struct Executors {
     streaming: Arc<dyn Executor>,
     parallel: Arc<dyn Executor>,
     pub(crate) device: Option<DeviceExecutor>,
+    /// The remote workers, when the options name some.
+    pub(crate) remote: Option<Arc<RemoteExecutor>>,
     /// Why `auto` has no device (for the LOG).
     pub(crate) device_unavailable: Option<String>,
 }
@@ -60,6 +65,25 @@ pub fn opencl_options(options: &Options) -> OpenClOptions {
         cpu_nice: options.compaction_nice,
         ..OpenClOptions::default()
     }
+}
+
+/// The settings of the `remote` executor the engine builds from
+/// `options` (the CA certificate read from its file).
+pub fn remote_options(options: &Options) -> Result<RemoteOptions> {
+    let tls_ca_pem = match &options.remote_tls_ca {
+        Some(path) => Some(std::fs::read(path).map_err(|e| {
+            Error::InvalidArgument(format!("remote_tls_ca {}: {e}", path.display()))
+        })?),
+        None => None,
+    };
+    Ok(RemoteOptions {
+        endpoints: options.remote_workers.clone(),
+        token: options.remote_token.as_ref().map(|t| t.0.clone()),
+        mode: options.remote_mode,
+        progress_timeout: options.remote_timeout,
+        tls_ca_pem,
+        ..RemoteOptions::default()
+    })
 }
 
 fn parallel_executor(options: &Options) -> Result<ParallelExecutor> {
@@ -83,6 +107,7 @@ pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executo
             .map_err(|reason| {
                 Error::NotSupported(format!("the opencl executor is unavailable: {reason}"))
             }),
+        REMOTE => Ok(Arc::new(RemoteExecutor::new(remote_options(options)?)?)),
         AUTO => match opencl() {
             Ok(executor) => Ok(Arc::new(executor)),
             Err(_) => Ok(Arc::new(parallel_executor(options)?)),
@@ -107,10 +132,21 @@ impl Executors {
             STREAMING => ExecutorChoice::Forced(STREAMING),
             PARALLEL => ExecutorChoice::Forced(PARALLEL),
             OPENCL => ExecutorChoice::Forced(OPENCL),
+            REMOTE => ExecutorChoice::Forced(REMOTE),
             other => return Err(unknown(other)),
         };
+        let remote = match choice {
+            ExecutorChoice::Auto | ExecutorChoice::Forced(REMOTE)
+                if !options.remote_workers.is_empty() =>
+            {
+                Some(Arc::new(RemoteExecutor::new(remote_options(options)?)?))
+            }
+            _ => None,
+        };
         let (device, device_unavailable) = match choice {
-            ExecutorChoice::Forced(STREAMING) | ExecutorChoice::Forced(PARALLEL) => (None, None),
+            ExecutorChoice::Forced(STREAMING)
+            | ExecutorChoice::Forced(PARALLEL)
+            | ExecutorChoice::Forced(REMOTE) => (None, None),
             _ => {
                 // The scheduler falls back itself: the executor only runs
                 // jobs on the device or fails them.
@@ -163,6 +199,7 @@ impl Executors {
             streaming: Arc::new(StreamingExecutor),
             parallel: Arc::new(parallel_executor(options)?),
             device,
+            remote,
             device_unavailable,
         })
     }
@@ -176,15 +213,27 @@ impl Executors {
                 .device
                 .as_ref()
                 .map(|d| d.executor.clone() as Arc<dyn Executor>),
+            REMOTE => self.remote.as_ref().map(|r| r.clone() as Arc<dyn Executor>),
             _ => None,
+        }
+    }
+
+    /// Compaction threads added for the remote workers: one per worker
+    /// under `auto` (each waits on its worker, not on a core); none when
+    /// `remote` is named (every thread then serves the workers).
+    pub(crate) fn remote_lanes(&self) -> usize {
+        match (&self.remote, &self.choice) {
+            (Some(remote), ExecutorChoice::Auto) => remote.worker_stats().len(),
+            _ => 0,
         }
     }
 
     /// The lane of compaction thread `index`: with a device, thread 0
     /// serves it (every thread when `opencl` is named); the others the
-    /// host.
+    /// host. Every thread serves the remote workers when `remote` is named.
     pub(crate) fn lane_of_thread(&self, index: usize) -> Lane {
         match (&self.device, &self.choice) {
+            (_, ExecutorChoice::Forced(REMOTE)) => Lane::Remote,
             (None, _) => Lane::Host,
             (Some(_), ExecutorChoice::Forced(OPENCL)) => Lane::Device,
             (Some(_), _) if index == 0 => Lane::Device,
@@ -199,8 +248,21 @@ impl Executors {
             (None, Some(why)) => format!("no device ({why})"),
             (None, None) => "no device".to_string(),
         };
+        let remote = match &self.remote {
+            Some(remote) => format!(
+                ", remote ({}) on {}",
+                remote.mode(),
+                remote
+                    .worker_stats()
+                    .iter()
+                    .map(|w| w.endpoint.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => String::new(),
+        };
         format!(
-            "executors: {:?}, streaming, parallel, {device}",
+            "executors: {:?}, streaming, parallel, {device}{remote}",
             self.choice
         )
     }

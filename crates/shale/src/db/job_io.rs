@@ -96,6 +96,47 @@ impl JobIo for EngineJobIo<'_> {
             .env
             .remove_file(&filename::table_file_name(&self.inner.dir, number))
     }
+
+    fn database_dir(&self) -> Option<std::path::PathBuf> {
+        std::path::absolute(&self.inner.dir).ok()
+    }
+
+    fn adopt_outputs(&self, staged: &[std::path::PathBuf]) -> Result<Vec<u64>> {
+        let env = &self.inner.options.env;
+        let mut numbers = Vec::with_capacity(staged.len());
+        for path in staged {
+            let number = self.inner.new_file_number();
+            self.inner.lock_state().pending_outputs.insert(number);
+            self.created
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(number);
+            env.rename(path, &filename::table_file_name(&self.inner.dir, number))?;
+            numbers.push(number);
+        }
+        env.sync_dir(&self.inner.dir)?;
+        Ok(numbers)
+    }
+}
+
+/// Removes what remote workers left in `dir/staging` (attempts that never
+/// completed: an engine that died mid-job, a worker that crashed). Nothing
+/// there is ever part of the database until adopted, so all of it goes.
+pub(super) fn remove_staging(env: &dyn crate::env::Env, dir: &std::path::Path) {
+    let staging = dir.join(shale_compact::remote::paths::STAGING_DIR);
+    let Ok(sessions) = env.children(&staging) else {
+        return;
+    };
+    for session in sessions {
+        let session = staging.join(session);
+        if let Ok(files) = env.children(&session) {
+            for file in files {
+                let _ = env.remove_file(&session.join(file));
+            }
+        }
+        let _ = env.remove_dir(&session);
+    }
+    let _ = env.remove_dir(&staging);
 }
 
 impl<'a> EngineJobIo<'a> {

@@ -264,6 +264,7 @@ impl DB {
             _lock: lock,
         });
         inner.recover()?;
+        job_io::remove_staging(&*inner.options.env, &inner.dir);
         let pointers = inner.lock_versions().compact_pointers.clone();
         inner.lock_scheduler().compact_pointers = pointers;
         shale_log!(

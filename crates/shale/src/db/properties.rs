@@ -223,6 +223,16 @@ fn kernel_lines(s: &shale_compact::job::PhaseStats) -> String {
     // Most time first: what to look at is on top.
     kernels.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds).then(a.0.cmp(b.0)));
     for (name, time) in kernels {
+        if name.starts_with("wire-") {
+            // The remote executor's protobuf bytes each way: exact, as the
+            // benchmarks quote them.
+            let _ = writeln!(
+                out,
+                "  {name}: {} messages, {} bytes",
+                time.launches, time.bytes
+            );
+            continue;
+        }
         let speed = time
             .bytes_per_second()
             .map_or_else(|| "-".to_string(), |b| format!("{:.1}", b / MB));

@@ -15,6 +15,7 @@
 use shale_compact::job::CompactionJob;
 use shale_compact::opencl::{placement, DeviceLimits, Placement, PlacementPolicy, OPENCL};
 use shale_compact::parallel::PARALLEL;
+use shale_compact::remote::REMOTE;
 use shale_compact::streaming::STREAMING;
 
 use super::book::ExecutorBook;
@@ -221,6 +222,18 @@ pub fn chain(
     }
 }
 
+/// `chain` for a thread that serves the remote workers: a worker first,
+/// then what the CPU would run (the worker's failure costs only time).
+pub fn remote_first(chain: Chain) -> Chain {
+    let mut executors = vec![REMOTE];
+    executors.extend(chain.executors.iter().filter(|&&name| name != REMOTE));
+    Chain {
+        executors,
+        reason: format!("on a remote worker; locally: {}", chain.reason),
+        kept_off_device: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,5 +404,22 @@ mod tests {
         );
         assert_eq!(fine.executors, vec![OPENCL, STREAMING]);
         assert!(fine.reason.contains("device"), "{}", fine.reason);
+    }
+
+    #[test]
+    fn a_remote_lane_tries_a_worker_then_the_cpu_chain() {
+        let book = ExecutorBook::default();
+        let load = Load {
+            cores: 2,
+            other_jobs: 0,
+            parts: 1,
+            job_sequence: 1,
+        };
+        let cpu = chain(&job(2, 1 << 20), &ExecutorChoice::Auto, None, &book, &load);
+        let remote = remote_first(cpu.clone());
+        assert_eq!(remote.executors.first(), Some(&REMOTE));
+        assert_eq!(&remote.executors[1..], cpu.executors.as_slice());
+        assert_eq!(remote.executors.last(), Some(&STREAMING));
+        assert!(remote.reason.contains("remote"));
     }
 }

@@ -1,0 +1,203 @@
+//! `shale worker`: a compaction worker serving gRPC (the protocol is
+//! `crates/shale-compact/proto/worker.proto`). It stands beside the
+//! storage: the databases whose jobs it runs must lie under `--root`, and
+//! it touches nothing else. It prints the address it listens on, keeps a
+//! LOG, and on SIGTERM or SIGINT stops taking calls and lets running jobs
+//! finish before it exits.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use shale::info_log::InfoLog;
+use shale::shale_compact::remote::{serve, TlsIdentity, Worker, WorkerConfig, REMOTE};
+use shale::Options;
+
+use crate::db_flags::read_token_file;
+use crate::error::{CliError, CliResult};
+
+/// Arguments of `shale worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Address to listen on, HOST:PORT (port 0: any free port; the one
+    /// taken is printed).
+    #[arg(long, value_name = "ADDR")]
+    listen: String,
+    /// The only directory tree the worker reads and writes; the databases
+    /// it compacts must lie under it.
+    #[arg(long, value_name = "DIR")]
+    root: PathBuf,
+    /// File holding the token every call must carry (printable ASCII, one
+    /// line). Without it the worker takes calls from anyone who reaches
+    /// it: keep it on loopback then.
+    #[arg(long = "token_file", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Executor the jobs run with: auto (opencl on a usable device, else
+    /// parallel), parallel, streaming or opencl.
+    #[arg(long, value_name = "NAME", default_value = "auto")]
+    executor: String,
+    /// Threads of the parallel executor (0: one per core).
+    #[arg(long = "compaction_threads", value_name = "N")]
+    compaction_threads: Option<usize>,
+    /// Jobs run at once; more are refused (the engine runs them locally).
+    /// Default: one per core.
+    #[arg(long = "max_jobs", value_name = "N")]
+    max_jobs: Option<usize>,
+    /// Largest job taken, in bytes of input tables (default 4 GiB).
+    #[arg(long = "max_job_bytes", value_name = "BYTES")]
+    max_job_bytes: Option<u64>,
+    /// Largest gRPC message accepted or sent (default 64 MiB).
+    #[arg(long = "max_message_bytes", value_name = "BYTES")]
+    max_message_bytes: Option<usize>,
+    /// How often a running job reports progress, in milliseconds (default
+    /// 1000).
+    #[arg(long = "progress_interval_ms", value_name = "MS")]
+    progress_interval_ms: Option<u64>,
+    /// TLS certificate chain (PEM); with --tls_key, the worker speaks TLS.
+    #[arg(long = "tls_cert", value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    #[arg(long = "tls_key", value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The LOG file (default: ROOT/shale-worker.LOG).
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+}
+
+fn usage(message: impl Into<String>) -> CliError {
+    CliError::Usage(message.into())
+}
+
+/// Resolves when SIGTERM or SIGINT arrives.
+async fn terminated() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Serves until SIGTERM or SIGINT.
+pub fn run(args: &WorkerArgs) -> CliResult {
+    if args.executor == REMOTE {
+        return Err(usage("a worker cannot run its jobs on the remote executor"));
+    }
+    if !args.root.is_dir() {
+        return Err(usage(format!(
+            "--root {}: not a directory",
+            args.root.display()
+        )));
+    }
+    if args.max_jobs == Some(0) {
+        return Err(usage("--max_jobs must be at least 1"));
+    }
+    if args.max_message_bytes.is_some_and(|n| n < 4096) {
+        return Err(usage("--max_message_bytes must be at least 4096"));
+    }
+    if args.progress_interval_ms == Some(0) {
+        return Err(usage("--progress_interval_ms must be at least 1"));
+    }
+    let token = args
+        .token_file
+        .as_deref()
+        .map(read_token_file)
+        .transpose()
+        .map_err(usage)?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let read = |path: &PathBuf| {
+                std::fs::read(path).map_err(|e| usage(format!("{}: {e}", path.display())))
+            };
+            Some(TlsIdentity {
+                cert_pem: read(cert)?,
+                key_pem: read(key)?,
+            })
+        }
+        _ => None,
+    };
+    let mut options = Options::default();
+    if let Some(n) = args.compaction_threads {
+        options.compaction_threads = n;
+    }
+    let executor = shale::db::executor_by_name(&args.executor, &options)?;
+    let log_path = args
+        .log
+        .clone()
+        .unwrap_or_else(|| args.root.join("shale-worker.LOG"));
+    let log_file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| CliError::Failed(format!("LOG {}: {e}", log_path.display())))?;
+    let info_log = InfoLog::from_writer(Box::new(log_file));
+
+    let mut config = WorkerConfig::new(&args.root, executor);
+    config.token = token;
+    if let Some(n) = args.max_jobs {
+        config.max_jobs = n;
+    }
+    if let Some(n) = args.max_job_bytes {
+        config.max_job_bytes = n;
+    }
+    if let Some(n) = args.max_message_bytes {
+        config.max_message_bytes = n;
+    }
+    if let Some(ms) = args.progress_interval_ms {
+        config.progress_interval = Duration::from_millis(ms);
+    }
+    let logger = info_log.clone();
+    config.log = Arc::new(move |line: &str| logger.log(format_args!("{line}")));
+    let description = format!(
+        "root {}, executor {}, up to {} jobs, {}, {}",
+        args.root.display(),
+        config.executor.name(),
+        config.max_jobs,
+        if config.token.is_some() {
+            "token required"
+        } else {
+            "no token"
+        },
+        if tls.is_some() { "TLS" } else { "plain HTTP/2" }
+    );
+    let worker = Worker::new(config).map_err(|e| usage(e.to_string()))?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("shale-worker")
+        .enable_all()
+        .build()?;
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(&args.listen))
+        .map_err(|e| CliError::Failed(format!("cannot listen on {}: {e}", args.listen)))?;
+    let address = listener.local_addr()?;
+    info_log.log(format_args!("Worker listening on {address}: {description}"));
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "shale worker: listening on {address} ({description})")?;
+    out.flush()?;
+    drop(out);
+    let shutdown = {
+        let info_log = info_log.clone();
+        async move {
+            terminated().await;
+            info_log.log(format_args!(
+                "Shutting down: no new calls; running jobs finish"
+            ));
+        }
+    };
+    runtime
+        .block_on(serve(worker, listener, tls, shutdown))
+        .map_err(CliError::Failed)?;
+    info_log.log(format_args!("Worker stopped"));
+    println!("shale worker: stopped");
+    Ok(())
+}
