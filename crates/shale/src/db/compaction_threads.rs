@@ -365,7 +365,11 @@ impl DbInner {
                         job.id
                     );
                     self.lock_scheduler().book.record_failure(name);
-                    fallback = Some(format!("the {name} executor failed: {err}"));
+                    fallback = Some(match &err {
+                        // Its message already names the executor.
+                        Error::ExecutorFailed { .. } => err.to_string(),
+                        _ => format!("the {name} executor failed: {err}"),
+                    });
                 }
             }
         }

@@ -1,0 +1,315 @@
+//! The worker's defences, called through the generated gRPC client as a
+//! hostile or broken peer would: a missing or wrong token, paths that leave
+//! the root (`..`, absolute, symlinks), bad session names, malformed jobs,
+//! oversized messages, too many jobs, too large a job, and a keys-only
+//! stream out of order. Each gets a clear status, and the worker keeps
+//! serving.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shale_compact::job::{
+    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, JobIo, PhaseStats,
+};
+use shale_compact::remote::convert::job_to_proto;
+use shale_compact::remote::paths::new_session;
+use shale_compact::remote::proto::compaction_worker_client::CompactionWorkerClient;
+use shale_compact::remote::proto::{
+    keys_only_request, CompactRequest, HelloRequest, KeysOnlyRequest, OrderChunk,
+};
+use shale_compact::remote::{LocalWorker, WorkerConfig};
+use tonic::transport::Channel;
+use tonic::{Code, Request};
+
+/// Takes a while and writes nothing.
+#[derive(Debug)]
+struct Sleeper(Duration);
+
+impl Executor for Sleeper {
+    fn name(&self) -> &'static str {
+        "sleeper"
+    }
+    fn run(&self, _job: &CompactionJob, _io: &dyn JobIo) -> shale_format::Result<CompactionOutput> {
+        std::thread::sleep(self.0);
+        Ok(CompactionOutput {
+            executor: "sleeper".into(),
+            outputs: Vec::new(),
+            stats: PhaseStats::default(),
+            fallback: None,
+        })
+    }
+}
+
+fn job(number: u64, file_size: u64) -> CompactionJob {
+    CompactionJob {
+        id: 1,
+        inputs: vec![InputRun {
+            level: 0,
+            files: vec![JobFile {
+                number,
+                file_size,
+                smallest: b"a\x01\x01\x00\x00\x00\x00\x00\x00".to_vec(),
+                largest: b"z\x01\x01\x00\x00\x00\x00\x00\x00".to_vec(),
+            }],
+        }],
+        output_level: 1,
+        max_output_file_size: 1 << 20,
+        ..CompactionJob::default()
+    }
+}
+
+fn request(db: &str, job: &CompactionJob) -> CompactRequest {
+    CompactRequest {
+        db_path: db.to_string(),
+        session: new_session(),
+        job: Some(job_to_proto(job)),
+    }
+}
+
+/// Fields drop in order: the client runtime (and its connections) before
+/// the worker, whose graceful shutdown waits for connections to close.
+struct Fixture {
+    runtime: tokio::runtime::Runtime,
+    worker: LocalWorker,
+    root: tempfile::TempDir,
+    outside: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new(configure: impl FnOnce(&mut WorkerConfig)) -> Fixture {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("db")).unwrap();
+        std::fs::write(root.path().join("db/000005.ldb"), b"table").unwrap();
+        std::fs::write(outside.path().join("000009.ldb"), b"secret").unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("000009.ldb"),
+            root.path().join("db/000009.ldb"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("escape")).unwrap();
+        let mut config = WorkerConfig::new(root.path(), Arc::new(Sleeper(Duration::ZERO)));
+        configure(&mut config);
+        let worker = LocalWorker::start(config).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        Fixture {
+            root,
+            outside,
+            worker,
+            runtime,
+        }
+    }
+
+    fn client(&self) -> CompactionWorkerClient<Channel> {
+        let url = self.worker.url();
+        self.runtime
+            .block_on(CompactionWorkerClient::connect(url))
+            .unwrap()
+    }
+
+    /// Runs a near-data call to its end: Ok when it ends with Done.
+    fn compact(&self, request: Request<CompactRequest>) -> Result<(), tonic::Status> {
+        let mut client = self.client();
+        self.runtime.block_on(async {
+            let mut stream = client.compact(request).await?.into_inner();
+            while let Some(event) = stream.message().await? {
+                if let Some(shale_compact::remote::proto::compact_event::Event::Done(_)) =
+                    event.event
+                {
+                    return Ok(());
+                }
+            }
+            Err(tonic::Status::unknown("no result"))
+        })
+    }
+
+    fn hello_works(&self) {
+        let mut client = self.client();
+        self.runtime
+            .block_on(client.hello(HelloRequest {}))
+            .unwrap();
+    }
+
+    fn db(&self) -> String {
+        self.root.path().join("db").to_str().unwrap().to_string()
+    }
+}
+
+fn with_token(message: CompactRequest, token: &str) -> Request<CompactRequest> {
+    let mut request = Request::new(message);
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    request
+}
+
+#[test]
+fn a_job_under_the_root_runs() {
+    let f = Fixture::new(|_| {});
+    f.compact(Request::new(request("db", &job(5, 5)))).unwrap();
+    f.compact(Request::new(request(&f.db(), &job(5, 5))))
+        .unwrap();
+}
+
+#[test]
+fn the_token_is_required_on_every_call() {
+    let f = Fixture::new(|c| c.token = Some("sesame".into()));
+    let mut client = f.client();
+    let status = f
+        .runtime
+        .block_on(client.hello(HelloRequest {}))
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated);
+    for token in ["", "sesam", "sesame2", "SESAME"] {
+        let status = f
+            .compact(with_token(request("db", &job(5, 5)), token))
+            .unwrap_err();
+        assert_eq!(status.code(), Code::Unauthenticated, "{token:?}");
+    }
+    f.compact(with_token(request("db", &job(5, 5)), "sesame"))
+        .unwrap();
+}
+
+#[test]
+fn paths_that_leave_the_root_are_refused() {
+    let f = Fixture::new(|_| {});
+    let outside = f.outside.path().to_str().unwrap().to_string();
+    for (db, number, why) in [
+        ("db/..", 5, ".."),
+        ("../db", 5, ".."),
+        (outside.as_str(), 9, "outside"),
+        ("/etc", 5, "outside"),
+        ("escape", 9, "outside"),
+        ("db", 9, "outside"),
+        ("db", 6, "not in"),
+        ("db/000005.ldb", 5, "not a directory"),
+        ("", 5, "no database"),
+    ] {
+        let status = f
+            .compact(Request::new(request(db, &job(number, 5))))
+            .unwrap_err();
+        assert_eq!(status.code(), Code::PermissionDenied, "{db}: {status:?}");
+        assert!(status.message().contains(why), "{db}: {status:?}");
+    }
+    assert_eq!(
+        std::fs::read(f.outside.path().join("000009.ldb")).unwrap(),
+        b"secret"
+    );
+    assert!(!f.outside.path().join("staging").exists());
+    f.hello_works();
+}
+
+#[test]
+fn malformed_requests_get_invalid_argument() {
+    let f = Fixture::new(|_| {});
+    let mut bad_session = request("db", &job(5, 5));
+    bad_session.session = "../../../tmp/x".into();
+    let mut no_job = request("db", &job(5, 5));
+    no_job.job = None;
+    let mut no_table = request("db", &job(5, 5));
+    if let Some(job) = no_table.job.as_mut() {
+        job.table = None;
+    }
+    let mut bad_level = request("db", &job(5, 5));
+    if let Some(job) = bad_level.job.as_mut() {
+        job.output_level = 1000;
+    }
+    for (name, message) in [
+        ("session", bad_session),
+        ("job", no_job),
+        ("table", no_table),
+        ("level", bad_level),
+    ] {
+        let status = f.compact(Request::new(message)).unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{name}: {status:?}");
+    }
+    f.hello_works();
+}
+
+#[test]
+fn oversized_messages_are_refused_and_the_worker_stays_up() {
+    let f = Fixture::new(|c| c.max_message_bytes = 64 << 10);
+    let mut huge = job(5, 5);
+    huge.grandparents = vec![
+        JobFile {
+            number: 1,
+            file_size: 1,
+            smallest: vec![b'k'; 1024],
+            largest: vec![b'k'; 1024],
+        };
+        100
+    ];
+    let status = f.compact(Request::new(request("db", &huge))).unwrap_err();
+    assert!(
+        matches!(status.code(), Code::OutOfRange | Code::ResourceExhausted),
+        "{status:?}"
+    );
+    f.hello_works();
+}
+
+#[test]
+fn too_many_jobs_or_too_large_a_job_is_refused() {
+    let f = Fixture::new(|c| {
+        c.executor = Arc::new(Sleeper(Duration::from_millis(1500)));
+        c.max_jobs = 1;
+        c.max_job_bytes = 1000;
+    });
+    let status = f
+        .compact(Request::new(request("db", &job(5, 1001))))
+        .unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert!(status.message().contains("max_job_bytes"));
+
+    let url = f.worker.url();
+    let first = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut client = CompactionWorkerClient::connect(url).await.unwrap();
+            let mut stream = client
+                .compact(request("db", &job(5, 5)))
+                .await
+                .unwrap()
+                .into_inner();
+            while stream.message().await.unwrap().is_some() {}
+        });
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let status = f
+        .compact(Request::new(request("db", &job(5, 5))))
+        .unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("max_jobs"));
+    first.join().unwrap();
+    f.compact(Request::new(request("db", &job(5, 5)))).unwrap();
+}
+
+#[test]
+fn a_keys_only_stream_out_of_order_is_refused() {
+    let f = Fixture::new(|_| {});
+    let mut client = f.client();
+    let order_first = KeysOnlyRequest {
+        request: Some(keys_only_request::Request::Order(OrderChunk {
+            codes: vec![1, 2, 3],
+            last: true,
+        })),
+    };
+    let status = f
+        .runtime
+        .block_on(client.compact_keys_only(tokio_stream::iter(vec![order_first])))
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    let status = f
+        .runtime
+        .block_on(client.compact_keys_only(tokio_stream::iter(Vec::new())))
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    f.hello_works();
+}
