@@ -75,10 +75,12 @@ pub const LOST_DIR: &str = "lost";
 /// returns what was recovered and what was lost. Uses `options.env`, and
 /// the table settings and `write_buffer_size` for the tables it writes.
 ///
-/// Errors: [`Error::NotFound`] when the directory does not exist or holds no
+/// Errors: [`Error::InvalidArgument`] for options `DB::open` would refuse;
+/// [`Error::NotFound`] when the directory does not exist or holds no
 /// database file; [`Error::Busy`] when the database is open; any error
 /// writing the new files.
 pub fn repair(path: impl AsRef<Path>, options: &Options) -> Result<RepairReport> {
+    options.validate().map_err(Error::InvalidArgument)?;
     let dir = path.as_ref();
     let env = &*options.env;
     let names = match env.children(dir) {
