@@ -102,10 +102,12 @@ impl VersionSet {
         self.next_file_number.fetch_add(1, Ordering::SeqCst)
     }
 
-    /// Makes sure future allocations are above `number`.
+    /// Makes sure future allocations are above `number`. Saturates at
+    /// `u64::MAX`, a number only a damaged directory holds (recovery
+    /// refuses a log of that number rather than wrap around).
     pub fn mark_file_number_used(&self, number: u64) {
         self.next_file_number
-            .fetch_max(number + 1, Ordering::SeqCst);
+            .fetch_max(number.saturating_add(1), Ordering::SeqCst);
     }
 
     /// Number of the MANIFEST being written.
