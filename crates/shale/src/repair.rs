@@ -124,7 +124,7 @@ pub fn repair(path: impl AsRef<Path>, options: &Options) -> Result<RepairReport>
         options,
         env,
         info_log,
-        next_file_number: 1,
+        next_file_number: Some(1),
         created: Vec::new(),
         from_log: HashMap::new(),
         report: RepairReport::default(),
@@ -171,7 +171,8 @@ struct Repairer<'a> {
     options: &'a Options,
     env: &'a dyn Env,
     info_log: InfoLog,
-    next_file_number: u64,
+    /// `None` once a file numbered `u64::MAX` is found.
+    next_file_number: Option<u64>,
     /// Tables written from logs and not yet in a MANIFEST.
     created: Vec<u64>,
     /// The log each of those tables was written from.
@@ -234,7 +235,10 @@ impl Repairer<'_> {
             };
             // Above MANIFEST numbers too (LevelDB looks past them), so that
             // the new MANIFEST never takes the name of an old one.
-            self.next_file_number = self.next_file_number.max(number.saturating_add(1));
+            self.next_file_number = match (self.next_file_number, number.checked_add(1)) {
+                (Some(next), Some(above)) => Some(next.max(above)),
+                _ => None,
+            };
             match kind {
                 FileType::Descriptor => found.manifests.push(name),
                 FileType::Log => found.logs.push(number),
@@ -250,10 +254,23 @@ impl Repairer<'_> {
         Ok(found)
     }
 
-    fn new_file_number(&mut self) -> u64 {
-        let number = self.next_file_number;
-        self.next_file_number += 1;
-        number
+    /// A file number above every one found or allocated.
+    fn new_file_number(&mut self) -> Result<u64> {
+        let number = self.next_file_number()?;
+        self.next_file_number = number.checked_add(1);
+        Ok(number)
+    }
+
+    /// The next file number, or an error when a file found is numbered
+    /// `u64::MAX` (no number is left above it).
+    fn next_file_number(&self) -> Result<u64> {
+        self.next_file_number.ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{}: a file is numbered {}: no file number is left for new files",
+                self.dir.display(),
+                u64::MAX
+            ))
+        })
     }
 
     /// Replays log `number` into memtables and writes them as tables:
@@ -347,7 +364,7 @@ impl Repairer<'_> {
         if mem.is_empty() {
             return Ok(());
         }
-        let number = self.new_file_number();
+        let number = self.new_file_number()?;
         self.created.push(number);
         let mut writer = TableWriter::create(self.options, self.dir, number)?;
         writer.add_all(&mut mem.iter())?;
@@ -416,7 +433,7 @@ impl Repairer<'_> {
         table: &shale_format::table::Table,
         damage: String,
     ) -> Result<Option<TableInfo>> {
-        let copy_number = self.new_file_number();
+        let copy_number = self.new_file_number()?;
         let mut writer = TableWriter::create(self.options, self.dir, copy_number)?;
         let scan = table_scan::scan_table(table, |key, value| writer.add(key, value))?;
         let Some(meta) = writer.finish()? else {
@@ -458,12 +475,12 @@ impl Repairer<'_> {
     /// Writes the new MANIFEST and points CURRENT at it: LevelDB's
     /// `WriteDescriptor`.
     fn write_descriptor(&mut self, tables: &[TableInfo]) -> Result<()> {
-        let manifest_number = self.new_file_number();
+        let manifest_number = self.new_file_number()?;
         let last_sequence = tables.iter().map(|t| t.max_sequence).max().unwrap_or(0);
         let mut edit = VersionEdit {
             comparator: Some(BYTEWISE_COMPARATOR_NAME.to_string()),
             log_number: Some(0),
-            next_file_number: Some(self.next_file_number),
+            next_file_number: Some(self.next_file_number()?),
             last_sequence: Some(last_sequence),
             ..VersionEdit::default()
         };

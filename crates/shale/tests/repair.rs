@@ -566,6 +566,56 @@ fn missing_or_empty_directories_are_clear_errors() {
     assert_eq!(env.children(Path::new("/other")).unwrap(), ["notes.txt"]);
 }
 
+/// Files with a database's names and anything in them: never a panic.
+#[test]
+fn garbage_files_are_moved_to_lost_and_absurd_numbers_refused() {
+    let options = mem_options();
+    let env = &*options.env;
+    let dir = PathBuf::from("/garbage");
+    // Longer than a log block (32 KiB): damage inside a whole block is
+    // reported, while in the last, partial block it reads as a torn write.
+    let noise: Vec<u8> = (0..70_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    for name in [
+        "000004.ldb",
+        "000005.sst",
+        "000006.log",
+        "MANIFEST-000002",
+        "CURRENT",
+    ] {
+        write_file(env, &dir.join(name), &noise, false).unwrap();
+    }
+    write_file(env, &dir.join("000007.ldb"), b"", false).unwrap();
+    write_file(env, &dir.join("000008.log"), b"", false).unwrap();
+
+    let report = shale::repair(&dir, &options).unwrap();
+    println!("{report}");
+    assert!(report.tables.is_empty(), "{report}");
+    assert_eq!(report.tables_lost(), 3, "{report}");
+    assert_eq!(report.logs.len(), 2);
+    assert!(report.records_skipped() >= 1, "{report}");
+    assert_eq!(report.last_sequence, 0);
+    let db = DB::open(&dir, options.clone()).unwrap();
+    assert!(scan(&db).is_empty());
+    db.put(&WriteOptions::default(), b"k", b"v").unwrap();
+    drop(db);
+
+    // A file numbered u64::MAX leaves no number for the new MANIFEST.
+    write_file(env, &dir.join(format!("{}.log", u64::MAX)), &noise, false).unwrap();
+    let err = shale::repair(&dir, &options).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    assert!(err.to_string().contains("no file number is left"), "{err}");
+    // Nothing was moved; without that file the database opens as it was.
+    env.remove_file(&dir.join(format!("{}.log", u64::MAX)))
+        .unwrap();
+    let db = DB::open(&dir, options).unwrap();
+    assert_eq!(
+        db.get(&ReadOptions::new(), b"k").unwrap(),
+        Some(b"v".to_vec())
+    );
+}
+
 #[test]
 fn an_open_database_is_not_repaired() {
     let options = mem_options();
