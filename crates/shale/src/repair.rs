@@ -233,8 +233,9 @@ impl Repairer<'_> {
             let Some((number, kind)) = filename::parse_file_name(&name) else {
                 continue;
             };
-            // Above MANIFEST numbers too (LevelDB looks past them), so that
-            // the new MANIFEST never takes the name of an old one.
+            // Above MANIFEST numbers too (LevelDB leaves them out, since it
+            // reuses MANIFEST-000001), so that the new MANIFEST never takes
+            // the name of an old one.
             self.next_file_number = match (self.next_file_number, number.checked_add(1)) {
                 (Some(next), Some(above)) => Some(next.max(above)),
                 _ => None,
