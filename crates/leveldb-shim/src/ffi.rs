@@ -1,11 +1,13 @@
-//! The C++ shim's functions (`shim/leveldb_shim.cc`) and safe wrappers over
-//! them. Compiled only when the build script found LevelDB.
+//! The C++ shim's functions (`shim/leveldb_shim.cc`), a few functions of
+//! LevelDB's own C API (`leveldb/c.h`) where it has what is needed, and safe
+//! wrappers over them. Compiled only when the build script found LevelDB.
 //!
 //! Ownership across the boundary: inputs are borrowed for the call only;
 //! outputs are `malloc`'d by the shim, copied here and released with
-//! `shim_free`. An error comes back as a `malloc`'d C string, null meaning OK.
+//! `shim_free`. An error comes back as a `malloc`'d C string, null meaning OK
+//! (from the C API: through an `errptr`, released with `leveldb_free`).
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr::{self, NonNull};
 use std::slice;
 
@@ -177,6 +179,25 @@ extern "C" {
     ) -> i32;
 }
 
+/// LevelDB's C API `leveldb_options_t`. Opaque.
+#[repr(C)]
+struct CApiOptions {
+    _private: [u8; 0],
+}
+
+// LevelDB's C API (`leveldb/c.h`), from the same library.
+extern "C" {
+    fn leveldb_options_create() -> *mut CApiOptions;
+    fn leveldb_options_destroy(options: *mut CApiOptions);
+    fn leveldb_options_set_paranoid_checks(options: *mut CApiOptions, value: u8);
+    fn leveldb_repair_db(
+        options: *const CApiOptions,
+        name: *const c_char,
+        errptr: *mut *mut c_char,
+    );
+    fn leveldb_free(ptr: *mut c_void);
+}
+
 /// Turns the shim's error return into a `Result`, freeing the message.
 ///
 /// # Safety
@@ -322,6 +343,33 @@ pub(crate) fn dump_file(path: &str) -> Result<String, Error> {
         take(out, out_len)
     };
     Ok(String::from_utf8_lossy(&text).into_owned())
+}
+
+pub(crate) fn repair_db(path: &str) -> Result<(), Error> {
+    let name = CString::new(path)
+        .map_err(|_| Error::InvalidArgument(format!("path {path:?} contains NUL")))?;
+    let mut error: *mut c_char = ptr::null_mut();
+    // SAFETY: the options are created, used and destroyed here only; `name`
+    // is a NUL-terminated string valid for the call; `error` is a valid
+    // out-pointer, set by LevelDB to null or a string it allocated.
+    unsafe {
+        let options = leveldb_options_create();
+        // Table blocks read with their checksums verified, as ShaleDB's
+        // repair reads them (LevelDB's `ScanTable` follows paranoid_checks).
+        leveldb_options_set_paranoid_checks(options, 1);
+        leveldb_repair_db(options, name.as_ptr(), &mut error);
+        leveldb_options_destroy(options);
+    }
+    if error.is_null() {
+        return Ok(());
+    }
+    // SAFETY: non-null, so a NUL-terminated string LevelDB allocated.
+    let message = unsafe { CStr::from_ptr(error) }
+        .to_string_lossy()
+        .into_owned();
+    // SAFETY: allocated by LevelDB (`errptr` contract) and not used after this.
+    unsafe { leveldb_free(error.cast()) };
+    Err(Error::LevelDb(message))
 }
 
 /// Owns the shim's `ShimDb`; dropping it closes the database.

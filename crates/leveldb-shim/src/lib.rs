@@ -87,6 +87,15 @@ pub fn dump_file(path: &Path) -> Result<String, Error> {
     backend::dump_file(path_str(path)?)
 }
 
+/// Runs LevelDB's `RepairDB` (`leveldb_repair_db` of its C API) on the
+/// database at `path`: every log turned into a table, every table scanned,
+/// a new MANIFEST listing them all at level 0, damaged files moved to
+/// `lost/`. LevelDB's default options, with `paranoid_checks` on so that
+/// table blocks are read with their checksums verified.
+pub fn repair_db(path: &Path) -> Result<(), Error> {
+    backend::repair_db(path_str(path)?)
+}
+
 /// A path as LevelDB takes it: a C string, so UTF-8 here and free of NUL.
 fn path_str(path: &Path) -> Result<&str, Error> {
     let text = path

@@ -29,6 +29,10 @@ pub(crate) fn dump_file(_path: &str) -> Result<String, Error> {
     Err(Error::Unavailable)
 }
 
+pub(crate) fn repair_db(_path: &str) -> Result<(), Error> {
+    Err(Error::Unavailable)
+}
+
 /// No value of this type exists, so the methods below can never run.
 #[derive(Debug)]
 pub(crate) enum DbHandle {}

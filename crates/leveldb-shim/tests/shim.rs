@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use leveldb_shim::{
     bloom_create_filter, bloom_key_may_match, build_table, build_table_flat, dump_file, read_table,
-    require, Db, DbOptions, Error, FlatEntries, TableOptions,
+    repair_db, require, Db, DbOptions, Error, FlatEntries, TableOptions,
 };
 
 /// `count` sorted entries with compressible values of varying length.
@@ -346,6 +346,43 @@ fn dump_file_prints_a_manifest_and_a_log() {
     assert!(dump.contains("put 'banana' 'yellow'"), "{dump}");
 }
 
+#[test]
+fn repair_db_rebuilds_a_lost_manifest() {
+    if !require() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = Db::open(dir.path(), &DbOptions::default()).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i:03}").as_bytes(), b"table", false)
+            .unwrap();
+    }
+    db.compact_range(None, None);
+    db.put(b"k000", b"log", true).unwrap();
+    drop(db);
+    for manifest in files_matching(dir.path(), |name| name.starts_with("MANIFEST-")) {
+        fs::remove_file(manifest).unwrap();
+    }
+    fs::remove_file(dir.path().join("CURRENT")).unwrap();
+
+    repair_db(dir.path()).unwrap();
+    // The log became a table; it and the old MANIFEST are gone to lost/.
+    assert!(files_matching(dir.path(), |name| name.ends_with(".log")).is_empty());
+    assert!(!files_matching(&dir.path().join("lost"), |name| name.ends_with(".log")).is_empty());
+    let db = Db::open(dir.path(), &DbOptions::default()).unwrap();
+    assert_eq!(db.get(b"k000").unwrap(), Some(b"log".to_vec()));
+    assert_eq!(db.get(b"k099").unwrap(), Some(b"table".to_vec()));
+    assert_eq!(db.scan_all().unwrap().len(), 100);
+    drop(db);
+
+    // LevelDB creates its info log before it lists the directory, so a
+    // missing directory becomes an empty database rather than an error.
+    let missing = dir.path().join("missing");
+    repair_db(&missing).unwrap();
+    let db = Db::open(&missing, &DbOptions::default()).unwrap();
+    assert!(db.scan_all().unwrap().is_empty());
+}
+
 /// The one test that runs in a build without LevelDB: every call must say
 /// how to install it rather than pretend to work.
 #[test]
@@ -358,6 +395,7 @@ fn without_leveldb_every_call_says_how_to_install() {
     assert_eq!(read_table(b"", &opts), Err(Error::Unavailable));
     assert_eq!(bloom_create_filter(10, &[]), Err(Error::Unavailable));
     assert_eq!(dump_file(Path::new("000001.log")), Err(Error::Unavailable));
+    assert_eq!(repair_db(Path::new("db")), Err(Error::Unavailable));
     let dir = tempfile::tempdir().unwrap();
     let err = Db::open(dir.path(), &DbOptions::default()).unwrap_err();
     assert!(

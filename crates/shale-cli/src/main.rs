@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{compact, dump, get_put_delete, load, scan, stats, verify, worker};
+use crate::commands::{compact, dump, get_put_delete, load, repair, scan, stats, verify, worker};
 
 /// ShaleDB: an embeddable LSM key-value store whose files are LevelDB 1.23's.
 #[derive(Debug, Parser)]
@@ -42,6 +42,9 @@ enum Command {
     /// Check every table, the MANIFEST and the logs without opening the
     /// database.
     Verify(verify::VerifyArgs),
+    /// Rebuild the MANIFEST from the tables and logs, as LevelDB's RepairDB:
+    /// damaged files go to lost/.
+    Repair(repair::RepairArgs),
     /// Print the per-level statistics and the list of tables.
     Stats(stats::StatsArgs),
     /// Print a table, a write-ahead log or a MANIFEST, as LevelDB's dumpfile.
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Scan(args) => scan::run(&args),
         Command::Compact(args) => compact::run(&args),
         Command::Verify(args) => verify::run(&args),
+        Command::Repair(args) => repair::run(&args),
         Command::Stats(args) => stats::run(&args),
         Command::Dump(args) => dump::run(&args),
         Command::Bench(args) => bench::run(&args),

@@ -627,3 +627,70 @@ fn dump_prints_tables_logs_and_manifests() {
     let dump = shale(&["dump", &table.display().to_string()]);
     assert_fails(&dump, &table.file_name().unwrap().to_string_lossy());
 }
+
+#[test]
+fn repair_rebuilds_a_lost_manifest_and_says_what_was_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, db) = db_dir(&tmp);
+    write_compacted_db(&dir);
+    for manifest in files_with_suffix(&dir, "") {
+        if manifest
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("MANIFEST-")
+        {
+            std::fs::remove_file(manifest).unwrap();
+        }
+    }
+    let table = files_with_suffix(&dir, ".ldb")
+        .into_iter()
+        .next()
+        .expect("a table");
+    let mut bytes = std::fs::read(&table).unwrap();
+    bytes[100] ^= 0x01;
+    std::fs::write(&table, &bytes).unwrap();
+    assert_fails(&shale(&["scan", "--db", &db]), "MANIFEST");
+
+    let repair = shale(&["repair", "--db", &db]);
+    assert_ok(&repair);
+    let text = stdout(&repair);
+    assert!(text.starts_with("repaired: MANIFEST-"), "{text}");
+    assert!(text.contains("\nlost: 1 data block\n"), "{text}");
+    let name = table.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        text.contains(&format!("moved lost/{name}: damaged")),
+        "{text}"
+    );
+    assert!(dir.join("lost").join(&name).exists());
+
+    // The database opens, checks clean and holds all but the lost block.
+    assert_ok(&shale(&["verify", "--db", &db]));
+    let scan = shale(&["scan", "--db", &db]);
+    assert_ok(&scan);
+    let lines = stdout(&scan).lines().count();
+    assert!((3900..4000).contains(&lines), "{lines} keys");
+}
+
+#[test]
+fn repair_fails_clearly_without_a_database_or_while_it_is_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, db) = db_dir(&tmp);
+    let missing = shale(&["repair", "--db", &db]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert_fails(&missing, "nothing to repair");
+    assert!(!dir.exists());
+    std::fs::create_dir(&dir).unwrap();
+    assert_fails(&shale(&["repair", "--db", &db]), "no database files");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+
+    write_compacted_db(&dir);
+    let open = DB::open(&dir, Options::default()).unwrap();
+    assert_fails(&shale(&["repair", "--db", &db]), "in use");
+    drop(open);
+    assert_ok(&shale(&["repair", "--db", &db]));
+    assert_eq!(
+        stdout(&shale(&["get", "--db", &db, "key000042"])),
+        format!("value 42 {}\n", "v".repeat(64))
+    );
+}

@@ -30,18 +30,26 @@ fn destroy_db(py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<()> {
         .into_py_result()
 }
 
-/// LevelDB's `RepairDB`. Not implemented by the engine yet: the arguments
-/// are checked as `DB(...)` checks them, then `Error` is raised.
+/// Repairs the database `name` from the files in its directory, as
+/// plyvel's `repair_db` (LevelDB's `RepairDB`): a new MANIFEST listing
+/// every table, the logs turned into tables, damaged files moved to
+/// `lost/` (see `shale::repair`). The keyword arguments are `DB(...)`'s; the
+/// table settings and `write_buffer_size` shape the tables it writes.
+/// Returns `None`, as plyvel; what was lost is written to the database's
+/// `LOG`. An open database gives `IOError`; a missing directory, or one
+/// without database files, `Error`.
 #[pyfunction]
 #[pyo3(signature = (name, **options))]
-fn repair_db(name: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
-    db::database_path(name)?;
-    options::parse_options("repair_db", options)?;
-    Err(errors::Error::new_err(
-        "repair_db is not implemented yet: ShaleDB has no repair; `shale verify --db DIR` \
-         names the damaged file and offset, and plyvel.repair_db (LevelDB's RepairDB) \
-         works on the same files",
-    ))
+fn repair_db(
+    py: Python<'_>,
+    name: &Bound<'_, PyAny>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<()> {
+    let path = db::database_path(name)?;
+    let options = options::parse_options("repair_db", options)?;
+    py.allow_threads(|| shale::repair(&path, &options))
+        .map(drop)
+        .into_py_result()
 }
 
 #[pymodule]

@@ -301,12 +301,39 @@ def test_destroy_db(db_path):
         shaledb.destroy_db(3)
 
 
-def test_repair_db_is_not_implemented(db_path):
-    shaledb.DB(db_path, create_if_missing=True).close()
-    with pytest.raises(shaledb.Error, match="not implemented"):
+def test_repair_db_rebuilds_a_lost_manifest(db_path):
+    with shaledb.DB(db_path, create_if_missing=True) as db:
+        for i in range(1000):
+            db.put(b"%04d" % i, b"value-%d" % i)
+        db.compact_range()
+        db.put(b"unflushed", b"in the log")
+    for name in os.listdir(db_path):
+        if name.startswith("MANIFEST-") or name == "CURRENT":
+            os.remove(os.path.join(db_path, name))
+    with pytest.raises(shaledb.Error):
+        shaledb.DB(db_path)
+    assert shaledb.repair_db(db_path, block_size=1024) is None
+    with shaledb.DB(db_path) as db:
+        assert db.get(b"0042") == b"value-42"
+        assert db.get(b"unflushed") == b"in the log"
+        assert len(list(db)) == 1001
+    # The converted log went to lost/.
+    assert any(name.endswith(".log") for name in os.listdir(os.path.join(db_path, "lost")))
+
+
+def test_repair_db_errors(db_path):
+    with pytest.raises(shaledb.Error, match="nothing to repair"):
         shaledb.repair_db(db_path)
+    assert not os.path.exists(db_path)
+    db = shaledb.DB(db_path, create_if_missing=True)
+    with pytest.raises(shaledb.IOError):
+        shaledb.repair_db(db_path)  # open
+    db.close()
+    shaledb.repair_db(db_path)
     with pytest.raises(TypeError):
         shaledb.repair_db(db_path, no_such_option=True)
+    with pytest.raises(TypeError):
+        shaledb.repair_db(3)
 
 
 def test_corruption_error(db_path):

@@ -16,7 +16,7 @@
 
 use std::fmt;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use shale_format::block::Block;
@@ -363,15 +363,17 @@ enum TableCheck {
     Missing,
 }
 
-/// An open table file: its bytes, its name for errors, and its size.
-struct TableFile {
-    source: Arc<dyn RandomAccess>,
-    name: String,
-    size: u64,
+/// An open table file: its bytes, its path, its name for errors, and its
+/// size.
+pub(crate) struct TableFile {
+    pub(crate) source: Arc<dyn RandomAccess>,
+    pub(crate) path: PathBuf,
+    pub(crate) name: String,
+    pub(crate) size: u64,
 }
 
 /// Opens table `number` as `.ldb`, else as `.sst`; `None` when neither exists.
-fn open_table_file(env: &dyn Env, dir: &Path, number: u64) -> Result<Option<TableFile>> {
+pub(crate) fn open_table_file(env: &dyn Env, dir: &Path, number: u64) -> Result<Option<TableFile>> {
     for path in [
         filename::table_file_name(dir, number),
         filename::sst_table_file_name(dir, number),
@@ -382,6 +384,7 @@ fn open_table_file(env: &dyn Env, dir: &Path, number: u64) -> Result<Option<Tabl
                 return Ok(Some(TableFile {
                     source,
                     name: path.display().to_string(),
+                    path,
                     size,
                 }));
             }
@@ -403,6 +406,7 @@ fn verify_table(
         source,
         name,
         size: file_size,
+        ..
     }) = open_table_file(env, dir, meta.number)?
     else {
         return Ok(TableCheck::Missing);

@@ -102,10 +102,12 @@ impl VersionSet {
         self.next_file_number.fetch_add(1, Ordering::SeqCst)
     }
 
-    /// Makes sure future allocations are above `number`.
+    /// Makes sure future allocations are above `number`. Saturates at
+    /// `u64::MAX`, a number only a damaged directory holds (recovery
+    /// refuses a log of that number rather than wrap around).
     pub fn mark_file_number_used(&self, number: u64) {
         self.next_file_number
-            .fetch_max(number + 1, Ordering::SeqCst);
+            .fetch_max(number.saturating_add(1), Ordering::SeqCst);
     }
 
     /// Number of the MANIFEST being written.
@@ -122,20 +124,35 @@ impl VersionSet {
             last_sequence: Some(0),
             ..VersionEdit::default()
         };
-        let manifest = filename::descriptor_file_name(dir, 1);
-        let result = (|| {
+        Self::write_new_manifest(dir, env, 1, &edit)
+    }
+
+    /// Writes MANIFEST-`number` holding the one record `edit`, syncs it, and
+    /// points CURRENT at it (a synced temporary file renamed over CURRENT,
+    /// then the directory synced). When writing the MANIFEST fails it is
+    /// removed; once CURRENT may have been switched to it, it stays.
+    /// REQUIRES: the caller holds the database's LOCK and `edit` is a whole
+    /// version (comparator, log number, next file, last sequence, files).
+    pub fn write_new_manifest(
+        dir: &Path,
+        env: &dyn Env,
+        number: u64,
+        edit: &VersionEdit,
+    ) -> Result<()> {
+        let manifest = filename::descriptor_file_name(dir, number);
+        let written = (|| {
             let mut writer = LogWriter::new(env.new_writable_file(&manifest)?);
             writer.add_record(&edit.encode())?;
             writer
                 .get_mut()
                 .sync()
-                .map_err(|e| Error::io(format!("syncing {}", manifest.display()), e))?;
-            filename::set_current_file(env, dir, 1)
+                .map_err(|e| Error::io(format!("syncing {}", manifest.display()), e))
         })();
-        if result.is_err() {
+        if let Err(err) = written {
             let _ = env.remove_file(&manifest);
+            return Err(err);
         }
-        result
+        filename::set_current_file(env, dir, number)
     }
 
     /// Replays the MANIFEST named by CURRENT. Any damage is a corruption

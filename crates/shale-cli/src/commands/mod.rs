@@ -6,6 +6,7 @@ pub mod compact;
 pub mod dump;
 pub mod get_put_delete;
 pub mod load;
+pub mod repair;
 pub mod scan;
 pub mod stats;
 pub mod verify;

@@ -6,14 +6,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use shale_compact::job::OutputSink;
-use shale_format::internal_key::InternalKey;
-use shale_format::iterator::KvIterator;
-use shale_format::table_builder::TableBuilder;
 use shale_format::version_edit::{FileMetaData, VersionEdit, NUM_LEVELS};
 use shale_format::Result;
 
-use super::job_io::TableSink;
+use super::table_writer::TableWriter;
 use super::DbInner;
 use crate::compaction::picker;
 use crate::filename;
@@ -115,38 +111,18 @@ impl DbInner {
         mem: &Arc<MemTable>,
         number: u64,
     ) -> Result<Option<FileMetaData>> {
-        let path = filename::table_file_name(&self.dir, number);
-        let mut iter = mem.iter();
-        iter.seek_to_first();
-        if !iter.valid() {
+        if mem.is_empty() {
             return Ok(None);
         }
-        let file = self.options.env.new_writable_file(&path)?;
-        let sink = TableSink {
-            file,
-            path: path.clone(),
-        };
-        let mut builder = TableBuilder::new(self.options.table_settings().table_options(), sink);
-        let smallest = iter.key().to_vec();
-        let mut largest = Vec::new();
-        while iter.valid() {
-            builder.add(iter.key(), iter.value())?;
-            largest.clear();
-            largest.extend_from_slice(iter.key());
-            iter.next();
+        let mut writer = TableWriter::create(&self.options, &self.dir, number)?;
+        writer.add_all(&mut mem.iter())?;
+        let meta = writer.finish()?;
+        if let Some(meta) = &meta {
+            // Read it back before it is recorded: a table that cannot be
+            // opened must never enter the MANIFEST.
+            self.table_cache.table(number, meta.file_size)?;
         }
-        iter.status()?;
-        let (sink, file_size) = builder.finish()?;
-        Box::new(sink).finish()?;
-        // Read it back before it is recorded: a table that cannot be opened
-        // must never enter the MANIFEST.
-        self.table_cache.table(number, file_size)?;
-        Ok(Some(FileMetaData {
-            number,
-            file_size,
-            smallest: InternalKey::from_encoded(smallest),
-            largest: InternalKey::from_encoded(largest),
-        }))
+        Ok(meta)
     }
 }
 

@@ -16,6 +16,7 @@ mod install;
 mod job_io;
 mod properties;
 mod recovery;
+mod table_writer;
 mod write;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -53,6 +54,8 @@ use crate::version_set::VersionSet;
 pub use executors::{executor_by_name, opencl_options, Lane, AUTO, EXECUTORS};
 pub use flush::pick_level_for_memtable_output;
 pub use properties::LevelStats;
+pub(crate) use table_writer::TableWriter;
+pub(crate) use write::insert_into;
 
 /// An open database. Cheap to clone and share between threads; the database
 /// closes (background work finishes, files are released) when the last clone

@@ -74,6 +74,15 @@ impl DbInner {
             .map(|(number, _)| number)
             .collect();
         logs.sort_unstable();
+        if logs.last() == Some(&u64::MAX) {
+            // Replaying it would need file numbers above it.
+            let name = filename::log_file_name(&self.dir, u64::MAX);
+            return Err(Error::corruption(
+                0,
+                "a log numbered u64::MAX leaves no file number for new files",
+            )
+            .at(&name.display().to_string(), 0));
+        }
 
         let mut last_sequence = versions.last_sequence;
         let mut edit = VersionEdit::default();

@@ -1,0 +1,31 @@
+//! `shale repair`: rebuilds a database whose MANIFEST or CURRENT is lost or
+//! damaged, or whose tables are damaged, from the files in its directory
+//! (see `shale::repair`, LevelDB's `RepairDB`), and prints what was
+//! recovered and what was moved to `lost/`.
+
+use std::io::Write;
+
+use clap::Args;
+
+use super::Target;
+use crate::error::CliResult;
+
+/// Arguments of `shale repair`.
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    /// The table flags (block size, Bloom bits, compression) and
+    /// `--write_buffer_size` shape the tables written from the logs.
+    #[command(flatten)]
+    target: Target,
+}
+
+/// Repairs the database and prints the report; fails (exit 1) when the
+/// directory holds no database, the database is open, or a write fails.
+pub fn run(args: &RepairArgs) -> CliResult {
+    let options = args.target.options(false)?;
+    let report = shale::repair(&args.target.db, &options)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{report}")?;
+    out.flush()?;
+    Ok(())
+}
