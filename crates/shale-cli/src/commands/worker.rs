@@ -71,20 +71,19 @@ fn usage(message: impl Into<String>) -> CliError {
     CliError::Usage(message.into())
 }
 
-/// Resolves when SIGTERM or SIGINT arrives.
-async fn terminated() {
+/// Resolves when SIGTERM or SIGINT arrives. The handlers are installed
+/// when this is called (inside the runtime), before the address is printed,
+/// so a signal sent as soon as the address appears is not lost.
+fn terminated() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = interrupt.recv() => {}
         }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
+    })
 }
 
 /// Serves until SIGTERM or SIGINT.
@@ -180,6 +179,10 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         .block_on(tokio::net::TcpListener::bind(&args.listen))
         .map_err(|e| CliError::Failed(format!("cannot listen on {}: {e}", args.listen)))?;
     let address = listener.local_addr()?;
+    let terminated = {
+        let _entered = runtime.enter();
+        terminated()?
+    };
     info_log.log(format_args!("Worker listening on {address}: {description}"));
     let mut out = std::io::stdout().lock();
     writeln!(out, "shale worker: listening on {address} ({description})")?;
@@ -188,7 +191,7 @@ pub fn run(args: &WorkerArgs) -> CliResult {
     let shutdown = {
         let info_log = info_log.clone();
         async move {
-            terminated().await;
+            terminated.await;
             info_log.log(format_args!(
                 "Shutting down: no new calls; running jobs finish"
             ));
@@ -198,6 +201,7 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         .block_on(serve(worker, listener, tls, shutdown))
         .map_err(CliError::Failed)?;
     info_log.log(format_args!("Worker stopped"));
-    println!("shale worker: stopped");
+    // Whoever started the worker may have stopped reading its output.
+    let _ = writeln!(std::io::stdout(), "shale worker: stopped");
     Ok(())
 }
