@@ -119,7 +119,8 @@ pub struct DbFlags {
     )]
     pub max_background_compactions: Option<usize>,
     /// Compaction executor, by name: auto (the default: chosen per job by
-    /// the scheduler), parallel, streaming or opencl.
+    /// the scheduler), parallel, streaming, opencl or remote (the
+    /// --remote_workers).
     #[arg(long = "compaction_executor", value_name = "NAME")]
     pub compaction_executor: Option<String>,
     /// How the file to compact is picked within a level: min-overlap (the
