@@ -84,6 +84,23 @@ fn full_compaction_is_identical_with_every_executor() {
         );
     }
 
+    // The remote executor's worker, in this process on loopback, beside
+    // the databases (its root holds them).
+    let worker = shale::shale_compact::remote::LocalWorker::start(
+        shale::shale_compact::remote::WorkerConfig::new(
+            tmp.path(),
+            std::sync::Arc::new(shale::shale_compact::StreamingExecutor),
+        ),
+    )
+    .unwrap();
+    let options = |executor: &str| Options {
+        remote_workers: if executor == "remote" {
+            vec![worker.url()]
+        } else {
+            Vec::new()
+        },
+        ..options(executor)
+    };
     let mut results = Vec::new();
     for executor in shale::db::EXECUTORS {
         if let Err(err) = shale::db::executor_by_name(executor, &options(executor)) {
@@ -103,6 +120,15 @@ fn full_compaction_is_identical_with_every_executor() {
         // `auto` runs as opencl or parallel; opencl may hand a job to parallel.
         let jobs: u64 = db.executor_stats().iter().map(|(_, jobs, _)| jobs).sum();
         assert!(jobs > 0, "{executor} ran no job");
+        if *executor == "remote" {
+            let stats = db.executor_stats();
+            assert!(
+                stats
+                    .iter()
+                    .any(|(name, jobs, _)| name == "remote" && *jobs > 0),
+                "no job ran on the worker: {stats:?}"
+            );
+        }
         let contents: Vec<(Vec<u8>, Vec<u8>)> = {
             let mut iter = db.iter(&ReadOptions::new()).unwrap();
             let mut out = Vec::new();
