@@ -13,6 +13,9 @@ use std::time::Duration;
 
 use clap::Args;
 use shale::info_log::InfoLog;
+use shale::shale_compact::job::Executor;
+use shale::shale_compact::opencl::OpenClExecutor;
+use shale::shale_compact::parallel::PARALLEL;
 use shale::shale_compact::remote::{serve, TlsIdentity, Worker, WorkerConfig, REMOTE};
 use shale::Options;
 
@@ -35,8 +38,8 @@ pub struct WorkerArgs {
     /// it: keep it on loopback then.
     #[arg(long = "token_file", value_name = "FILE")]
     token_file: Option<PathBuf>,
-    /// Executor the jobs run with: auto (opencl on a usable device, else
-    /// parallel), parallel, streaming or opencl.
+    /// Executor the jobs run with: auto (opencl on a GPU, else parallel),
+    /// parallel, streaming or opencl.
     #[arg(long, value_name = "NAME", default_value = "auto")]
     executor: String,
     /// Threads of the parallel executor (0: one per core).
@@ -71,19 +74,36 @@ fn usage(message: impl Into<String>) -> CliError {
     CliError::Usage(message.into())
 }
 
-/// Resolves when SIGTERM or SIGINT arrives. The handlers are installed
-/// when this is called (inside the runtime), before the address is printed,
-/// so a signal sent as soon as the address appears is not lost.
-fn terminated() -> std::io::Result<impl std::future::Future<Output = ()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = interrupt.recv() => {}
-        }
-    })
+/// Blocks SIGTERM and SIGINT in this thread and in every thread started
+/// after it, and returns a receiver that fires when one arrives, from a
+/// thread that waits for them with `sigwait`. Blocking rather than a
+/// handler: the OpenCL runtime (PoCL) installs handlers of its own that end
+/// the process, and a blocked signal reaches no handler at all.
+/// Must run before any other thread is started.
+fn wait_for_termination() -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+    // SAFETY: a zeroed sigset_t is valid storage; sigemptyset initialises
+    // it and sigaddset only adds valid signal numbers to it.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+    }
+    // SAFETY: `set` is initialised; the old mask is not asked for.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("shale-signals".into())
+        .spawn(move || {
+            let mut signal = 0;
+            // SAFETY: `set` is initialised; sigwait writes `signal`.
+            unsafe { libc::sigwait(&set, &mut signal) };
+            let _ = tx.send(());
+        })?;
+    Ok(rx)
 }
 
 /// Serves until SIGTERM or SIGINT.
@@ -124,11 +144,21 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         }
         _ => None,
     };
+    // Before the executor and the runtime start their threads.
+    let terminated = wait_for_termination()?;
     let mut options = Options::default();
     if let Some(n) = args.compaction_threads {
         options.compaction_threads = n;
     }
-    let executor = shale::db::executor_by_name(&args.executor, &options)?;
+    let executor = match args.executor.as_str() {
+        // As the engine's `auto`: a GPU when there is one; an OpenCL device
+        // on the CPU (PoCL) would only compete with `parallel` for cores.
+        shale::db::AUTO => match OpenClExecutor::new(shale::db::opencl_options(&options)) {
+            Ok(gpu) if gpu.device_info().is_gpu => Arc::new(gpu) as Arc<dyn Executor>,
+            _ => shale::db::executor_by_name(PARALLEL, &options)?,
+        },
+        name => shale::db::executor_by_name(name, &options)?,
+    };
     let log_path = args
         .log
         .clone()
@@ -179,10 +209,6 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         .block_on(tokio::net::TcpListener::bind(&args.listen))
         .map_err(|e| CliError::Failed(format!("cannot listen on {}: {e}", args.listen)))?;
     let address = listener.local_addr()?;
-    let terminated = {
-        let _entered = runtime.enter();
-        terminated()?
-    };
     info_log.log(format_args!("Worker listening on {address}: {description}"));
     let mut out = std::io::stdout().lock();
     writeln!(out, "shale worker: listening on {address} ({description})")?;
@@ -191,7 +217,7 @@ pub fn run(args: &WorkerArgs) -> CliResult {
     let shutdown = {
         let info_log = info_log.clone();
         async move {
-            terminated.await;
+            let _ = terminated.await;
             info_log.log(format_args!(
                 "Shutting down: no new calls; running jobs finish"
             ));
