@@ -244,6 +244,44 @@ fn a_worker_killed_mid_job_costs_only_time() {
 }
 
 #[test]
+fn sigterm_in_the_middle_of_a_job_loses_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let mut worker = WorkerProcess::start(root.path(), &["--executor", "streaming"]);
+    let db = root.path().join("db");
+    make_db(&db, 60_000);
+    let before = shale(&["scan", "--db", db.to_str().unwrap()]);
+    let compactor = {
+        let db = db.clone();
+        let address = worker.address.clone();
+        std::thread::spawn(move || {
+            compact(&db, &["--executor", "remote", "--remote_workers", &address])
+        })
+    };
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60)
+        && !std::fs::read_dir(db.join("staging")).is_ok_and(|mut d| d.next().is_some())
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    worker.signal(libc::SIGTERM);
+    // The running job finishes (or is cancelled, its files removed); the
+    // worker then exits cleanly and later jobs run locally.
+    let status = worker.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let output = compactor.join().unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(staged_files(&db), 0);
+    verify(&db);
+    let after = shale(&["scan", "--db", db.to_str().unwrap()]);
+    assert_eq!(text(&after.stdout), text(&before.stdout));
+    let log = std::fs::read_to_string(root.path().join("shale-worker.LOG")).unwrap();
+    assert!(
+        log.contains("Shutting down") && log.contains("Worker stopped"),
+        "{log}"
+    );
+}
+
+#[test]
 fn sigterm_stops_the_worker_cleanly() {
     let root = tempfile::tempdir().unwrap();
     let mut worker = WorkerProcess::start(root.path(), &[]);

@@ -262,39 +262,25 @@ impl RemoteExecutor {
         request
     }
 
-    /// The worker to send the next job to: not resting after failures, with
-    /// a free slot; among those, one not yet measured, else the best
-    /// measured throughput. Its slot is taken.
+    /// The worker to send the next job to ([`choose_worker`]); its slot is
+    /// taken.
     fn pick(&self) -> Result<&Link> {
         let now = Instant::now();
-        let mut best: Option<(&Link, Option<f64>)> = None;
-        let mut why = Vec::new();
-        for link in &self.links {
-            let record = link.record.lock().unwrap_or_else(|e| e.into_inner());
-            if record.rest_until.is_some_and(|until| until > now) {
-                why.push(format!(
-                    "{} failed its last {} jobs",
-                    link.endpoint, record.consecutive_failures
-                ));
-                continue;
-            }
-            if record.running >= record.capacity.unwrap_or(1) {
-                why.push(format!("{} is busy", link.endpoint));
-                continue;
-            }
-            let throughput = record.throughput();
-            let better = match (&best, throughput) {
-                (None, _) => true,
-                (Some((_, Some(_))), None) => true,
-                (Some((_, Some(b))), Some(t)) => t > *b,
-                (Some((_, None)), _) => false,
-            };
-            if better {
-                best = Some((link, throughput));
-            }
-        }
-        let (link, _) =
-            best.ok_or_else(|| failed(format!("no worker free: {}", why.join(", "))))?;
+        let records: Vec<_> = self
+            .links
+            .iter()
+            .map(|link| link.record.lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let chosen = choose_worker(&records, now).map_err(|why| {
+            let why: Vec<String> = why
+                .iter()
+                .zip(&self.links)
+                .map(|(why, link)| format!("{} {why}", link.endpoint))
+                .collect();
+            failed(format!("no worker free: {}", why.join(", ")))
+        });
+        drop(records);
+        let link = &self.links[chosen?];
         link.record
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -529,6 +515,42 @@ impl RemoteExecutor {
     }
 }
 
+/// Which worker takes the next job: among those not resting after failures
+/// and with a free slot (a worker not yet asked counts one), one not yet
+/// measured first, else the best median throughput. `Err`: why each
+/// worker cannot, in order.
+fn choose_worker(
+    records: &[impl std::ops::Deref<Target = Record>],
+    now: Instant,
+) -> std::result::Result<usize, Vec<String>> {
+    let mut best: Option<(usize, Option<f64>)> = None;
+    let mut why = Vec::new();
+    for (i, record) in records.iter().enumerate() {
+        if record.rest_until.is_some_and(|until| until > now) {
+            why.push(format!(
+                "failed its last {} jobs",
+                record.consecutive_failures
+            ));
+            continue;
+        }
+        if record.running >= record.capacity.unwrap_or(1) {
+            why.push("is busy".to_string());
+            continue;
+        }
+        let throughput = record.throughput();
+        let better = match (best, throughput) {
+            (None, _) => true,
+            (Some((_, Some(_))), None) => true,
+            (Some((_, Some(b))), Some(t)) => t > b,
+            (Some((_, None)), _) => false,
+        };
+        if better {
+            best = Some((i, throughput));
+        }
+    }
+    best.map(|(i, _)| i).ok_or(why)
+}
+
 /// The smallest and largest user keys of the job's inputs.
 fn input_bounds(job: &CompactionJob) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
     let files = job.inputs.iter().flat_map(|r| &r.files);
@@ -647,5 +669,47 @@ impl Executor for RemoteExecutor {
                 )))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    fn record(running: usize, capacity: usize, throughputs: &[f64]) -> Box<Record> {
+        Box::new(Record {
+            running,
+            capacity: Some(capacity),
+            throughputs: throughputs.iter().copied().collect(),
+            ..Record::default()
+        })
+    }
+
+    #[test]
+    fn the_fastest_free_worker_takes_the_job() {
+        let now = Instant::now();
+        let fast = record(0, 2, &[90.0, 100.0, 110.0]);
+        let slow = record(0, 2, &[10.0, 20.0, 30.0]);
+        assert_eq!(choose_worker(&[slow, fast], now), Ok(1));
+        // Busy: the next best.
+        let fast = record(2, 2, &[100.0]);
+        let slow = record(0, 2, &[10.0]);
+        assert_eq!(choose_worker(&[slow, fast], now), Ok(0));
+        // Not yet measured goes first.
+        let fast = record(0, 2, &[100.0]);
+        let new = record(0, 2, &[]);
+        assert_eq!(choose_worker(&[fast, new], now), Ok(1));
+        // Resting after failures, or busy: none, with the reasons.
+        let mut resting = record(0, 2, &[100.0]);
+        resting.rest_until = Some(now + Duration::from_secs(5));
+        resting.consecutive_failures = 3;
+        let busy = record(1, 1, &[]);
+        let why = choose_worker(&[resting, busy], now).unwrap_err();
+        assert_eq!(why, vec!["failed its last 3 jobs", "is busy"]);
+        // A worker never asked takes one job at a time.
+        let mut unasked = record(1, 1, &[]);
+        unasked.capacity = None;
+        assert!(choose_worker(&[unasked], now).is_err());
     }
 }
