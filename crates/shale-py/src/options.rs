@@ -114,6 +114,27 @@ pub fn parse_options(
                 options.opencl_placement =
                     PlacementPolicy::from_str(&text).map_err(PyValueError::new_err)?;
             }
+            "remote_workers" => options.remote_workers = value.extract()?,
+            "remote_token" => {
+                options.remote_token = Some(shale::options::RemoteToken(value.extract()?))
+            }
+            "remote_mode" => {
+                let text: String = value.extract()?;
+                options.remote_mode = text.parse().map_err(PyValueError::new_err)?;
+            }
+            "remote_timeout" => {
+                let seconds: f64 = value.extract()?;
+                if !(seconds > 0.0 && seconds.is_finite() && seconds < 1e9) {
+                    return Err(PyValueError::new_err(format!(
+                        "remote_timeout must be a positive number of seconds (got {seconds})"
+                    )));
+                }
+                options.remote_timeout = std::time::Duration::from_secs_f64(seconds);
+            }
+            "remote_tls_ca" => {
+                let path: std::path::PathBuf = value.extract()?;
+                options.remote_tls_ca = Some(path);
+            }
             other => return Err(unexpected(function, other)),
         }
     }
@@ -141,6 +162,11 @@ pub const SHALE_ARGUMENTS: &[&str] = &[
     "opencl_max_device_files",
     "opencl_memory_budget",
     "opencl_placement",
+    "remote_workers",
+    "remote_token",
+    "remote_mode",
+    "remote_timeout",
+    "remote_tls_ca",
 ];
 
 fn is_known(name: &str) -> bool {

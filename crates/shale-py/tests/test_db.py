@@ -358,3 +358,40 @@ def test_corruption_error(db_path):
         it = db.raw_iterator(verify_checksums=True)
         with pytest.raises(shaledb.CorruptionError):
             it.seek_to_first()
+
+
+def test_remote_worker_options_and_fallback(tmp_path):
+    # Nothing listens on port 1 of loopback: every job the remote executor
+    # is given falls back to a local one, and nothing is lost.
+    path = str(tmp_path / "db")
+    with shaledb.DB(
+        path,
+        create_if_missing=True,
+        compaction_executor="remote",
+        remote_workers=["127.0.0.1:1"],
+        remote_mode="keys-only",
+        remote_timeout=5.0,
+        remote_token="t0ken",
+        write_buffer_size=32 * 1024,
+    ) as db:
+        # Overlapping tables, so that compactions merge.
+        order = list(range(3000))
+        for _ in range(2):
+            random.Random(2).shuffle(order)
+            for i in order:
+                db.put(b"%06d" % i, b"v" * 64)
+        db.compact_range()
+        stats = db.stats()
+        assert stats["fallbacks"]["jobs"] > 0
+        assert "127.0.0.1:1" in stats["fallbacks"]["last_reason"]
+        assert all(db.get(b"%06d" % i) == b"v" * 64 for i in range(3000))
+    for bad in (
+        dict(remote_mode="sideways", remote_workers=["127.0.0.1:1"]),
+        dict(remote_timeout=0.0, remote_workers=["127.0.0.1:1"]),
+    ):
+        with pytest.raises(ValueError):
+            shaledb.DB(path, **bad)
+    with pytest.raises(shaledb.Error, match="remote_workers"):
+        shaledb.DB(path, compaction_executor="remote")
+    with pytest.raises(TypeError):
+        shaledb.DB(path, remote_workers="127.0.0.1:1")
