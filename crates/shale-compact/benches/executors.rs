@@ -9,61 +9,18 @@
 #![allow(clippy::unwrap_used, reason = "benchmark program")]
 #![allow(clippy::print_stdout, reason = "benchmark program")]
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
-use shale_compact::job::{
-    CompactionJob, Executor, InputRun, JobFile, JobIo, OutputSink, TableSettings,
-};
+use shale_compact::job::{CompactionJob, Executor, InputRun, JobFile, TableSettings};
+use shale_compact::mem_io::MemIo;
 use shale_compact::{ParallelExecutor, StreamingExecutor};
-use shale_format::format::RandomAccess;
 use shale_format::internal_key::{InternalKey, ValueType};
 use shale_format::table_builder::TableBuilder;
-use shale_format::Result;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-struct MemIo {
-    inputs: BTreeMap<u64, Arc<Vec<u8>>>,
-    next: Mutex<u64>,
-}
-
-struct Sink(Vec<u8>);
-
-impl std::io::Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl OutputSink for Sink {
-    fn finish(self: Box<Self>) -> Result<()> {
-        Ok(())
-    }
-}
-
-impl JobIo for MemIo {
-    fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>> {
-        Ok(Arc::new(
-            Arc::clone(&self.inputs[&file.number]).as_ref().clone(),
-        ))
-    }
-    fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)> {
-        let mut next = self.next.lock().unwrap();
-        *next += 1;
-        Ok((*next, Box::new(Sink(Vec::with_capacity(3 << 20)))))
-    }
-    fn discard_output(&self, _number: u64) -> Result<()> {
-        // Outputs are not kept.
-        Ok(())
-    }
-}
 
 fn arg(name: &str, default: usize) -> usize {
     let argv: Vec<String> = std::env::args().collect();
@@ -91,7 +48,7 @@ fn main() {
     let piece: Vec<u8> = (0..value_size / 2 + 1)
         .map(|_| b' ' + (next() % 95) as u8)
         .collect();
-    let mut inputs = BTreeMap::new();
+    let mut inputs = HashMap::new();
     let mut job_runs = Vec::new();
     let mut sequence = 1;
     let mut input_bytes = 0;
@@ -142,10 +99,7 @@ fn main() {
         table: settings,
         range: Default::default(),
     };
-    let io = MemIo {
-        inputs,
-        next: Mutex::new(1000),
-    };
+    let io = MemIo::discarding(inputs.into_iter().collect());
     println!(
         "job: {runs} runs x {entries} entries, {value_size}-byte values, {:.1} MB of input, {} threads available",
         input_bytes as f64 / 1e6,

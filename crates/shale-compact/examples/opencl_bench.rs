@@ -17,70 +17,18 @@
 #![allow(clippy::unwrap_used, reason = "benchmark program")]
 #![allow(clippy::print_stdout, reason = "benchmark program")]
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Instant;
 
 use shale_compact::job::{
-    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, JobIo, OutputSink, TableSettings,
+    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, TableSettings,
 };
+use shale_compact::mem_io::MemIo;
 use shale_compact::opencl::{KernelTime, OpenClExecutor, OpenClOptions, PlacementPolicy};
 use shale_compact::ParallelExecutor;
-use shale_format::format::RandomAccess;
 use shale_format::internal_key::{InternalKey, ValueType};
 use shale_format::table_builder::TableBuilder;
-use shale_format::Result;
-
-struct MemIo {
-    inputs: BTreeMap<u64, Arc<Vec<u8>>>,
-    next: Mutex<u64>,
-    written: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
-}
-
-struct Sink {
-    number: u64,
-    bytes: Vec<u8>,
-    written: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
-}
-
-impl std::io::Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl OutputSink for Sink {
-    fn finish(self: Box<Self>) -> Result<()> {
-        self.written.lock().unwrap().insert(self.number, self.bytes);
-        Ok(())
-    }
-}
-
-impl JobIo for MemIo {
-    fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>> {
-        Ok(Arc::new(self.inputs[&file.number].as_ref().clone()))
-    }
-    fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)> {
-        let mut next = self.next.lock().unwrap();
-        *next += 1;
-        Ok((
-            *next,
-            Box::new(Sink {
-                number: *next,
-                bytes: Vec::new(),
-                written: self.written.clone(),
-            }),
-        ))
-    }
-    fn discard_output(&self, number: u64) -> Result<()> {
-        self.written.lock().unwrap().remove(&number);
-        Ok(())
-    }
-}
 
 fn arg(name: &str, default: usize) -> usize {
     let argv: Vec<String> = std::env::args().collect();
@@ -95,7 +43,7 @@ fn make_job(
     entries: usize,
     value_size: usize,
     overwrite_percent: usize,
-) -> (CompactionJob, BTreeMap<u64, Arc<Vec<u8>>>, u64) {
+) -> (CompactionJob, HashMap<u64, Arc<Vec<u8>>>, u64) {
     let settings = TableSettings::default();
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
@@ -107,7 +55,7 @@ fn make_job(
     let piece: Vec<u8> = (0..value_size / 2 + 1)
         .map(|_| b' ' + (next() % 95) as u8)
         .collect();
-    let mut inputs = BTreeMap::new();
+    let mut inputs = HashMap::new();
     let mut job_runs = Vec::new();
     let mut sequence = 1;
     let mut input_bytes = 0;
@@ -177,11 +125,7 @@ fn main() {
     );
     let slice_mib = arg("--slice-mib", 8) as u64;
     let (job, inputs, input_bytes) = make_job(runs, entries, value_size, overwrite);
-    let new_io = || MemIo {
-        inputs: inputs.clone(),
-        next: Mutex::new(1000),
-        written: Arc::new(Mutex::new(BTreeMap::new())),
-    };
+    let new_io = || MemIo::new(inputs.clone());
     let opencl = |policy, max_slice_input_bytes| {
         OpenClExecutor::new(OpenClOptions {
             policy,
@@ -224,7 +168,7 @@ fn main() {
         // first use), then the measured ones.
         let io = new_io();
         let warm: CompactionOutput = executor.run(&job, &io).unwrap();
-        let written = io.written.lock().unwrap().clone();
+        let written = io.written();
         match &reference {
             None => reference = Some(written),
             Some(expected) => assert!(written == *expected, "{name} wrote different tables"),

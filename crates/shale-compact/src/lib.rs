@@ -7,13 +7,12 @@
 pub mod boundaries;
 pub mod gc;
 pub mod job;
+pub mod mem_io;
 pub mod opencl;
 pub mod parallel;
 pub mod priority;
 pub mod streaming;
 pub mod subcompaction;
-#[cfg(test)]
-mod test_support;
 
 pub use job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, KeyRange, OutputSink};
 pub use parallel::ParallelExecutor;

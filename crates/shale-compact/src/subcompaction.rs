@@ -231,8 +231,8 @@ mod tests {
 
     use super::*;
     use crate::job::{TableSettings, UserKeyRange};
+    use crate::mem_io::MemIo;
     use crate::parallel::open_table;
-    use crate::test_support::MemIo;
 
     fn user_key(i: u32) -> Vec<u8> {
         format!("key{i:06}").into_bytes()

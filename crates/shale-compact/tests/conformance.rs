@@ -18,96 +18,23 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 use proptest::prelude::*;
 use shale_compact::job::{
-    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, JobIo, KeyRange, OutputSink,
-    TableSettings, UserKeyRange,
+    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, KeyRange, TableSettings,
+    UserKeyRange,
 };
+use shale_compact::mem_io::MemIo;
 use shale_compact::remote::{
     LocalWorker, RemoteExecutor, RemoteMode, RemoteOptions, WorkerConfig, REMOTE,
 };
 use shale_compact::subcompaction::{boundaries, split};
 use shale_compact::{ParallelExecutor, StreamingExecutor};
 use shale_format::comparator::compare_internal_keys;
-use shale_format::format::RandomAccess;
 use shale_format::internal_key::{InternalKey, ValueType};
 use shale_format::table_builder::TableBuilder;
-use shale_format::Result;
-
-/// Input files in memory; outputs collected by number. For the `remote`
-/// executor the inputs are also written to `dir`, a database directory
-/// under the test worker's root, and staged outputs are adopted from there.
-#[derive(Default)]
-struct MemIo {
-    inputs: HashMap<u64, Arc<Vec<u8>>>,
-    next_number: Mutex<u64>,
-    outputs: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
-    dir: Option<std::path::PathBuf>,
-}
-
-struct MemSink {
-    number: u64,
-    bytes: Vec<u8>,
-    outputs: Arc<Mutex<BTreeMap<u64, Vec<u8>>>>,
-}
-
-impl std::io::Write for MemSink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl OutputSink for MemSink {
-    fn finish(self: Box<Self>) -> Result<()> {
-        self.outputs.lock().unwrap().insert(self.number, self.bytes);
-        Ok(())
-    }
-}
-
-impl JobIo for MemIo {
-    fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>> {
-        Ok(Arc::new(self.inputs[&file.number].as_ref().clone()))
-    }
-    fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)> {
-        let mut next = self.next_number.lock().unwrap();
-        let number = *next;
-        *next += 1;
-        Ok((
-            number,
-            Box::new(MemSink {
-                number,
-                bytes: Vec::new(),
-                outputs: self.outputs.clone(),
-            }),
-        ))
-    }
-    fn discard_output(&self, number: u64) -> Result<()> {
-        self.outputs.lock().unwrap().remove(&number);
-        Ok(())
-    }
-    fn database_dir(&self) -> Option<std::path::PathBuf> {
-        self.dir.clone()
-    }
-    fn adopt_outputs(&self, staged: &[std::path::PathBuf]) -> Result<Vec<u64>> {
-        let mut numbers = Vec::new();
-        for path in staged {
-            let bytes = std::fs::read(path).unwrap();
-            std::fs::remove_file(path).unwrap();
-            let mut next = self.next_number.lock().unwrap();
-            self.outputs.lock().unwrap().insert(*next, bytes);
-            numbers.push(*next);
-            *next += 1;
-        }
-        Ok(numbers)
-    }
-}
 
 /// A generated job with its input files.
 #[derive(Debug, Clone)]
@@ -310,16 +237,12 @@ fn case() -> impl Strategy<Value = Case> {
 
 /// The case's input files; outputs numbered from 1000.
 fn mem_io(case: &Case) -> MemIo {
-    MemIo {
-        inputs: case
-            .files
+    MemIo::new(
+        case.files
             .iter()
             .map(|(n, b)| (*n, Arc::new(b.clone())))
             .collect(),
-        next_number: Mutex::new(1000),
-        outputs: Arc::new(Mutex::new(BTreeMap::new())),
-        dir: None,
-    }
+    )
 }
 
 /// The in-process worker the `remote` executors talk to, on loopback, and
@@ -336,7 +259,7 @@ fn test_worker() -> &'static (tempfile::TempDir, LocalWorker) {
 }
 
 fn run(executor: &dyn Executor, case: &Case) -> (CompactionOutput, BTreeMap<u64, Vec<u8>>) {
-    let mut io = mem_io(case);
+    let io = mem_io(case);
     // The remote executor's worker reads the inputs from the storage it
     // shares with the engine: a database directory under its root.
     let db = (executor.name() == REMOTE).then(|| {
@@ -346,9 +269,12 @@ fn run(executor: &dyn Executor, case: &Case) -> (CompactionOutput, BTreeMap<u64,
         }
         db
     });
-    io.dir = db.as_ref().map(|d| d.path().to_path_buf());
+    let io = match &db {
+        Some(db) => io.with_database_dir(db.path().to_path_buf()),
+        None => io,
+    };
     let output = executor.run(&case.job, &io).unwrap();
-    let files = io.outputs.lock().unwrap().clone();
+    let files = io.written();
     (output, files)
 }
 

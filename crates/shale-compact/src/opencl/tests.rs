@@ -22,11 +22,11 @@ use super::session::{mem, Arg, Session};
 use super::*;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::job::{InputRun, JobFile, TableSettings, UserKeyRange};
+use crate::mem_io::MemIo;
 use crate::parallel::merge::user_key_prefix;
 use crate::parallel::twins;
 use crate::parallel::unpack::{parse_restart_group, EntryRef};
 use crate::streaming::StreamingExecutor;
-use crate::test_support::MemIo;
 
 /// The test device, or `None` (with the reason printed) when there is none
 /// and `SHALE_REQUIRE_OPENCL` is not `1`.
