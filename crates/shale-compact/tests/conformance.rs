@@ -416,6 +416,101 @@ proptest! {
     }
 }
 
+/// A `shale worker` process (the workspace's own binary, beside this test
+/// in the target directory), killed when dropped.
+struct WorkerProcess(std::process::Child);
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The random jobs again, through a worker in another process, in both
+/// modes. `cargo test --workspace` builds the `shale` binary; run alone,
+/// without it, the test says so and passes, except in CI.
+#[test]
+fn a_worker_process_matches_streaming() {
+    use std::io::BufRead;
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("shale")))
+        .filter(|path| path.exists());
+    let Some(binary) = binary else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the shale binary is not built beside this test"
+        );
+        eprintln!(
+            "conformance: skipping the worker process: no shale binary (cargo build -p shale-cli)"
+        );
+        return;
+    };
+    let root = test_worker().0.path();
+    let mut child = std::process::Command::new(binary)
+        .args([
+            "worker",
+            "--listen",
+            "127.0.0.1:0",
+            "--executor",
+            "streaming",
+            "--max_jobs",
+            "4",
+        ])
+        .arg("--root")
+        .arg(root)
+        .arg("--log")
+        .arg(root.join("process-worker.LOG"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let worker = WorkerProcess(child);
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let executors: Vec<RemoteExecutor> = [RemoteMode::NearData, RemoteMode::KeysOnly]
+        .into_iter()
+        .map(|mode| {
+            RemoteExecutor::new(RemoteOptions {
+                endpoints: vec![address.clone()],
+                mode,
+                ..RemoteOptions::default()
+            })
+            .unwrap()
+        })
+        .collect();
+    let cases = std::env::var("SHALE_CONFORMANCE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(48u32)
+        .div_ceil(3);
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(cases));
+    runner
+        .run(&case(), |case| {
+            for executor in &executors {
+                check_against_reference(executor, &case);
+            }
+            Ok(())
+        })
+        .unwrap();
+    drop(worker);
+    let log = std::fs::read_to_string(root.join("process-worker.LOG")).unwrap();
+    assert!(
+        log.contains("keys-only") && log.contains("done in"),
+        "{log}"
+    );
+}
+
 #[test]
 fn single_run_without_drops_rewrites_the_same_entries() {
     let settings = TableSettings::default();
