@@ -206,79 +206,84 @@ fn a_worker_process_writes_what_streaming_writes_in_both_modes() {
     }
 }
 
+/// A database of 60,000 keys under a new worker's root, and `shale
+/// compact --executor remote` running on it in a thread, returned once the
+/// worker has begun its first job (its staging directory exists), with
+/// the database's `shale scan` from before.
+struct JobInFlight {
+    root: tempfile::TempDir,
+    worker: WorkerProcess,
+    db: std::path::PathBuf,
+    before: String,
+    compactor: std::thread::JoinHandle<Output>,
+}
+
+impl JobInFlight {
+    fn start() -> JobInFlight {
+        let root = tempfile::tempdir().unwrap();
+        let worker = WorkerProcess::start(root.path(), &["--executor", "streaming"]);
+        let db = root.path().join("db");
+        make_db(&db, 60_000);
+        let before = shale(&["scan", "--db", db.to_str().unwrap()]);
+        assert!(before.status.success());
+        let compactor = {
+            let db = db.clone();
+            let address = worker.address.clone();
+            std::thread::spawn(move || {
+                compact(&db, &["--executor", "remote", "--remote_workers", &address])
+            })
+        };
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(60)
+            && !std::fs::read_dir(db.join("staging")).is_ok_and(|mut d| d.next().is_some())
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        JobInFlight {
+            root,
+            worker,
+            db,
+            before: text(&before.stdout),
+            compactor,
+        }
+    }
+
+    /// Waits for `shale compact`; checks that it succeeded, left nothing
+    /// staged, and that the database verifies and reads as before. Its
+    /// stdout.
+    fn finish_without_loss(self) -> String {
+        let output = self.compactor.join().unwrap();
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        assert_eq!(staged_files(&self.db), 0);
+        verify(&self.db);
+        let after = shale(&["scan", "--db", self.db.to_str().unwrap()]);
+        assert_eq!(text(&after.stdout), self.before);
+        text(&output.stdout)
+    }
+}
+
 #[test]
 fn a_worker_killed_mid_job_costs_only_time() {
-    let root = tempfile::tempdir().unwrap();
-    let worker = WorkerProcess::start(root.path(), &["--executor", "streaming"]);
-    let db = root.path().join("db");
-    make_db(&db, 60_000);
-    let before = shale(&["scan", "--db", db.to_str().unwrap()]);
-    assert!(before.status.success());
-    let compactor = {
-        let db = db.clone();
-        let address = worker.address.clone();
-        std::thread::spawn(move || {
-            compact(&db, &["--executor", "remote", "--remote_workers", &address])
-        })
-    };
-    // Kill it once the first job has staged something (or has at least
-    // started: its staging directory exists).
-    let started = Instant::now();
-    let staging = db.join("staging");
-    while started.elapsed() < Duration::from_secs(60) {
-        let begun = std::fs::read_dir(&staging).is_ok_and(|mut d| d.next().is_some());
-        if begun {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    worker.signal(libc::SIGKILL);
-    let output = compactor.join().unwrap();
-    let stdout = text(&output.stdout);
-    assert!(output.status.success(), "{}", text(&output.stderr));
+    let job = JobInFlight::start();
+    job.worker.signal(libc::SIGKILL);
+    let stdout = job.finish_without_loss();
     assert!(stdout.contains("fallback"), "{stdout}");
-    assert_eq!(staged_files(&db), 0);
-    verify(&db);
-    let after = shale(&["scan", "--db", db.to_str().unwrap()]);
-    assert_eq!(text(&after.stdout), text(&before.stdout));
 }
 
 #[test]
 fn sigterm_in_the_middle_of_a_job_loses_nothing() {
-    let root = tempfile::tempdir().unwrap();
-    let mut worker = WorkerProcess::start(root.path(), &["--executor", "streaming"]);
-    let db = root.path().join("db");
-    make_db(&db, 60_000);
-    let before = shale(&["scan", "--db", db.to_str().unwrap()]);
-    let compactor = {
-        let db = db.clone();
-        let address = worker.address.clone();
-        std::thread::spawn(move || {
-            compact(&db, &["--executor", "remote", "--remote_workers", &address])
-        })
-    };
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(60)
-        && !std::fs::read_dir(db.join("staging")).is_ok_and(|mut d| d.next().is_some())
-    {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    worker.signal(libc::SIGTERM);
+    let mut job = JobInFlight::start();
+    job.worker.signal(libc::SIGTERM);
     // The running job finishes (or is cancelled, its files removed); the
     // worker then exits cleanly and later jobs run locally.
-    let status = worker.child.wait().unwrap();
+    let status = job.worker.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
-    let output = compactor.join().unwrap();
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    assert_eq!(staged_files(&db), 0);
-    verify(&db);
-    let after = shale(&["scan", "--db", db.to_str().unwrap()]);
-    assert_eq!(text(&after.stdout), text(&before.stdout));
-    let log = std::fs::read_to_string(root.path().join("shale-worker.LOG")).unwrap();
+    let log = std::fs::read_to_string(job.root.path().join("shale-worker.LOG")).unwrap();
     assert!(
         log.contains("Shutting down") && log.contains("Worker stopped"),
         "{log}"
     );
+    job.finish_without_loss();
 }
 
 #[test]

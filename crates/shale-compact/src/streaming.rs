@@ -34,12 +34,7 @@ pub struct StreamingExecutor;
 pub fn open_input_table(io: &dyn JobIo, file: &JobFile) -> Result<Table> {
     let source = io.open_input(file)?;
     let name = format!("{:06}.ldb", file.number);
-    let options = ReadTableOptions {
-        comparator: Arc::new(InternalKeyComparator),
-        filter_policy: None,
-        verify_checksums: true,
-        block_cache: None,
-    };
+    let options = ReadTableOptions::internal_scan();
     Table::open(source, file.file_size, &name, options)
 }
 

@@ -392,21 +392,37 @@ fn executors() -> Vec<Box<dyn Executor>> {
         }
     }
     // A worker on loopback, in both modes.
-    for mode in [RemoteMode::NearData, RemoteMode::KeysOnly] {
-        executors.push(Box::new(
-            RemoteExecutor::new(RemoteOptions {
-                endpoints: vec![test_worker().1.url()],
-                mode,
-                ..RemoteOptions::default()
-            })
-            .unwrap(),
-        ));
+    for executor in remote_executors(&test_worker().1.url()) {
+        executors.push(Box::new(executor));
     }
     executors
 }
 
+/// The `remote` executor on `endpoint`, in near-data and in keys-only mode.
+fn remote_executors(endpoint: &str) -> Vec<RemoteExecutor> {
+    [RemoteMode::NearData, RemoteMode::KeysOnly]
+        .into_iter()
+        .map(|mode| {
+            RemoteExecutor::new(RemoteOptions {
+                endpoints: vec![endpoint.to_string()],
+                mode,
+                ..RemoteOptions::default()
+            })
+            .unwrap()
+        })
+        .collect()
+}
+
+/// Random cases per property: `SHALE_CONFORMANCE_CASES`, default 48.
+fn conformance_cases() -> u32 {
+    std::env::var("SHALE_CONFORMANCE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(48)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(std::env::var("SHALE_CONFORMANCE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48)))]
+    #![proptest_config(ProptestConfig::with_cases(conformance_cases()))]
 
     #[test]
     fn every_executor_matches_streaming(case in case()) {
@@ -478,22 +494,8 @@ fn a_worker_process_matches_streaming() {
         .find(|w| w.starts_with("127.0.0.1:"))
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
-    let executors: Vec<RemoteExecutor> = [RemoteMode::NearData, RemoteMode::KeysOnly]
-        .into_iter()
-        .map(|mode| {
-            RemoteExecutor::new(RemoteOptions {
-                endpoints: vec![address.clone()],
-                mode,
-                ..RemoteOptions::default()
-            })
-            .unwrap()
-        })
-        .collect();
-    let cases = std::env::var("SHALE_CONFORMANCE_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(48u32)
-        .div_ceil(3);
+    let executors = remote_executors(&address);
+    let cases = conformance_cases().div_ceil(3);
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(cases));
     runner
         .run(&case(), |case| {
@@ -643,7 +645,7 @@ fn key_range(a: Option<Vec<u8>>, b: Option<Vec<u8>>) -> KeyRange {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(std::env::var("SHALE_CONFORMANCE_CASES").ok().and_then(|v| v.parse::<u32>().ok()).map_or(16, |n| n.div_ceil(3))))]
+    #![proptest_config(ProptestConfig::with_cases(conformance_cases().div_ceil(3)))]
 
     #[test]
     fn sub_jobs_match_streaming_and_the_whole_job(

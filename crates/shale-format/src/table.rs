@@ -71,6 +71,18 @@ impl fmt::Debug for ReadTableOptions {
 }
 
 impl ReadTableOptions {
+    /// For reading an internal-key table whole (compaction inputs, `verify`,
+    /// `repair`, `dump`, a remote worker's staged output): every block's
+    /// checksum verified, no filter (a scan never asks one), no cache.
+    pub fn internal_scan() -> ReadTableOptions {
+        ReadTableOptions {
+            comparator: Arc::new(crate::comparator::InternalKeyComparator),
+            filter_policy: None,
+            verify_checksums: true,
+            block_cache: None,
+        }
+    }
+
     /// Read options matching the build options of a table.
     pub fn from_table_options(options: &crate::options::TableOptions) -> ReadTableOptions {
         ReadTableOptions {

@@ -423,12 +423,7 @@ fn verify_table(
     }
     // Open it the way the engine does, so that whatever the engine would
     // reject at open is rejected here too.
-    let options = ReadTableOptions {
-        comparator: Arc::new(InternalKeyComparator),
-        filter_policy: None,
-        verify_checksums: true,
-        block_cache: None,
-    };
+    let options = ReadTableOptions::internal_scan();
     Table::open(source.clone(), file_size, &name, options)?;
 
     // Table::open checked that the file holds a footer.

@@ -17,12 +17,10 @@ use std::cell::RefCell;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use clap::Args;
 use shale::env::{default_env, Env};
 use shale::filename::{parse_file_name, FileType};
-use shale::format::comparator::InternalKeyComparator;
 use shale::format::internal_key::{InternalKey, ParsedInternalKey, ValueType};
 use shale::format::iterator::KvIterator;
 use shale::format::log_reader::LogReader;
@@ -96,12 +94,7 @@ fn dump_table(env: &dyn Env, path: &std::path::Path, out: &mut impl Write) -> Cl
     let name = path.display().to_string();
     let source = env.new_random_access_file(path)?;
     let size = env.file_size(path)?;
-    let options = ReadTableOptions {
-        comparator: Arc::new(InternalKeyComparator),
-        filter_policy: None,
-        verify_checksums: true,
-        block_cache: None,
-    };
+    let options = ReadTableOptions::internal_scan();
     let table = Table::open(source, size, &name, options)?;
     let mut iter = table.iter();
     iter.seek_to_first();

@@ -229,6 +229,11 @@ impl RemoteExecutor {
         self.options.mode
     }
 
+    /// How many workers it has.
+    pub fn workers(&self) -> usize {
+        self.links.len()
+    }
+
     /// What the executor knows of each worker.
     pub fn worker_stats(&self) -> Vec<WorkerStats> {
         self.links
@@ -383,13 +388,7 @@ impl RemoteExecutor {
         wire: &mut Wire,
     ) -> std::result::Result<Done, String> {
         let (tx, rx) = mpsc::channel::<KeysOnlyRequest>(4);
-        let start = KeysOnlyRequest {
-            request: Some(keys_only_request::Request::Start(request)),
-        };
-        wire.sent(start.encoded_len());
-        tx.send(start)
-            .await
-            .map_err(|_| "the call ended".to_string())?;
+        send(&tx, wire, keys_only_request::Request::Start(request)).await?;
         let mut stream = self
             .client(link)
             .compact_keys_only(self.request(ReceiverStream::new(rx)))
@@ -426,30 +425,18 @@ impl RemoteExecutor {
         // Merge and gc here; the order goes back in chunks.
         let codes = keys::merge_order(job, &runs).map_err(|e| e.to_string())?;
         drop(runs);
-        let mut chunks = codes.chunks(CODES_PER_CHUNK).peekable();
-        if chunks.peek().is_none() {
-            let last = KeysOnlyRequest {
-                request: Some(keys_only_request::Request::Order(OrderChunk {
-                    codes: Vec::new(),
-                    last: true,
-                })),
+        // An empty order still goes as one (empty, last) chunk.
+        let chunks: Vec<&[u32]> = if codes.is_empty() {
+            vec![&[]]
+        } else {
+            codes.chunks(CODES_PER_CHUNK).collect()
+        };
+        for (i, chunk) in chunks.iter().enumerate() {
+            let order = OrderChunk {
+                codes: chunk.to_vec(),
+                last: i + 1 == chunks.len(),
             };
-            wire.sent(last.encoded_len());
-            tx.send(last)
-                .await
-                .map_err(|_| "the call ended".to_string())?;
-        }
-        while let Some(chunk) = chunks.next() {
-            let message = KeysOnlyRequest {
-                request: Some(keys_only_request::Request::Order(OrderChunk {
-                    codes: chunk.to_vec(),
-                    last: chunks.peek().is_none(),
-                })),
-            };
-            wire.sent(message.encoded_len());
-            tx.send(message)
-                .await
-                .map_err(|_| "the call ended".to_string())?;
+            send(&tx, wire, keys_only_request::Request::Order(order)).await?;
         }
         loop {
             let event = self.next(&mut stream).await?;
@@ -560,6 +547,21 @@ fn input_bounds(job: &CompactionJob) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
         .min();
     let high = files.map(|f| extract_user_key(&f.largest).to_vec()).max();
     (low, high)
+}
+
+/// Sends one keys-only request, counting its bytes.
+async fn send(
+    tx: &mpsc::Sender<KeysOnlyRequest>,
+    wire: &mut Wire,
+    request: keys_only_request::Request,
+) -> std::result::Result<(), String> {
+    let message = KeysOnlyRequest {
+        request: Some(request),
+    };
+    wire.sent(message.encoded_len());
+    tx.send(message)
+        .await
+        .map_err(|_| "the call ended".to_string())
 }
 
 /// A gRPC status in a line: the code and the worker's message.

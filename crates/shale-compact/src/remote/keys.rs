@@ -58,11 +58,6 @@ impl RunEntries {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
-
-    /// Bytes of the keys.
-    pub fn key_bytes(&self) -> usize {
-        self.keys.iter().map(Vec::len).sum()
-    }
 }
 
 /// Step 1: the entries of every input run (one [`RunEntries`] per run of

@@ -4,11 +4,12 @@
 //! job, paths, size, concurrency); a failing job removes its staged files;
 //! a cancelled call (the engine gave up or died) cancels its job.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -178,10 +179,14 @@ impl Worker {
         let db = root
             .database(&request.db_path)
             .map_err(Status::permission_denied)?;
-        for file in job.inputs.iter().flat_map(|run| &run.files) {
-            root.table(&db, file.number)
-                .map_err(Status::permission_denied)?;
-        }
+        // Resolved once, here: the job opens these paths and no others.
+        let inputs = job
+            .inputs
+            .iter()
+            .flat_map(|run| &run.files)
+            .map(|file| Ok((file.number, root.table(&db, file.number)?)))
+            .collect::<std::result::Result<HashMap<u64, PathBuf>, String>>()
+            .map_err(Status::permission_denied)?;
         let staging = db.join(STAGING_DIR);
         std::fs::create_dir_all(&staging)
             .map_err(|e| Status::internal(format!("creating {}: {e}", staging.display())))?;
@@ -191,7 +196,7 @@ impl Worker {
             .map_err(|e| Status::already_exists(format!("creating {}: {e}", dir.display())))?;
         Ok(Prepared {
             job,
-            io: Arc::new(StagingIo::new(root.clone(), db, dir)),
+            io: Arc::new(StagingIo::new(inputs, dir)),
             session: request.session,
             _permit: permit,
         })
@@ -621,11 +626,11 @@ impl Drop for LocalWorker {
     }
 }
 
-/// The worker's side of a job: inputs under the root, outputs in the
-/// session's staging directory, numbered from 1.
+/// The worker's side of a job: its input tables (resolved under the root
+/// when the job was checked), outputs in the session's staging directory,
+/// numbered from 1.
 struct StagingIo {
-    root: Root,
-    db: PathBuf,
+    inputs: HashMap<u64, PathBuf>,
     dir: PathBuf,
     next: AtomicU64,
     cancelled: AtomicBool,
@@ -635,10 +640,9 @@ struct StagingIo {
 }
 
 impl StagingIo {
-    fn new(root: Root, db: PathBuf, dir: PathBuf) -> StagingIo {
+    fn new(inputs: HashMap<u64, PathBuf>, dir: PathBuf) -> StagingIo {
         StagingIo {
-            root,
-            db,
+            inputs,
             dir,
             next: AtomicU64::new(1),
             cancelled: AtomicBool::new(false),
@@ -701,12 +705,11 @@ impl OutputSink for StagedSink {
 
 impl JobIo for StagingIo {
     fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>> {
-        let path = self
-            .root
-            .table(&self.db, file.number)
-            .map_err(Error::InvalidArgument)?;
+        let path = self.inputs.get(&file.number).ok_or_else(|| {
+            Error::InvalidArgument(format!("table {} is not an input of the job", file.number))
+        })?;
         let opened =
-            File::open(&path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+            File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
         Ok(Arc::new(opened))
     }
 
@@ -737,13 +740,4 @@ impl JobIo for StagingIo {
         std::fs::remove_file(&path)
             .map_err(|e| Error::io(format!("removing {}", path.display()), e))
     }
-
-    fn database_dir(&self) -> Option<PathBuf> {
-        Some(self.db.clone())
-    }
-}
-
-/// Path of a staged table, for the engine: `staging/<session>/<name>`.
-pub fn staged_path(db: &Path, session: &str, name: &str) -> PathBuf {
-    staging_dir(db, session).join(name)
 }

@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::Arc;
 
-use shale_format::comparator::{compare_internal_keys, InternalKeyComparator};
+use shale_format::comparator::compare_internal_keys;
 use shale_format::format::RandomAccess;
 use shale_format::internal_key::extract_user_key;
 use shale_format::iterator::KvIterator;
@@ -34,12 +34,7 @@ pub fn check_staged(path: &Path, meta: &StagedTable, job: &CompactionJob) -> Res
             meta.file_size
         ));
     }
-    let options = ReadTableOptions {
-        comparator: Arc::new(InternalKeyComparator),
-        filter_policy: None,
-        verify_checksums: true,
-        block_cache: None,
-    };
+    let options = ReadTableOptions::internal_scan();
     let source: Arc<dyn RandomAccess> = Arc::new(data);
     let table = Table::open(source, meta.file_size, name, options)
         .map_err(|e| format!("staged {name}: {e}"))?;

@@ -223,7 +223,7 @@ impl Executors {
     /// `remote` is named (every thread then serves the workers).
     pub(crate) fn remote_lanes(&self) -> usize {
         match (&self.remote, &self.choice) {
-            (Some(remote), ExecutorChoice::Auto) => remote.worker_stats().len(),
+            (Some(remote), ExecutorChoice::Auto) => remote.workers(),
             _ => 0,
         }
     }

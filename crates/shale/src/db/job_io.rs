@@ -69,12 +69,7 @@ impl JobIo for EngineJobIo<'_> {
     }
 
     fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)> {
-        let number = self.inner.new_file_number();
-        self.inner.lock_state().pending_outputs.insert(number);
-        self.created
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(number);
+        let number = self.new_output_number();
         let path = filename::table_file_name(&self.inner.dir, number);
         let env = &self.inner.options.env;
         let file = if self.inner.options.direct_io_for_compaction {
@@ -105,12 +100,7 @@ impl JobIo for EngineJobIo<'_> {
         let env = &self.inner.options.env;
         let mut numbers = Vec::with_capacity(staged.len());
         for path in staged {
-            let number = self.inner.new_file_number();
-            self.inner.lock_state().pending_outputs.insert(number);
-            self.created
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(number);
+            let number = self.new_output_number();
             env.rename(path, &filename::table_file_name(&self.inner.dir, number))?;
             numbers.push(number);
         }
@@ -145,6 +135,18 @@ impl<'a> EngineJobIo<'a> {
             inner,
             created: Mutex::new(Vec::new()),
         }
+    }
+
+    /// A new file number for an output of this job: pending (cleanup
+    /// leaves its file alone) and the job's own (removed if it fails).
+    fn new_output_number(&self) -> u64 {
+        let number = self.inner.new_file_number();
+        self.inner.lock_state().pending_outputs.insert(number);
+        self.created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(number);
+        number
     }
 
     fn created(&self) -> Vec<u64> {

@@ -59,12 +59,7 @@ impl TableScan {
 /// Opens `file` as a table, reading its footer and index block with their
 /// checksums verified. An error means nothing in it can be found.
 pub(super) fn open_table(file: &TableFile) -> Result<Table> {
-    let options = ReadTableOptions {
-        comparator: Arc::new(InternalKeyComparator),
-        filter_policy: None,
-        verify_checksums: true,
-        block_cache: None,
-    };
+    let options = ReadTableOptions::internal_scan();
     Table::open(file.source.clone(), file.size, &file.name, options)
 }
 
