@@ -4,3 +4,5 @@
 pub mod picker;
 pub mod priority;
 pub mod scheduler;
+#[cfg(test)]
+pub(crate) mod test_versions;

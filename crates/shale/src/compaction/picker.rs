@@ -615,33 +615,10 @@ fn setup_other_inputs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compaction::test_versions::{numbers, version};
     use crate::version::VersionBuilder;
     use shale_format::internal_key::ValueType;
     use shale_format::version_edit::{FileMetaData, VersionEdit};
-
-    fn version(files: &[(usize, u64, &str, &str, u64)]) -> Version {
-        let mut edit = VersionEdit::default();
-        for &(level, number, smallest, largest, size) in files {
-            edit.add_file(
-                level,
-                FileMetaData {
-                    number,
-                    file_size: size,
-                    smallest: InternalKey::new(smallest.as_bytes(), 100, ValueType::Value),
-                    largest: InternalKey::new(largest.as_bytes(), 100, ValueType::Value),
-                },
-            );
-        }
-        let mut builder = VersionBuilder::new(Arc::new(Version::default()));
-        builder.apply(&edit).unwrap();
-        builder.build().unwrap()
-    }
-
-    fn numbers(files: &[Arc<FileMeta>]) -> Vec<u64> {
-        let mut n: Vec<u64> = files.iter().map(|f| f.number).collect();
-        n.sort();
-        n
-    }
 
     #[test]
     fn l0_trigger_picks_all_overlapping_l0_and_l1() {

@@ -181,28 +181,17 @@ pub fn write_delay(write_bytes: usize, debt: &Debt, options: &Options) -> Durati
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::version::VersionBuilder;
-    use shale_format::internal_key::{InternalKey, ValueType};
-    use shale_format::version_edit::{FileMetaData, VersionEdit};
-    use std::sync::Arc;
+    use crate::compaction::test_versions;
 
+    /// Files as (level, number, size), each holding one key of its own.
     fn version(files: &[(usize, u64, u64)]) -> Version {
-        let mut edit = VersionEdit::default();
-        for &(level, number, size) in files {
-            let key = format!("k{number:04}");
-            edit.add_file(
-                level,
-                FileMetaData {
-                    number,
-                    file_size: size,
-                    smallest: InternalKey::new(key.as_bytes(), 1, ValueType::Value),
-                    largest: InternalKey::new(key.as_bytes(), 1, ValueType::Value),
-                },
-            );
-        }
-        let mut builder = VersionBuilder::new(Arc::new(Version::default()));
-        builder.apply(&edit).unwrap();
-        builder.build().unwrap()
+        let keys: Vec<String> = files.iter().map(|f| format!("k{:04}", f.1)).collect();
+        let files: Vec<(usize, u64, &str, &str, u64)> = files
+            .iter()
+            .zip(&keys)
+            .map(|(&(level, number, size), key)| (level, number, key.as_str(), key.as_str(), size))
+            .collect();
+        test_versions::version(&files)
     }
 
     #[test]

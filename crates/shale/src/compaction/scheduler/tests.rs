@@ -1,38 +1,10 @@
 //! The scheduler's pure core on versions built in memory: no disk, no
 //! thread.
 
-use std::sync::Arc;
-
 use shale_format::internal_key::{InternalKey, ValueType};
-use shale_format::version_edit::{FileMetaData, VersionEdit};
 
 use super::*;
-use crate::version::VersionBuilder;
-
-/// Files as (level, number, smallest, largest, size).
-fn version(files: &[(usize, u64, &str, &str, u64)]) -> Version {
-    let mut edit = VersionEdit::default();
-    for &(level, number, smallest, largest, size) in files {
-        edit.add_file(
-            level,
-            FileMetaData {
-                number,
-                file_size: size,
-                smallest: InternalKey::new(smallest.as_bytes(), 100, ValueType::Value),
-                largest: InternalKey::new(largest.as_bytes(), 100, ValueType::Value),
-            },
-        );
-    }
-    let mut builder = VersionBuilder::new(Arc::new(Version::default()));
-    builder.apply(&edit).unwrap();
-    builder.build().unwrap()
-}
-
-fn numbers(files: &[Arc<crate::version::FileMeta>]) -> Vec<u64> {
-    let mut n: Vec<u64> = files.iter().map(|f| f.number).collect();
-    n.sort_unstable();
-    n
-}
+use crate::compaction::test_versions::{numbers, version};
 
 fn options() -> Options {
     Options {
