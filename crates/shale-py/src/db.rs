@@ -349,22 +349,35 @@ impl Db {
     }
 
     /// Compacts the keys from `start` to `stop` (both included; `None`:
-    /// unbounded) down through every level that holds them.
-    #[pyo3(signature = (*, start=None, stop=None))]
+    /// unbounded) down through every level that holds them. `executor`
+    /// (a ShaleDB extra): run the jobs on `"streaming"`, `"parallel"`,
+    /// `"opencl"` or `"remote"` (then on `streaming` if it fails) instead
+    /// of where the scheduler would (`None` or `"auto"`).
+    #[pyo3(signature = (*, start=None, stop=None, executor=None))]
     fn compact_range(
         &self,
         py: Python<'_>,
         start: Option<&Bound<'_, PyAny>>,
         stop: Option<&Bound<'_, PyAny>>,
+        executor: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let start = optional_bytes_arg(start, "start")?;
         let stop = optional_bytes_arg(stop, "stop")?;
+        let executor = match executor {
+            None => None,
+            Some(name) if name.is_none() => None,
+            Some(name) => Some(
+                name.extract::<String>()
+                    .map_err(|_| PyTypeError::new_err("'executor' must be a str"))?,
+            ),
+        };
         let (start, stop) = (
             start.as_ref().map(|b| b.as_bytes()),
             stop.as_ref().map(|b| b.as_bytes()),
         );
+        let options = shale::CompactRangeOptions { executor };
         let db = self.shared.handle()?;
-        py.allow_threads(|| db.compact_range(start, stop))
+        py.allow_threads(|| db.compact_range_with(start, stop, &options))
             .into_py_result()
     }
 

@@ -220,6 +220,26 @@ def test_get_property(db):
         db.get_property(1)
 
 
+def test_compact_range_on_a_chosen_executor(tmp_path):
+    with shaledb.DB(str(tmp_path / "db"), create_if_missing=True,
+                    compaction_executor="streaming") as db:
+        for i in range(3000):
+            db.put(b"k%05d" % i, b"v" * 100)
+        db.compact_range(executor="parallel")
+        executors = db.stats()["executors"]
+        assert executors["parallel"]["jobs"] > 0
+        assert "streaming" not in executors
+        db.compact_range(start=b"k00010", stop=b"k00020", executor=None)
+        db.compact_range(executor="auto")
+        with pytest.raises(shaledb.Error, match="no remote workers"):
+            db.compact_range(executor="remote")
+        with pytest.raises(shaledb.Error, match="unknown compaction executor"):
+            db.compact_range(executor="gpu")
+        with pytest.raises(TypeError):
+            db.compact_range(executor=b"parallel")
+        assert db.get(b"k02999") == b"v" * 100
+
+
 def test_compact_range_and_sizes(db):
     for i in range(2000):
         db.put(b"k%05d" % i, os.urandom(1000))

@@ -30,7 +30,7 @@ pub mod version_set;
 
 pub use db::{destroy, SchedulerStats, StallStats, DB};
 pub use db_iter::DbIterator;
-pub use options::{Options, ReadOptions, WriteOptions};
+pub use options::{CompactRangeOptions, Options, ReadOptions, WriteOptions};
 pub use repair::{repair, RepairReport};
 pub use shale_compact;
 pub use shale_format as format;

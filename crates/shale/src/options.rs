@@ -301,6 +301,15 @@ pub struct WriteOptions {
     pub sync: bool,
 }
 
+/// Options for [`DB::compact_range_with`](crate::DB::compact_range_with).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactRangeOptions {
+    /// The executor to run the jobs on (`streaming`, `parallel`, `opencl`,
+    /// `remote`); `None` or `auto`: the scheduler chooses, as for
+    /// background compactions.
+    pub executor: Option<String>,
+}
+
 /// Options for reads and iterators.
 #[derive(Debug, Clone)]
 pub struct ReadOptions {

@@ -327,3 +327,56 @@ fn direct_io_on_an_env_without_it_is_refused_at_open() {
     assert!(matches!(error, shale::Error::NotSupported(_)), "{error}");
     assert!(error.to_string().contains("direct I/O"), "{error}");
 }
+
+/// `compact_range_with` runs the jobs on the executor it names, whatever
+/// the database's own choice, and refuses, before anything runs, an
+/// executor the database does not have or does not know.
+#[test]
+fn compact_range_runs_on_the_executor_it_asks_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Opened with `streaming`: the database has streaming and parallel, no
+    // device, no workers.
+    let db = DB::open(tmp.path(), options("streaming")).unwrap();
+    let ask = |executor: &str| shale::CompactRangeOptions {
+        executor: Some(executor.to_string()),
+    };
+    for i in 0..3000u32 {
+        let key = format!("key{:06}", (i * 7919) % 3000);
+        db.put(&WriteOptions::default(), key.as_bytes(), b"value")
+            .unwrap();
+        if i % 1000 == 999 {
+            db.flush().unwrap();
+        }
+    }
+    db.compact_range_with(None, None, &ask("parallel")).unwrap();
+    let stats = db.executor_stats();
+    assert!(
+        stats.iter().any(|(name, jobs, _)| name == "parallel" && *jobs > 0),
+        "{stats:?}"
+    );
+    assert!(
+        !stats.iter().any(|(name, _, _)| name == "streaming"),
+        "{stats:?}"
+    );
+
+    for (executor, expected) in [
+        ("opencl", "compact_range cannot run on opencl: this database has no OpenCL device"),
+        ("remote", "compact_range cannot run on remote: this database has no remote workers"),
+        ("gpu", "unknown compaction executor \"gpu\""),
+    ] {
+        let err = db
+            .compact_range_with(None, None, &ask(executor))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(expected), "{executor}: {err}");
+    }
+
+    // `auto` is the scheduler's choice, as for compact_range.
+    db.put(&WriteOptions::default(), b"key000001", b"again")
+        .unwrap();
+    db.compact_range_with(None, None, &ask("auto")).unwrap();
+    assert_eq!(
+        db.get(&ReadOptions::new(), b"key000001").unwrap().as_deref(),
+        Some(&b"again"[..])
+    );
+}

@@ -159,7 +159,7 @@ impl DbInner {
     /// Runs a taken job and installs it; its failure becomes the background
     /// error. The job leaves the scheduler either way.
     fn run_scheduled(&self, job: &ScheduledJob, lane: Lane) {
-        let result = self.run_job(job, lane);
+        let result = self.run_job(job, lane, None);
         {
             let mut scheduler = self.lock_scheduler();
             scheduler.finish(job.ticket);
@@ -175,7 +175,14 @@ impl DbInner {
 
     /// Runs a taken job (a trivial move, or a job on its executor chain, in
     /// sub-compactions when it is large) and installs the result.
-    fn run_job(&self, scheduled: &ScheduledJob, lane: Lane) -> Result<()> {
+    /// `executor`: the executor a manual compaction asked for (then
+    /// `streaming` if it fails), instead of the scheduler's choice.
+    fn run_job(
+        &self,
+        scheduled: &ScheduledJob,
+        lane: Lane,
+        executor: Option<&'static str>,
+    ) -> Result<()> {
         let started = Instant::now();
         let plan = &scheduled.plan;
         if plan.is_trivial_move(&self.options) {
@@ -200,11 +207,13 @@ impl DbInner {
             )
         };
         // A worker runs a job whole: its own cores split it if they like.
-        let parts = match lane {
-            Lane::Remote => 1,
+        let parts = match (lane, executor) {
+            (Lane::Remote, _) | (_, Some(REMOTE)) => 1,
             _ => self.subcompaction_parts(scheduled, &job),
         };
-        let chain = {
+        let chain = if let Some(name) = executor {
+            placement::requested(name)
+        } else {
             let scheduler = self.lock_scheduler();
             let load = Load {
                 cores: available_cores(),
@@ -383,7 +392,18 @@ impl DbInner {
     /// through every level that holds it. Each level's plan goes through the
     /// scheduler's queue (reserving its files, visible in
     /// `shale.scheduler`) and runs on this thread, in sub-compactions.
-    pub(super) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+    /// `executor`: run every job on it (then `streaming` if it fails)
+    /// instead of where the scheduler would; checked to exist first.
+    pub(super) fn compact_range(
+        &self,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+        executor: Option<&str>,
+    ) -> Result<()> {
+        let executor = match executor {
+            None => None,
+            Some(name) => self.executors.for_manual_compaction(name)?,
+        };
         self.flush_memtable()?;
         let deepest = {
             let version = self.lock_state().current.clone();
@@ -426,7 +446,8 @@ impl DbInner {
                 match taken {
                     Some(job) => {
                         // On the device when there is one, as thread 0 would.
-                        let result = self.run_job(&job, self.executors.lane_of_thread(0));
+                        let result =
+                            self.run_job(&job, self.executors.lane_of_thread(0), executor);
                         self.lock_scheduler().finish(job.ticket);
                         let mut state = self.lock_state();
                         state.work_epoch += 1;

@@ -218,6 +218,35 @@ impl Executors {
         }
     }
 
+    /// The executor a manual compaction asked for by `name`: `None` for
+    /// `auto` (the scheduler chooses), else the name if this database has
+    /// that executor; an error that says why not otherwise.
+    pub(crate) fn for_manual_compaction(&self, name: &str) -> Result<Option<&'static str>> {
+        let known = EXECUTORS
+            .iter()
+            .copied()
+            .find(|&known| known == name)
+            .ok_or_else(|| unknown(name))?;
+        if known == AUTO {
+            return Ok(None);
+        }
+        if self.by_name(known).is_none() {
+            let why = match known {
+                OPENCL => match &self.device_unavailable {
+                    Some(reason) => format!("this database has no OpenCL device: {reason}"),
+                    None => "this database has no OpenCL device (open it with \
+                             compaction_executor=opencl, or auto on a machine with a GPU)"
+                        .to_string(),
+                },
+                _ => "this database has no remote workers (set remote_workers)".to_string(),
+            };
+            return Err(Error::NotSupported(format!(
+                "compact_range cannot run on {known}: {why}"
+            )));
+        }
+        Ok(Some(known))
+    }
+
     /// Compaction threads added for the remote workers: one per worker
     /// under `auto` (each waits on its worker, not on a core); none when
     /// `remote` is named (every thread then serves the workers).

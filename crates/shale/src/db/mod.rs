@@ -45,7 +45,7 @@ use crate::env::{FileLock, WritableFile};
 use crate::filename;
 use crate::info_log::InfoLog;
 use crate::memtable::{MemGet, MemTable};
-use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::options::{CompactRangeOptions, Options, ReadOptions, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::table_cache::{SharedBlockCache, TableCache};
 use crate::version::{FileMeta, Version};
@@ -329,7 +329,23 @@ impl DB {
     /// through every level that holds it: the memtable is flushed first, then
     /// each level's overlapping files are merged into the next.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.inner.compact_range(begin, end)
+        self.inner.compact_range(begin, end, None)
+    }
+
+    /// [`compact_range`](Self::compact_range) with every job run on the
+    /// executor `options.executor` names (`streaming`, `parallel`,
+    /// `opencl`, `remote`; `auto` or `None`: the scheduler's choice), then
+    /// on `streaming` if that one fails, as the executor chain does. An
+    /// executor this database does not have (no OpenCL device, no remote
+    /// workers) is an error before anything runs.
+    pub fn compact_range_with(
+        &self,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+        options: &CompactRangeOptions,
+    ) -> Result<()> {
+        self.inner
+            .compact_range(begin, end, options.executor.as_deref())
     }
 
     /// Flushes the memtable to a table and waits for it.

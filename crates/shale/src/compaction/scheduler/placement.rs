@@ -222,6 +222,21 @@ pub fn chain(
     }
 }
 
+/// The chain of a manual compaction that asked for executor `name`: that
+/// one, then `streaming` (the reference, which runs every job).
+pub fn requested(name: &'static str) -> Chain {
+    let executors = if name == STREAMING {
+        vec![STREAMING]
+    } else {
+        vec![name, STREAMING]
+    };
+    Chain {
+        executors,
+        reason: format!("compact_range asked for {name}"),
+        kept_off_device: None,
+    }
+}
+
 /// `chain` for a thread that serves the remote workers: a worker first,
 /// then what the CPU would run (the worker's failure costs only time).
 pub fn remote_first(chain: Chain) -> Chain {
