@@ -14,7 +14,7 @@
 
 use std::cmp::Ordering;
 
-use shale_format::comparator::compare_internal_keys;
+use shale_format::comparator::KeyOrder;
 
 use crate::job::{CompactionJob, JobFile};
 
@@ -26,12 +26,19 @@ pub struct GrandparentCutter<'a> {
     index: usize,
     seen_key: bool,
     overlapped_bytes: u64,
+    order: KeyOrder,
 }
 
 impl<'a> GrandparentCutter<'a> {
-    /// A cutter for `job`'s grandparents.
+    /// A cutter for `job`'s grandparents, keys in bytewise order.
     pub fn new(job: &'a CompactionJob) -> GrandparentCutter<'a> {
+        GrandparentCutter::with_order(job, KeyOrder::bytewise())
+    }
+
+    /// A cutter for `job`'s grandparents, user keys in `order`.
+    pub fn with_order(job: &'a CompactionJob, order: KeyOrder) -> GrandparentCutter<'a> {
         GrandparentCutter {
+            order,
             grandparents: &job.grandparents,
             max_overlap: job.max_grandparent_overlap_bytes,
             index: 0,
@@ -45,7 +52,9 @@ impl<'a> GrandparentCutter<'a> {
     pub fn should_stop_before(&mut self, internal_key: &[u8]) -> bool {
         let mut passed = self.index;
         while passed < self.grandparents.len()
-            && compare_internal_keys(internal_key, &self.grandparents[passed].largest)
+            && self
+                .order
+                .compare_internal(internal_key, &self.grandparents[passed].largest)
                 == Ordering::Greater
         {
             passed += 1;

@@ -10,6 +10,7 @@
 
 use std::cmp::Ordering;
 
+use shale_format::comparator::KeyOrder;
 use shale_format::internal_key::{ParsedInternalKey, SequenceNumber, ValueType};
 
 use crate::job::{CompactionJob, UserKeyRange};
@@ -21,14 +22,23 @@ use crate::job::{CompactionJob, UserKeyRange};
 pub struct DeeperLevels<'a> {
     levels: &'a [Vec<UserKeyRange>],
     cursors: Vec<usize>,
+    order: KeyOrder,
 }
 
 impl<'a> DeeperLevels<'a> {
-    /// Cursors at the start of every deeper level of `job`.
+    /// Cursors at the start of every deeper level of `job`, keys in
+    /// bytewise order.
     pub fn new(job: &'a CompactionJob) -> DeeperLevels<'a> {
+        DeeperLevels::with_order(job, KeyOrder::bytewise())
+    }
+
+    /// Cursors at the start of every deeper level of `job`, user keys in
+    /// `order`.
+    pub fn with_order(job: &'a CompactionJob, order: KeyOrder) -> DeeperLevels<'a> {
         DeeperLevels {
             levels: &job.deeper_levels,
             cursors: vec![0; job.deeper_levels.len()],
+            order,
         }
     }
 
@@ -37,8 +47,8 @@ impl<'a> DeeperLevels<'a> {
     pub fn is_base_level_for(&mut self, user_key: &[u8]) -> bool {
         for (level, cursor) in self.levels.iter().zip(self.cursors.iter_mut()) {
             while let Some(range) = level.get(*cursor) {
-                if user_key.cmp(&range.largest) != Ordering::Greater {
-                    if user_key.cmp(&range.smallest) != Ordering::Less {
+                if self.order.compare_user(user_key, &range.largest) != Ordering::Greater {
+                    if self.order.compare_user(user_key, &range.smallest) != Ordering::Less {
                         return false;
                     }
                     break;
@@ -87,24 +97,44 @@ pub struct GcDecider<'a> {
     deeper: DeeperLevels<'a>,
     previous_user_key: Vec<u8>,
     previous_sequence: Option<SequenceNumber>,
+    order: KeyOrder,
 }
 
 impl<'a> GcDecider<'a> {
-    /// A decider for `job`.
+    /// A decider for `job`, keys in bytewise order.
     pub fn new(job: &'a CompactionJob) -> GcDecider<'a> {
+        GcDecider::with_order(job, KeyOrder::bytewise())
+    }
+
+    /// A decider for `job`, user keys in `order`: two keys are the same
+    /// user key when `order` finds them equal, as LevelDB's compaction
+    /// asks its user comparator.
+    pub fn with_order(job: &'a CompactionJob, order: KeyOrder) -> GcDecider<'a> {
         GcDecider {
             smallest_snapshot: job.smallest_snapshot,
-            deeper: DeeperLevels::new(job),
+            deeper: DeeperLevels::with_order(job, order.clone()),
             previous_user_key: Vec::new(),
             previous_sequence: None,
+            order,
         }
     }
 
     /// True when `entry` goes to the output.
     pub fn keep(&mut self, entry: &ParsedInternalKey<'_>) -> bool {
-        let previous = self
-            .previous_sequence
-            .map(|seq| (self.previous_user_key.as_slice(), seq));
+        // `keep_entry` compares bytes; an order that finds two different
+        // byte strings equal makes them one user key here.
+        let previous = self.previous_sequence.map(|seq| {
+            if self.order.is_bytewise()
+                || self
+                    .order
+                    .compare_user(&self.previous_user_key, entry.user_key)
+                    .is_ne()
+            {
+                (self.previous_user_key.as_slice(), seq)
+            } else {
+                (entry.user_key, seq)
+            }
+        });
         let deeper = &mut self.deeper;
         let keep = keep_entry(entry, previous, self.smallest_snapshot, |k| {
             deeper.is_base_level_for(k)

@@ -9,6 +9,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use shale_format::comparator::KeyOrder;
 use shale_format::format::{CompressionType, RandomAccess};
 use shale_format::internal_key::{extract_user_key, SequenceNumber};
 use shale_format::options::TableOptions;
@@ -39,9 +40,17 @@ impl Default for TableSettings {
 }
 
 impl TableSettings {
-    /// Table options for internal-key tables with these settings.
+    /// Table options for internal-key tables with these settings, user keys
+    /// in bytewise order.
     pub fn table_options(&self) -> TableOptions {
+        self.table_options_in(&KeyOrder::bytewise())
+    }
+
+    /// Table options for internal-key tables with these settings, user keys
+    /// in `order` (which orders the keys and shortens the index keys).
+    pub fn table_options_in(&self, order: &KeyOrder) -> TableOptions {
         TableOptions {
+            comparator: order.internal_comparator(),
             block_size: self.block_size,
             block_restart_interval: self.block_restart_interval,
             compression: if self.snappy {
@@ -406,6 +415,12 @@ pub trait JobIo: Send + Sync {
     /// executor whose device failed after some files were written runs the
     /// job again on the CPU, with new files.
     fn discard_output(&self, number: u64) -> Result<()>;
+    /// The order of the database's user keys. Bytewise (the default) is the
+    /// only order executors other than `streaming` accept; they fail a job
+    /// in another order with [`shale_format::Error::NotSupported`].
+    fn key_order(&self) -> KeyOrder {
+        KeyOrder::bytewise()
+    }
     /// The database directory on the file system, for executors that run
     /// elsewhere on the same storage (the `remote` executor's worker reads
     /// the inputs there and stages its outputs below it). `None` (the
@@ -424,6 +439,19 @@ pub trait JobIo: Send + Sync {
             "this job's I/O cannot adopt staged tables".to_string(),
         ))
     }
+}
+
+/// The error an executor that compares key bytes fails a job with when
+/// `io`'s keys are in a custom order; `Ok` for bytewise order.
+pub fn require_bytewise(executor: &str, io: &dyn JobIo) -> Result<()> {
+    let order = io.key_order();
+    if order.is_bytewise() {
+        return Ok(());
+    }
+    Err(shale_format::Error::NotSupported(format!(
+        "the {executor} executor compares key bytes and cannot use the custom comparator {}",
+        order.name()
+    )))
 }
 
 /// Turns a job into output tables. Every executor must write byte-identical

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use shale_format::comparator::KeyOrder;
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
@@ -28,6 +29,7 @@ pub struct MemIo {
     next_number: Mutex<u64>,
     discard: bool,
     dir: Option<PathBuf>,
+    order: KeyOrder,
 }
 
 impl MemIo {
@@ -52,6 +54,12 @@ impl MemIo {
     /// be written as `NNNNNN.ldb` files for a remote worker to read them).
     pub fn with_database_dir(mut self, dir: PathBuf) -> MemIo {
         self.dir = Some(dir);
+        self
+    }
+
+    /// Reports `order` as the order of the user keys.
+    pub fn with_key_order(mut self, order: KeyOrder) -> MemIo {
+        self.order = order;
         self
     }
 
@@ -128,6 +136,10 @@ impl JobIo for MemIo {
     fn discard_output(&self, number: u64) -> Result<()> {
         lock(&self.outputs).remove(&number);
         Ok(())
+    }
+
+    fn key_order(&self) -> KeyOrder {
+        self.order.clone()
     }
 
     fn database_dir(&self) -> Option<PathBuf> {

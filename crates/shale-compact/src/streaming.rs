@@ -2,10 +2,9 @@
 //! builder, as LevelDB compacts. Simple enough to be obviously right; every
 //! other executor is checked byte for byte against it.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use shale_format::comparator::InternalKeyComparator;
+use shale_format::comparator::KeyOrder;
 use shale_format::concat_iterator::ConcatIterator;
 use shale_format::internal_key::{
     extract_user_key, InternalKey, ParsedInternalKey, ValueType, MAX_SEQUENCE_NUMBER,
@@ -43,7 +42,11 @@ pub fn open_input_table(io: &dyn JobIo, file: &JobFile) -> Result<Table> {
 /// only footers and index blocks); their data blocks are read as the merge
 /// reaches them. Files that cannot hold a key of the job's range are left
 /// out.
-fn run_iterators(job: &CompactionJob, io: &dyn JobIo) -> Result<Vec<Box<dyn KvIterator + Send>>> {
+fn run_iterators(
+    job: &CompactionJob,
+    io: &dyn JobIo,
+    order: &KeyOrder,
+) -> Result<Vec<Box<dyn KvIterator + Send>>> {
     let mut children: Vec<Box<dyn KvIterator + Send>> = Vec::with_capacity(job.inputs.len());
     for run in &job.inputs {
         let files: Vec<&JobFile> = run.files.iter().filter(|f| job.file_in_range(f)).collect();
@@ -60,7 +63,7 @@ fn run_iterators(job: &CompactionJob, io: &dyn JobIo) -> Result<Vec<Box<dyn KvIt
         }
         let largest = files.iter().map(|f| f.largest.clone()).collect();
         children.push(Box::new(ConcatIterator::new(
-            Arc::new(InternalKeyComparator),
+            order.internal_comparator(),
             largest,
             Box::new(move |i| {
                 let table = tables
@@ -118,7 +121,7 @@ impl<'a> TablePacker<'a> {
     pub(crate) fn new(job: &CompactionJob, io: &'a dyn JobIo) -> TablePacker<'a> {
         TablePacker {
             io,
-            options: job.table.table_options(),
+            options: job.table.table_options_in(&io.key_order()),
             max_output_file_size: job.max_output_file_size,
             current: None,
             outputs: Vec::new(),
@@ -175,9 +178,20 @@ impl Executor for StreamingExecutor {
 
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
         let started = Instant::now();
-        let mut iter = merging_iterator(Arc::new(InternalKeyComparator), run_iterators(job, io)?);
-        let mut cutter = GrandparentCutter::new(job);
-        let mut gc = GcDecider::new(job);
+        // The one executor that takes any order of keys: the others compare
+        // key bytes.
+        let order = io.key_order();
+        if !order.is_bytewise() && !job.range.is_full() {
+            // Sub-compaction ranges are cut in bytewise order.
+            return Err(Error::NotSupported(format!(
+                "a sub-compaction range cannot be used with the custom comparator {}",
+                order.name()
+            )));
+        }
+        let mut iter =
+            merging_iterator(order.internal_comparator(), run_iterators(job, io, &order)?);
+        let mut cutter = GrandparentCutter::with_order(job, order.clone());
+        let mut gc = GcDecider::with_order(job, order.clone());
         let mut packer = TablePacker::new(job, io);
         let mut entries_in = 0;
 

@@ -1,10 +1,13 @@
 //! Key orderings. A table stores, in its MANIFEST entry and its index
 //! separators, the consequences of one ordering; the two LevelDB ones are
 //! here: plain bytewise order for user keys and the internal-key order that
-//! every table written by the engine uses.
+//! every table written by the engine uses. [`KeyOrder`] is a database's
+//! user-key order as the engine carries it: bytewise (inlined, the only one
+//! the data-parallel executors know) or a custom [`Comparator`].
 
 use std::cmp::Ordering;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use crate::internal_key::{
     extract_user_key, pack_sequence_and_type, ValueType, MAX_SEQUENCE_NUMBER,
@@ -18,8 +21,9 @@ pub const BYTEWISE_COMPARATOR_NAME: &str = "leveldb.BytewiseComparator";
 /// uses for index entries. Implementations must agree with LevelDB's for files
 /// to be interchangeable.
 pub trait Comparator: Send + Sync + Debug {
-    /// Name stored in the MANIFEST.
-    fn name(&self) -> &'static str;
+    /// Name stored in the MANIFEST. A database created with one name opens
+    /// only with a comparator of the same name.
+    fn name(&self) -> &str;
     /// Three-way comparison.
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering;
     /// Changes `start` to a short key in `[start, limit)` when one exists.
@@ -42,7 +46,7 @@ pub trait Comparator: Send + Sync + Debug {
 pub struct BytewiseComparator;
 
 impl Comparator for BytewiseComparator {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         BYTEWISE_COMPARATOR_NAME
     }
 
@@ -140,8 +144,8 @@ fn tag_of(key: &[u8]) -> u64 {
 }
 
 impl Comparator for InternalKeyComparator {
-    fn name(&self) -> &'static str {
-        "leveldb.InternalKeyComparator"
+    fn name(&self) -> &str {
+        INTERNAL_KEY_COMPARATOR_NAME
     }
 
     #[inline]
@@ -150,31 +154,172 @@ impl Comparator for InternalKeyComparator {
     }
 
     fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
-        let user_start = extract_user_key(start);
-        let user_limit = extract_user_key(limit);
-        let mut shortened = user_start.to_vec();
-        BytewiseComparator.find_shortest_separator(&mut shortened, user_limit);
-        if shortened.len() < user_start.len() && user_start < &shortened[..] {
-            // The user key got shorter but logically larger: the earliest
-            // possible tag keeps it before every entry of that user key.
-            append_max_tag(&mut shortened);
-            *start = shortened;
-        }
+        shorten_internal_separator(&BytewiseComparator, start, limit);
     }
 
     fn find_short_successor(&self, key: &mut Vec<u8>) {
-        let user_key = extract_user_key(key);
-        let mut shortened = user_key.to_vec();
-        BytewiseComparator.find_short_successor(&mut shortened);
-        if shortened.len() < user_key.len() && user_key < &shortened[..] {
-            append_max_tag(&mut shortened);
-            *key = shortened;
-        }
+        shorten_internal_successor(&BytewiseComparator, key);
     }
 
     fn bytewise_part<'a>(&self, key: &'a [u8]) -> Option<&'a [u8]> {
         // `compare_internal_keys` looks at the tag only on equal user keys.
         Some(extract_user_key(key))
+    }
+}
+
+/// What LevelDB's `InternalKeyComparator` reports as its name.
+const INTERNAL_KEY_COMPARATOR_NAME: &str = "leveldb.InternalKeyComparator";
+
+/// LevelDB's `InternalKeyComparator::FindShortestSeparator` over `user`.
+fn shorten_internal_separator(user: &dyn Comparator, start: &mut Vec<u8>, limit: &[u8]) {
+    let user_start = extract_user_key(start);
+    let user_limit = extract_user_key(limit);
+    let mut shortened = user_start.to_vec();
+    user.find_shortest_separator(&mut shortened, user_limit);
+    if shortened.len() < user_start.len() && user.compare(user_start, &shortened).is_lt() {
+        // The user key got shorter but logically larger: the earliest
+        // possible tag keeps it before every entry of that user key.
+        append_max_tag(&mut shortened);
+        *start = shortened;
+    }
+}
+
+/// LevelDB's `InternalKeyComparator::FindShortSuccessor` over `user`.
+fn shorten_internal_successor(user: &dyn Comparator, key: &mut Vec<u8>) {
+    let user_key = extract_user_key(key);
+    let mut shortened = user_key.to_vec();
+    user.find_short_successor(&mut shortened);
+    if shortened.len() < user_key.len() && user.compare(user_key, &shortened).is_lt() {
+        append_max_tag(&mut shortened);
+        *key = shortened;
+    }
+}
+
+/// A database's order of user keys: bytewise (LevelDB's default, inlined on
+/// every path) or a custom [`Comparator`] (as LevelDB's
+/// `Options::comparator`). Cheap to clone. Internal keys order by user key
+/// in this order, then by tag descending.
+///
+/// Only bytewise order is known to the data-parallel executors, the device
+/// kernels and remote workers (they compare key bytes directly); a
+/// database with a custom order compacts on `streaming`.
+#[derive(Clone, Default)]
+pub struct KeyOrder {
+    custom: Option<Arc<dyn Comparator>>,
+}
+
+impl Debug for KeyOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KeyOrder({})", self.name())
+    }
+}
+
+/// Two orders are the same when their comparators have the same name, as
+/// LevelDB judges a database's comparator on open.
+impl PartialEq for KeyOrder {
+    fn eq(&self, other: &KeyOrder) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for KeyOrder {}
+
+impl KeyOrder {
+    /// Bytewise order.
+    pub fn bytewise() -> KeyOrder {
+        KeyOrder::default()
+    }
+
+    /// The order of `comparator`.
+    pub fn custom(comparator: Arc<dyn Comparator>) -> KeyOrder {
+        KeyOrder {
+            custom: Some(comparator),
+        }
+    }
+
+    /// True for bytewise order.
+    #[inline]
+    pub fn is_bytewise(&self) -> bool {
+        self.custom.is_none()
+    }
+
+    /// The comparator's name, as the MANIFEST records it.
+    pub fn name(&self) -> &str {
+        match &self.custom {
+            None => BYTEWISE_COMPARATOR_NAME,
+            Some(custom) => custom.name(),
+        }
+    }
+
+    /// Three-way comparison of user keys.
+    #[inline]
+    pub fn compare_user(&self, a: &[u8], b: &[u8]) -> Ordering {
+        match &self.custom {
+            None => compare_bytes(a, b),
+            Some(custom) => custom.compare(a, b),
+        }
+    }
+
+    /// Three-way comparison of encoded internal keys: user key in this
+    /// order, then tag descending.
+    #[inline]
+    pub fn compare_internal(&self, a: &[u8], b: &[u8]) -> Ordering {
+        match &self.custom {
+            None => compare_internal_keys(a, b),
+            Some(custom) => match custom.compare(extract_user_key(a), extract_user_key(b)) {
+                Ordering::Equal => tag_of(b).cmp(&tag_of(a)),
+                other => other,
+            },
+        }
+    }
+
+    /// This order as a comparator of user keys.
+    pub fn user_comparator(&self) -> Arc<dyn Comparator> {
+        match &self.custom {
+            None => Arc::new(BytewiseComparator),
+            Some(custom) => custom.clone(),
+        }
+    }
+
+    /// The comparator of internal keys over this order (for tables, index
+    /// separators and merging iterators).
+    pub fn internal_comparator(&self) -> Arc<dyn Comparator> {
+        match &self.custom {
+            None => Arc::new(InternalKeyComparator),
+            Some(_) => Arc::new(CustomInternalKeyComparator {
+                order: self.clone(),
+            }),
+        }
+    }
+}
+
+/// [`InternalKeyComparator`] over a custom user order.
+#[derive(Debug, Clone)]
+struct CustomInternalKeyComparator {
+    order: KeyOrder,
+}
+
+impl Comparator for CustomInternalKeyComparator {
+    fn name(&self) -> &str {
+        INTERNAL_KEY_COMPARATOR_NAME
+    }
+
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        self.order.compare_internal(a, b)
+    }
+
+    fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
+        match &self.order.custom {
+            Some(user) => shorten_internal_separator(&**user, start, limit),
+            None => shorten_internal_separator(&BytewiseComparator, start, limit),
+        }
+    }
+
+    fn find_short_successor(&self, key: &mut Vec<u8>) {
+        match &self.order.custom {
+            Some(user) => shorten_internal_successor(&**user, key),
+            None => shorten_internal_successor(&BytewiseComparator, key),
+        }
     }
 }
 

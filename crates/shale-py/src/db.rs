@@ -31,6 +31,18 @@ pub struct DbShared {
     cursors: Mutex<CursorRegistry>,
 }
 
+/// The last handle of a database that was not closed: dropping it joins
+/// the background threads, which may be calling a Python comparator and
+/// waiting for the GIL, so it is dropped without the GIL.
+impl Drop for DbShared {
+    fn drop(&mut self) {
+        let db = self.db.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(db) = db {
+            Python::with_gil(|py| py.allow_threads(move || drop(db)));
+        }
+    }
+}
+
 impl DbShared {
     /// A clone of the engine handle, or plyvel's `RuntimeError` when closed.
     pub fn handle(&self) -> PyResult<shale::DB> {

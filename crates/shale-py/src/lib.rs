@@ -6,6 +6,7 @@
 //! the GIL.
 
 mod bytes_arg;
+mod comparator;
 mod cursor;
 mod db;
 mod errors;

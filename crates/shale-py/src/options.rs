@@ -7,20 +7,23 @@
 //! * `bloom_filter_bits` left out gives the engine's 10-bit Bloom filter
 //!   (plyvel: none); `0` turns it off as in plyvel. The filter is LevelDB's,
 //!   so files stay readable by LevelDB either way.
-//! * `comparator` / `comparator_name`: checked as plyvel checks them, then
-//!   refused: the engine orders keys bytewise only.
+//! * `comparator` / `comparator_name`: checked as plyvel checks them; the
+//!   database then compacts on the `streaming` executor only (the others
+//!   compare key bytes), see `comparator.rs`.
 //!
 //! The ShaleDB extras (executor, scheduler and L0 trigger options) are
 //! keyword arguments named after the fields of `shale::Options`.
 
 use std::str::FromStr;
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
+use shale::format::comparator::Comparator;
 use shale::shale_compact::opencl::PlacementPolicy;
 
-use crate::errors::Error;
+use crate::comparator::PyComparator;
 
 /// The plyvel arguments this module accepts besides `name`, in plyvel's
 /// order, then the ShaleDB extras.
@@ -138,7 +141,7 @@ pub fn parse_options(
             other => return Err(unexpected(function, other)),
         }
     }
-    check_comparator(comparator.as_ref(), comparator_name.as_ref())?;
+    options.comparator = custom_comparator(comparator.as_ref(), comparator_name.as_ref())?;
     Ok(options)
 }
 
@@ -207,31 +210,17 @@ fn snappy(value: &Bound<'_, PyAny>) -> PyResult<bool> {
     }
 }
 
-/// plyvel's checks on `comparator` and `comparator_name`, then the refusal:
-/// the engine compares user keys bytewise and nothing else.
-fn check_comparator(
+/// The comparator `comparator` and `comparator_name` give, with plyvel's
+/// checks: both or neither.
+fn custom_comparator(
     comparator: Option<&Bound<'_, PyAny>>,
     comparator_name: Option<&Bound<'_, PyAny>>,
-) -> PyResult<()> {
+) -> PyResult<Option<Arc<dyn Comparator>>> {
     match (comparator, comparator_name) {
-        (None, None) => Ok(()),
+        (None, None) => Ok(None),
         (Some(_), None) | (None, Some(_)) => Err(PyValueError::new_err(
             "'comparator' and 'comparator_name' must be specified together",
         )),
-        (Some(comparator), Some(name)) => {
-            if !comparator.is_callable() {
-                return Err(PyTypeError::new_err(
-                    "custom comparator object must be callable",
-                ));
-            }
-            if !name.is_instance_of::<PyBytes>() {
-                return Err(PyTypeError::new_err("'comparator_name' must be bytes"));
-            }
-            Err(Error::new_err(
-                "custom comparators are not supported by ShaleDB yet: keys are ordered \
-                 bytewise (LevelDB's leveldb.BytewiseComparator); open the database \
-                 without comparator= and comparator_name=",
-            ))
-        }
+        (Some(comparator), Some(name)) => Ok(Some(Arc::new(PyComparator::new(comparator, name)?))),
     }
 }

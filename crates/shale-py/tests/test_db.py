@@ -147,21 +147,6 @@ def test_bad_options(db_path):
         shaledb.DB(db_path, create_if_missing=True, compaction_executor="nope")
 
 
-def test_comparator_is_refused(db_path):
-    def reverse(a, b):
-        return (a < b) - (a > b)
-
-    with pytest.raises(ValueError):
-        shaledb.DB(db_path, create_if_missing=True, comparator=reverse)
-    with pytest.raises(ValueError):
-        shaledb.DB(db_path, create_if_missing=True, comparator_name=b"reverse")
-    with pytest.raises(TypeError):
-        shaledb.DB(db_path, create_if_missing=True, comparator=1, comparator_name=b"x")
-    with pytest.raises(shaledb.Error, match="comparator"):
-        shaledb.DB(db_path, create_if_missing=True, comparator=reverse, comparator_name=b"reverse")
-    assert not os.path.exists(db_path)
-
-
 def test_shaledb_extras(tmp_path):
     with shaledb.DB(
         str(tmp_path / "db"),
@@ -221,10 +206,14 @@ def test_get_property(db):
 
 
 def test_compact_range_on_a_chosen_executor(tmp_path):
+    # Several L0 tables and no background compaction: the only jobs are
+    # the manual ones.
     with shaledb.DB(str(tmp_path / "db"), create_if_missing=True,
-                    compaction_executor="streaming") as db:
+                    compaction_executor="streaming", write_buffer_size=64 * 1024,
+                    l0_compaction_trigger=100, l0_slowdown_writes_trigger=100,
+                    l0_stop_writes_trigger=100) as db:
         for i in range(3000):
-            db.put(b"k%05d" % i, b"v" * 100)
+            db.put(b"k%05d" % ((i * 7919) % 3000), b"v" * 100)
         db.compact_range(executor="parallel")
         executors = db.stats()["executors"]
         assert executors["parallel"]["jobs"] > 0

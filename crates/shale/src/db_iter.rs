@@ -9,6 +9,7 @@
 //! User keys are ordered bytewise, the only user order the internal-key
 //! comparator implements.
 
+use shale_format::comparator::KeyOrder;
 use shale_format::error::Error;
 use shale_format::internal_key::{
     append_internal_key, extract_user_key, ParsedInternalKey, SequenceNumber, ValueType,
@@ -39,6 +40,8 @@ enum Direction {
 /// cursor stops it too. Every seek starts afresh and clears a previous error.
 pub struct DbIterator {
     iter: Box<dyn KvIterator + Send>,
+    /// The order of user keys (the bounds and the skipping compare in it).
+    order: KeyOrder,
     sequence: SequenceNumber,
     lower_bound: Option<Vec<u8>>,
     upper_bound: Option<Vec<u8>>,
@@ -67,11 +70,22 @@ impl std::fmt::Debug for DbIterator {
 
 impl DbIterator {
     /// A cursor over the user entries of `iter` (a cursor over internal keys
-    /// in internal-key order) visible at sequence `snapshot`. It starts
-    /// unpositioned.
+    /// in internal-key order, user keys bytewise) visible at sequence
+    /// `snapshot`. It starts unpositioned.
     pub fn new(iter: Box<dyn KvIterator + Send>, snapshot: SequenceNumber) -> DbIterator {
+        DbIterator::with_order(iter, snapshot, KeyOrder::bytewise())
+    }
+
+    /// [`DbIterator::new`] for internal keys whose user keys are ordered by
+    /// `order`.
+    pub fn with_order(
+        iter: Box<dyn KvIterator + Send>,
+        snapshot: SequenceNumber,
+        order: KeyOrder,
+    ) -> DbIterator {
         DbIterator {
             iter,
+            order,
             sequence: snapshot.min(MAX_SEQUENCE_NUMBER),
             lower_bound: None,
             upper_bound: None,
@@ -156,7 +170,9 @@ impl DbIterator {
         self.direction = Direction::Forward;
         self.saved_value.clear();
         let user_key = match &self.lower_bound {
-            Some(lower_bound) if target < lower_bound.as_slice() => lower_bound.as_slice(),
+            Some(lower_bound) if self.order.compare_user(target, lower_bound).is_lt() => {
+                lower_bound.as_slice()
+            }
             _ => target,
         };
         self.saved_key.clear();
@@ -217,7 +233,14 @@ impl DbIterator {
                     return;
                 }
                 match ParsedInternalKey::parse(self.iter.key()) {
-                    Ok(parsed) if parsed.user_key < self.saved_key.as_slice() => break,
+                    Ok(parsed)
+                        if self
+                            .order
+                            .compare_user(parsed.user_key, &self.saved_key)
+                            .is_lt() =>
+                    {
+                        break
+                    }
                     Ok(_) => {}
                     Err(error) => {
                         self.stop_on_corrupt_key(error);
@@ -272,7 +295,11 @@ impl DbIterator {
                 }
             };
             if let Some(upper_bound) = &self.upper_bound {
-                if parsed.user_key >= upper_bound.as_slice() {
+                if self
+                    .order
+                    .compare_user(parsed.user_key, upper_bound)
+                    .is_ge()
+                {
                     break;
                 }
             }
@@ -286,7 +313,12 @@ impl DbIterator {
                         skipping = true;
                     }
                     ValueType::Value => {
-                        if !skipping || parsed.user_key > self.saved_key.as_slice() {
+                        if !skipping
+                            || self
+                                .order
+                                .compare_user(parsed.user_key, &self.saved_key)
+                                .is_gt()
+                        {
                             self.valid = true;
                             self.saved_key.clear();
                             return;
@@ -316,12 +348,20 @@ impl DbIterator {
                 }
             };
             if let Some(lower_bound) = &self.lower_bound {
-                if parsed.user_key < lower_bound.as_slice() {
+                if self
+                    .order
+                    .compare_user(parsed.user_key, lower_bound)
+                    .is_lt()
+                {
                     break;
                 }
             }
             if parsed.sequence <= self.sequence {
-                if value_type != ValueType::Deletion && parsed.user_key < self.saved_key.as_slice()
+                if value_type != ValueType::Deletion
+                    && self
+                        .order
+                        .compare_user(parsed.user_key, &self.saved_key)
+                        .is_lt()
                 {
                     // A visible entry of an earlier key: the newest visible
                     // entry of the saved key has been seen, and it is a value.

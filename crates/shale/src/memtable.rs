@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use shale_format::comparator::compare_internal_keys;
+use shale_format::comparator::KeyOrder;
 use shale_format::error::Error;
 use shale_format::internal_key::{
     append_internal_key, pack_sequence_and_type, ParsedInternalKey, SequenceNumber, ValueType,
@@ -20,7 +20,7 @@ use shale_format::internal_key::{
 };
 use shale_format::iterator::KvIterator;
 
-use crate::skiplist::{Position, SkipList};
+use crate::skiplist::{self, Position, SkipList};
 
 /// Internal keys up to this length are built on the stack for lookups.
 pub(crate) const STACK_KEY_LEN: usize = 128;
@@ -39,6 +39,7 @@ pub enum MemGet {
 /// for the concurrency rules.
 pub struct MemTable {
     list: SkipList,
+    order: KeyOrder,
 }
 
 impl std::fmt::Debug for MemTable {
@@ -57,10 +58,16 @@ impl Default for MemTable {
 }
 
 impl MemTable {
-    /// An empty memtable.
+    /// An empty memtable of bytewise-ordered keys.
     pub fn new() -> MemTable {
+        MemTable::with_order(KeyOrder::bytewise())
+    }
+
+    /// An empty memtable whose user keys are ordered by `order`.
+    pub fn with_order(order: KeyOrder) -> MemTable {
         MemTable {
-            list: SkipList::new(compare_internal_keys),
+            list: SkipList::new(skiplist::KeyOrder::Internal(order.clone())),
+            order,
         }
     }
 
@@ -96,7 +103,7 @@ impl MemTable {
         let at = self.list.seek(lookup)?;
         // Keys in the list were encoded by `add`, so they always parse.
         let parsed = ParsedInternalKey::parse(self.list.key(at)).ok()?;
-        if parsed.user_key != user_key {
+        if self.order.compare_user(parsed.user_key, user_key).is_ne() {
             return None;
         }
         match parsed.value_type {
@@ -215,6 +222,7 @@ impl KvIterator for MemTableIter {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use shale_format::comparator::compare_internal_keys;
     use shale_format::internal_key::{InternalKey, MAX_SEQUENCE_NUMBER};
     use shale_format::iterator::collect_all;
     use std::cmp::Ordering;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shale_compact::job::TableSettings;
+use shale_format::comparator::{Comparator, KeyOrder};
 
 use crate::compaction::picker::PickStyle;
 use shale_compact::opencl::{DeviceSelector, PlacementPolicy};
@@ -24,6 +25,14 @@ pub struct Options {
     /// Treat any sign of corruption (a damaged WAL record, a bad block found
     /// while compacting) as an error instead of skipping what is damaged.
     pub paranoid_checks: bool,
+    /// The order of user keys (LevelDB's `Options::comparator`); `None`:
+    /// bytewise, LevelDB's default. Its name is recorded in the MANIFEST
+    /// when the database is created, and a database opens only with a
+    /// comparator of the same name. A custom order compacts on the
+    /// `streaming` executor only: the data-parallel, device and remote
+    /// executors compare key bytes (`compaction_executor` must be `auto`
+    /// or `streaming`), and jobs are not split into sub-compactions.
+    pub comparator: Option<Arc<dyn Comparator>>,
     /// File system access.
     pub env: Arc<dyn Env>,
     /// Bytes of writes buffered in the memtable before it is flushed to L0.
@@ -151,6 +160,7 @@ impl Default for Options {
             create_if_missing: false,
             error_if_exists: false,
             paranoid_checks: false,
+            comparator: None,
             env: Arc::new(PosixEnv::new()),
             write_buffer_size: 4 << 20,
             max_open_files: 1000,
@@ -189,6 +199,14 @@ impl Default for Options {
 }
 
 impl Options {
+    /// The order of user keys these options give.
+    pub fn key_order(&self) -> KeyOrder {
+        match &self.comparator {
+            Some(comparator) => KeyOrder::custom(comparator.clone()),
+            None => KeyOrder::bytewise(),
+        }
+    }
+
     /// Table layout for flushes and compactions.
     pub fn table_settings(&self) -> TableSettings {
         TableSettings {
@@ -283,6 +301,16 @@ impl Options {
         }
         if self.remote_timeout.is_zero() {
             return Err("remote_timeout must be above 0".into());
+        }
+        if let Some(comparator) = &self.comparator {
+            let executor = self.compaction_executor.as_str();
+            if executor != crate::db::AUTO && executor != shale_compact::streaming::STREAMING {
+                return Err(format!(
+                    "compaction_executor={executor} compares key bytes and cannot use the \
+                     custom comparator {}; use auto or streaming",
+                    comparator.name()
+                ));
+            }
         }
         Ok(())
     }

@@ -49,7 +49,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use shale_format::comparator::BYTEWISE_COMPARATOR_NAME;
 use shale_format::internal_key::{InternalKey, SequenceNumber};
 use shale_format::log_reader::LogReader;
 use shale_format::version_edit::{FileMetaData, VersionEdit};
@@ -302,7 +301,7 @@ impl Repairer<'_> {
             dropped_bytes += bytes;
         };
         let mut reader = LogReader::new(file, reporter, true, 0);
-        let mut mem = Arc::new(MemTable::new());
+        let mut mem = Arc::new(MemTable::with_order(self.options.key_order()));
         let mut record = Vec::new();
         loop {
             match reader.read_record_into(&mut record) {
@@ -338,7 +337,7 @@ impl Repairer<'_> {
             }
             if mem.approximate_memory_usage() > self.options.write_buffer_size {
                 self.write_log_table(&mem, &mut log)?;
-                mem = Arc::new(MemTable::new());
+                mem = Arc::new(MemTable::with_order(self.options.key_order()));
             }
         }
         drop(reader);
@@ -389,11 +388,11 @@ impl Repairer<'_> {
             }
         };
         let name = file_name(&file.path);
-        let table = match table_scan::open_table(&file) {
+        let table = match table_scan::open_table(&file, &self.options.key_order()) {
             Ok(table) => table,
             Err(err) => return self.lose_table(&name, err.to_string()),
         };
-        let scan = table_scan::scan_table(&table, |_, _| Ok(()))?;
+        let scan = table_scan::scan_table(&table, &self.options.key_order(), |_, _| Ok(()))?;
         shale_log!(
             self.info_log,
             "Table #{number}: {} entries, {} blocks skipped, {} entries skipped",
@@ -436,7 +435,9 @@ impl Repairer<'_> {
     ) -> Result<Option<TableInfo>> {
         let copy_number = self.new_file_number()?;
         let mut writer = TableWriter::create(self.options, self.dir, copy_number)?;
-        let scan = table_scan::scan_table(table, |key, value| writer.add(key, value))?;
+        let scan = table_scan::scan_table(table, &self.options.key_order(), |key, value| {
+            writer.add(key, value)
+        })?;
         let Some(meta) = writer.finish()? else {
             return self.lose_table(name, damage);
         };
@@ -479,7 +480,7 @@ impl Repairer<'_> {
         let manifest_number = self.new_file_number()?;
         let last_sequence = tables.iter().map(|t| t.max_sequence).max().unwrap_or(0);
         let mut edit = VersionEdit {
-            comparator: Some(BYTEWISE_COMPARATOR_NAME.to_string()),
+            comparator: Some(self.options.key_order().name().to_string()),
             log_number: Some(0),
             next_file_number: Some(self.next_file_number()?),
             last_sequence: Some(last_sequence),
@@ -490,7 +491,7 @@ impl Repairer<'_> {
         }
         // What the engine will do with it at open, checked before it is
         // written.
-        let mut builder = VersionBuilder::new(Arc::new(Version::default()));
+        let mut builder = VersionBuilder::new(Arc::new(Version::empty(self.options.key_order())));
         builder.apply(&edit)?;
         builder.build()?;
         VersionSet::write_new_manifest(self.dir, self.env, manifest_number, &edit)?;

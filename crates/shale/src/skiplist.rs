@@ -33,7 +33,24 @@ const CHUNK_BYTES: usize = 64 << 10;
 
 /// How entries are ordered: by a key that is a prefix of the entry (its
 /// first `key_len` bytes).
-pub type KeyOrder = fn(&[u8], &[u8]) -> Ordering;
+#[derive(Debug, Clone)]
+pub enum KeyOrder {
+    /// Keys compared by a function.
+    Plain(fn(&[u8], &[u8]) -> Ordering),
+    /// Internal keys in a database's user-key order (inlined when it is
+    /// bytewise: an insert compares once per step down the list).
+    Internal(shale_format::comparator::KeyOrder),
+}
+
+impl KeyOrder {
+    #[inline]
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        match self {
+            KeyOrder::Plain(compare) => compare(a, b),
+            KeyOrder::Internal(order) => order.compare_internal(a, b),
+        }
+    }
+}
 
 /// A node header, followed in the arena by `height` links and then the
 /// entry bytes. `repr(C)` fixes the layout the pointer arithmetic relies on.
@@ -363,7 +380,7 @@ impl SkipList {
             let next = unsafe { Node::link(x, level).load(AtomicOrdering::Acquire) };
             if !next.is_null()
                 && next != not_below
-                && (self.order)(self.node_key(next), key) == Ordering::Less
+                && self.order.compare(self.node_key(next), key) == Ordering::Less
             {
                 x = next;
                 continue;
@@ -436,7 +453,7 @@ mod tests {
 
     #[test]
     fn empty_list() {
-        let list = SkipList::new(<[u8]>::cmp);
+        let list = SkipList::new(KeyOrder::Plain(<[u8]>::cmp));
         assert!(list.is_empty());
         assert_eq!(list.first(), None);
         assert_eq!(list.last(), None);
@@ -445,7 +462,7 @@ mod tests {
 
     #[test]
     fn sorted_walks_seeks_and_values() {
-        let list = SkipList::new(<[u8]>::cmp);
+        let list = SkipList::new(KeyOrder::Plain(<[u8]>::cmp));
         let mut model = BTreeSet::new();
         let mut rng = 7u64;
         for _ in 0..5000 {
@@ -481,7 +498,7 @@ mod tests {
 
     #[test]
     fn large_entries_get_their_own_chunk() {
-        let list = SkipList::new(<[u8]>::cmp);
+        let list = SkipList::new(KeyOrder::Plain(<[u8]>::cmp));
         let big = vec![9u8; 3 * CHUNK_BYTES];
         insert(&list, b"b", b"small");
         insert(&list, b"a", &big);
@@ -496,7 +513,7 @@ mod tests {
 
     #[test]
     fn readers_see_sorted_complete_entries_while_a_writer_inserts() {
-        let list = Arc::new(SkipList::new(<[u8]>::cmp));
+        let list = Arc::new(SkipList::new(KeyOrder::Plain(<[u8]>::cmp)));
         std::thread::scope(|scope| {
             for _ in 0..2 {
                 let list = list.clone();

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 use shale_format::block::Block;
+use shale_format::comparator::KeyOrder;
 use shale_format::table::{BlockCache, ReadTableOptions, Table};
 use shale_format::{Error, Result};
 
@@ -72,6 +73,7 @@ pub struct TableCache {
     block_cache: Arc<SharedBlockCache>,
     bloom_bits_per_key: Option<u32>,
     paranoid_checks: bool,
+    order: KeyOrder,
 }
 
 impl std::fmt::Debug for TableCache {
@@ -84,7 +86,8 @@ impl std::fmt::Debug for TableCache {
 }
 
 impl TableCache {
-    /// A cache of at most `max_open` tables of the database in `dir`.
+    /// A cache of at most `max_open` tables of the database in `dir`, whose
+    /// user keys are ordered by `order`.
     pub fn new(
         dir: &Path,
         env: Arc<dyn Env>,
@@ -92,6 +95,7 @@ impl TableCache {
         block_cache: Arc<SharedBlockCache>,
         bloom_bits_per_key: Option<u32>,
         paranoid_checks: bool,
+        order: KeyOrder,
     ) -> TableCache {
         TableCache {
             dir: dir.to_path_buf(),
@@ -100,6 +104,7 @@ impl TableCache {
             block_cache,
             bloom_bits_per_key,
             paranoid_checks,
+            order,
         }
     }
 
@@ -142,7 +147,7 @@ impl TableCache {
                 bloom_bits_per_key: self.bloom_bits_per_key,
                 ..Default::default()
             }
-            .table_options(),
+            .table_options_in(&self.order),
         );
         // Data blocks are checked as each read asks (ReadOptions), and
         // always with paranoid checks; the table checks its index and

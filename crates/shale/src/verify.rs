@@ -20,9 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use shale_format::block::Block;
-use shale_format::comparator::{
-    compare_internal_keys, BytewiseComparator, InternalKeyComparator, BYTEWISE_COMPARATOR_NAME,
-};
+use shale_format::comparator::{BytewiseComparator, KeyOrder};
 use shale_format::format::{read_block, BlockHandle, Footer, RandomAccess, FOOTER_LEN};
 use shale_format::internal_key::{InternalKey, ParsedInternalKey};
 use shale_format::iterator::KvIterator;
@@ -90,15 +88,17 @@ impl fmt::Display for VerifyReport {
 }
 
 /// Checks the database in `path` without opening it (see the module
-/// documentation). Only `options.env` is used. Returns what was read, or the
-/// first damage found as an [`Error::Corruption`] naming the file and offset;
+/// documentation). Only `options.env` and `options.comparator` (the order
+/// the keys must be in) are used. Returns what was read, or the first
+/// damage found as an [`Error::Corruption`] naming the file and offset;
 /// a directory without `CURRENT` gives [`Error::NotFound`].
 pub fn verify_db(path: impl AsRef<Path>, options: &Options) -> Result<VerifyReport> {
     let dir = path.as_ref();
     let env = &*options.env;
+    let order = options.key_order();
     let mut report = VerifyReport::default();
 
-    let manifest = read_manifest(env, dir)?;
+    let manifest = read_manifest(env, dir, &order)?;
     report.manifest = manifest.name.clone();
     report.edits = manifest.edits;
     report.bytes += manifest.bytes;
@@ -106,7 +106,7 @@ pub fn verify_db(path: impl AsRef<Path>, options: &Options) -> Result<VerifyRepo
     let mut missing = Vec::new();
     for (level, files) in manifest.version.files.iter().enumerate() {
         for meta in files {
-            match verify_table(env, dir, meta, &mut report) {
+            match verify_table(env, dir, meta, &order, &mut report) {
                 Ok(TableCheck::Checked) => report.tables += 1,
                 Ok(TableCheck::Missing) => missing.push((level, meta.number)),
                 Err(err) => return Err(err),
@@ -116,7 +116,7 @@ pub fn verify_db(path: impl AsRef<Path>, options: &Options) -> Result<VerifyRepo
     if !missing.is_empty() {
         // A database open elsewhere may have compacted these tables away
         // since the MANIFEST was read: only those still live are missing.
-        let again = read_manifest(env, dir)?;
+        let again = read_manifest(env, dir, &order)?;
         for (level, number) in missing {
             if again.version.files[level]
                 .iter()
@@ -248,11 +248,11 @@ struct ManifestState {
 /// Reads the MANIFEST that `CURRENT` names. A database open elsewhere may
 /// switch to a new MANIFEST and delete the old one between the two reads:
 /// then `CURRENT` is read again (a few times).
-fn read_manifest(env: &dyn Env, dir: &Path) -> Result<ManifestState> {
+fn read_manifest(env: &dyn Env, dir: &Path, order: &KeyOrder) -> Result<ManifestState> {
     let mut attempts = 0;
     loop {
         let name = read_current(env, dir)?;
-        if let Some(state) = read_manifest_named(env, dir, &name)? {
+        if let Some(state) = read_manifest_named(env, dir, &name, order)? {
             return Ok(state);
         }
         attempts += 1;
@@ -306,19 +306,26 @@ fn read_current(env: &dyn Env, dir: &Path) -> Result<String> {
 }
 
 /// Replays MANIFEST `name`; `None` when it does not exist.
-fn read_manifest_named(env: &dyn Env, dir: &Path, name: &str) -> Result<Option<ManifestState>> {
+fn read_manifest_named(
+    env: &dyn Env,
+    dir: &Path,
+    name: &str,
+    order: &KeyOrder,
+) -> Result<Option<ManifestState>> {
     let manifest_path = dir.join(name);
     let manifest_name = manifest_path.display().to_string();
 
-    let mut builder = VersionBuilder::new(Arc::new(Version::default()));
+    let mut builder = VersionBuilder::new(Arc::new(Version::empty(order.clone())));
     let mut edits = 0;
     let (mut log_number, mut next_file, mut last_sequence) = (false, false, false);
     let bytes = read_log(env, &manifest_path, &manifest_name, |offset, record| {
         let edit = VersionEdit::decode(record).map_err(|e| e.at(&manifest_name, offset))?;
         if let Some(comparator) = &edit.comparator {
-            if comparator != BYTEWISE_COMPARATOR_NAME {
+            if comparator != order.name() {
                 return Err(Error::NotSupported(format!(
-                    "{manifest_name}: comparator {comparator} (only {BYTEWISE_COMPARATOR_NAME} is supported)"
+                    "{manifest_name}: the keys are ordered by comparator {comparator}; \
+                     verifying with {} (give the database's comparator)",
+                    order.name()
                 )));
             }
         }
@@ -400,6 +407,7 @@ fn verify_table(
     env: &dyn Env,
     dir: &Path,
     meta: &FileMeta,
+    order: &KeyOrder,
     report: &mut VerifyReport,
 ) -> Result<TableCheck> {
     let Some(TableFile {
@@ -423,7 +431,10 @@ fn verify_table(
     }
     // Open it the way the engine does, so that whatever the engine would
     // reject at open is rejected here too.
-    let options = ReadTableOptions::internal_scan();
+    let options = ReadTableOptions {
+        comparator: order.internal_comparator(),
+        ..ReadTableOptions::internal_scan()
+    };
     Table::open(source.clone(), file_size, &name, options)?;
 
     // Table::open checked that the file holds a footer.
@@ -460,7 +471,7 @@ fn verify_table(
     let index_handle = footer.index_handle;
     let index = read(index_handle)?;
     report.blocks += 1;
-    let mut index_iter = index.iter(Arc::new(InternalKeyComparator));
+    let mut index_iter = index.iter(order.internal_comparator());
     index_iter.seek_to_first();
     // The key before the current one (one buffer, reused), and the first.
     let mut previous_key: Vec<u8> = Vec::new();
@@ -474,7 +485,7 @@ fn verify_table(
         report.blocks += 1;
         let bad =
             |reason: String| corruption_at(&name, handle.offset, format!("data block: {reason}"));
-        let mut iter = data.iter(Arc::new(InternalKeyComparator));
+        let mut iter = data.iter(order.internal_comparator());
         iter.seek_to_first();
         let mut first_in_block = true;
         while iter.valid() {
@@ -487,7 +498,7 @@ fn verify_table(
             })?;
             if first_in_block {
                 if let Some(separator) = &previous_separator {
-                    if compare_internal_keys(separator, key).is_ge() {
+                    if order.compare_internal(separator, key).is_ge() {
                         return Err(bad(
                             "first key is not above the previous block's index key".into()
                         ));
@@ -497,7 +508,7 @@ fn verify_table(
             }
             if first_key.is_none() {
                 first_key = Some(key.to_vec());
-            } else if compare_internal_keys(&previous_key, key).is_ge() {
+            } else if order.compare_internal(&previous_key, key).is_ge() {
                 return Err(bad(format!(
                     "keys out of order at {:?}",
                     key.escape_ascii().to_string()
@@ -509,7 +520,7 @@ fn verify_table(
             iter.next();
         }
         iter.status().map_err(|e| e.at(&name, handle.offset))?;
-        if first_key.is_some() && compare_internal_keys(&previous_key, separator).is_gt() {
+        if first_key.is_some() && order.compare_internal(&previous_key, separator).is_gt() {
             return Err(bad("last key is above its index key".into()));
         }
         previous_separator = Some(separator.to_vec());
@@ -524,8 +535,12 @@ fn verify_table(
         return Err(corruption_at(&name, 0, "live table holds no entries"));
     };
     let last = previous_key;
-    if compare_internal_keys(&first, meta.smallest.encoded()).is_lt()
-        || compare_internal_keys(&last, meta.largest.encoded()).is_gt()
+    if order
+        .compare_internal(&first, meta.smallest.encoded())
+        .is_lt()
+        || order
+            .compare_internal(&last, meta.largest.encoded())
+            .is_gt()
     {
         return Err(corruption_at(
             &name,

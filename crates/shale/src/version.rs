@@ -4,12 +4,11 @@
 //! [`VersionBuilder`]; choosing what to compact from a version is in
 //! `compaction/picker.rs`.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI64, Ordering as AtomicOrdering};
 use std::sync::{Arc, OnceLock};
 
-use shale_format::comparator::compare_internal_keys;
+use shale_format::comparator::KeyOrder;
 use shale_format::internal_key::InternalKey;
 use shale_format::version_edit::{FileMetaData, VersionEdit, NUM_LEVELS};
 use shale_format::{Error, Result};
@@ -91,10 +90,17 @@ impl FileMeta {
     }
 
     /// True when the file's user-key range intersects `[begin, end]`
-    /// (`None` = unbounded).
-    pub fn overlaps_user_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> bool {
-        let before = end.is_some_and(|end| self.smallest.user_key() > end);
-        let after = begin.is_some_and(|begin| self.largest.user_key() < begin);
+    /// (`None` = unbounded) in `order`.
+    pub fn overlaps_user_range(
+        &self,
+        order: &KeyOrder,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> bool {
+        let before =
+            end.is_some_and(|end| order.compare_user(self.smallest.user_key(), end).is_gt());
+        let after =
+            begin.is_some_and(|begin| order.compare_user(self.largest.user_key(), begin).is_lt());
         !before && !after
     }
 }
@@ -110,6 +116,8 @@ pub struct Version {
     /// its level: the seek-triggered compaction to run when no level needs
     /// a size compaction.
     pub seek_compaction: OnceLock<(usize, Arc<FileMeta>)>,
+    /// The database's order of user keys, which orders the files.
+    pub order: KeyOrder,
 }
 
 /// Sum of file sizes.
@@ -118,6 +126,14 @@ pub fn total_file_size(files: &[Arc<FileMeta>]) -> u64 {
 }
 
 impl Version {
+    /// A version with no files, for a database ordered by `order`.
+    pub fn empty(order: KeyOrder) -> Version {
+        Version {
+            order,
+            ..Version::default()
+        }
+    }
+
     /// Number of files at `level`.
     pub fn num_files(&self, level: usize) -> usize {
         self.files[level].len()
@@ -132,7 +148,9 @@ impl Version {
     /// `internal_key`; the file count when there is none.
     pub fn find_file(&self, level: usize, internal_key: &[u8]) -> usize {
         self.files[level].partition_point(|f| {
-            compare_internal_keys(f.largest.encoded(), internal_key) == Ordering::Less
+            self.order
+                .compare_internal(f.largest.encoded(), internal_key)
+                .is_lt()
         })
     }
 
@@ -151,17 +169,24 @@ impl Version {
         'restart: loop {
             let mut inputs = Vec::new();
             for file in &self.files[level] {
-                if !file.overlaps_user_range(begin.as_deref(), end.as_deref()) {
+                if !file.overlaps_user_range(&self.order, begin.as_deref(), end.as_deref()) {
                     continue;
                 }
                 if level == 0 {
                     let smallest = file.smallest.user_key();
                     let largest = file.largest.user_key();
-                    if begin.as_deref().is_some_and(|b| smallest < b) {
+                    let order = &self.order;
+                    if begin
+                        .as_deref()
+                        .is_some_and(|b| order.compare_user(smallest, b).is_lt())
+                    {
                         begin = Some(smallest.to_vec());
                         continue 'restart;
                     }
-                    if end.as_deref().is_some_and(|e| largest > e) {
+                    if end
+                        .as_deref()
+                        .is_some_and(|e| order.compare_user(largest, e).is_gt())
+                    {
                         end = Some(largest.to_vec());
                         continue 'restart;
                     }
@@ -176,7 +201,7 @@ impl Version {
     pub fn overlaps(&self, level: usize, begin: Option<&[u8]>, end: Option<&[u8]>) -> bool {
         self.files[level]
             .iter()
-            .any(|f| f.overlaps_user_range(begin, end))
+            .any(|f| f.overlaps_user_range(&self.order, begin, end))
     }
 
     /// Every file number in this version.
@@ -227,7 +252,8 @@ impl VersionBuilder {
     /// The resulting version. A corruption error when files of a level >= 1
     /// overlap (a MANIFEST no correct writer produces).
     pub fn build(self) -> Result<Version> {
-        let mut version = Version::default();
+        let mut version = Version::empty(self.base.order.clone());
+        let order = &version.order;
         for level in 0..NUM_LEVELS {
             let mut files: Vec<Arc<FileMeta>> = self.base.files[level]
                 .iter()
@@ -239,13 +265,15 @@ impl VersionBuilder {
                 .chain(self.added[level].values().cloned())
                 .collect();
             files.sort_by(|a, b| {
-                compare_internal_keys(a.smallest.encoded(), b.smallest.encoded())
+                order
+                    .compare_internal(a.smallest.encoded(), b.smallest.encoded())
                     .then(a.number.cmp(&b.number))
             });
             if level > 0 {
                 for pair in files.windows(2) {
-                    if compare_internal_keys(pair[0].largest.encoded(), pair[1].smallest.encoded())
-                        != Ordering::Less
+                    if !order
+                        .compare_internal(pair[0].largest.encoded(), pair[1].smallest.encoded())
+                        .is_lt()
                     {
                         return Err(Error::corruption(
                             0,

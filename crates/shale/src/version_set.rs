@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use shale_format::comparator::BYTEWISE_COMPARATOR_NAME;
+use shale_format::comparator::KeyOrder;
 use shale_format::internal_key::{InternalKey, SequenceNumber};
 use shale_format::log_reader::LogReader;
 use shale_format::log_writer::LogWriter;
@@ -70,12 +70,13 @@ pub struct Recovered {
 }
 
 impl VersionSet {
-    /// An empty set for `dir`; call [`VersionSet::recover`] next.
-    pub fn new(dir: &Path, env: Arc<dyn Env>) -> VersionSet {
+    /// An empty set for `dir`, whose keys are ordered by `order`; call
+    /// [`VersionSet::recover`] next.
+    pub fn new(dir: &Path, env: Arc<dyn Env>, order: KeyOrder) -> VersionSet {
         VersionSet {
             dir: dir.to_path_buf(),
             env,
-            current: Arc::new(Version::default()),
+            current: Arc::new(Version::empty(order)),
             next_file_number: Arc::new(AtomicU64::new(2)),
             manifest_file_number: 0,
             log_number: 0,
@@ -115,10 +116,11 @@ impl VersionSet {
         self.manifest_file_number
     }
 
-    /// Writes the MANIFEST of a new, empty database and points CURRENT at it.
-    pub fn create_new_db(dir: &Path, env: &dyn Env) -> Result<()> {
+    /// Writes the MANIFEST of a new, empty database whose keys are ordered
+    /// by the comparator named `comparator`, and points CURRENT at it.
+    pub fn create_new_db(dir: &Path, env: &dyn Env, comparator: &str) -> Result<()> {
         let edit = VersionEdit {
-            comparator: Some(BYTEWISE_COMPARATOR_NAME.to_string()),
+            comparator: Some(comparator.to_string()),
             log_number: Some(0),
             next_file_number: Some(2),
             last_sequence: Some(0),
@@ -193,7 +195,8 @@ impl VersionSet {
             });
         };
         let mut reader = LogReader::new(file, reporter, true, 0);
-        let mut builder = VersionBuilder::new(Arc::new(Version::default()));
+        let order = self.current.order.clone();
+        let mut builder = VersionBuilder::new(Arc::new(Version::empty(order.clone())));
         let (mut log_number, mut prev_log_number, mut next_file, mut last_sequence) =
             (None, None, None, None);
         let mut edits = 0;
@@ -202,9 +205,11 @@ impl VersionSet {
             let offset = reader.last_record_offset();
             let edit = VersionEdit::decode(&record).map_err(|e| e.at(&name, offset))?;
             if let Some(comparator) = &edit.comparator {
-                if comparator != BYTEWISE_COMPARATOR_NAME {
+                if comparator != order.name() {
                     return Err(Error::InvalidArgument(format!(
-                        "{name}: comparator {comparator} does not match {BYTEWISE_COMPARATOR_NAME}"
+                        "{name}: the database's keys are ordered by comparator {comparator}, \
+                         which does not match the comparator given, {}",
+                        order.name()
                     )));
                 }
             }
@@ -349,7 +354,7 @@ impl VersionSet {
     /// record of a new MANIFEST.
     fn snapshot_edit(&self) -> VersionEdit {
         let mut edit = VersionEdit {
-            comparator: Some(BYTEWISE_COMPARATOR_NAME.to_string()),
+            comparator: Some(self.current.order.name().to_string()),
             ..VersionEdit::default()
         };
         for (level, key) in self.compact_pointers.iter().enumerate() {

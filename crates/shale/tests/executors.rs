@@ -351,7 +351,9 @@ fn compact_range_runs_on_the_executor_it_asks_for() {
     db.compact_range_with(None, None, &ask("parallel")).unwrap();
     let stats = db.executor_stats();
     assert!(
-        stats.iter().any(|(name, jobs, _)| name == "parallel" && *jobs > 0),
+        stats
+            .iter()
+            .any(|(name, jobs, _)| name == "parallel" && *jobs > 0),
         "{stats:?}"
     );
     assert!(
@@ -360,8 +362,14 @@ fn compact_range_runs_on_the_executor_it_asks_for() {
     );
 
     for (executor, expected) in [
-        ("opencl", "compact_range cannot run on opencl: this database has no OpenCL device"),
-        ("remote", "compact_range cannot run on remote: this database has no remote workers"),
+        (
+            "opencl",
+            "compact_range cannot run on opencl: this database has no OpenCL device",
+        ),
+        (
+            "remote",
+            "compact_range cannot run on remote: this database has no remote workers",
+        ),
         ("gpu", "unknown compaction executor \"gpu\""),
     ] {
         let err = db
@@ -376,7 +384,9 @@ fn compact_range_runs_on_the_executor_it_asks_for() {
         .unwrap();
     db.compact_range_with(None, None, &ask("auto")).unwrap();
     assert_eq!(
-        db.get(&ReadOptions::new(), b"key000001").unwrap().as_deref(),
+        db.get(&ReadOptions::new(), b"key000001")
+            .unwrap()
+            .as_deref(),
         Some(&b"again"[..])
     );
 }

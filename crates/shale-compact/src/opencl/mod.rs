@@ -553,6 +553,7 @@ impl Executor for OpenClExecutor {
     /// CPU executor (whose output says `parallel`) unless the options say
     /// [`OnDeviceError::Fail`].
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
+        crate::job::require_bytewise(OPENCL, io)?;
         let gc = match placement(job, self.options.policy, &self.limits) {
             Placement::Device { gc } => gc,
             Placement::Cpu { reason } => {

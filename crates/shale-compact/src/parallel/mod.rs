@@ -118,6 +118,7 @@ impl Executor for ParallelExecutor {
     }
 
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
+        crate::job::require_bytewise(PARALLEL, io)?;
         // Long-lived loops run on plain threads and only short, non-blocking
         // parallel sections run in the pool: a pool thread that blocked on
         // a channel could be stolen into by the stage it waits for.

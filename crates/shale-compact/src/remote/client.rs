@@ -602,6 +602,7 @@ impl Executor for RemoteExecutor {
     }
 
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
+        crate::job::require_bytewise(REMOTE, io)?;
         let started = Instant::now();
         let db = io
             .database_dir()

@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use shale_compact::job::{CompactionJob, InputRun, JobFile, UserKeyRange};
-use shale_format::comparator::compare_internal_keys;
+use shale_format::comparator::KeyOrder;
 use shale_format::internal_key::{InternalKey, SequenceNumber};
 use shale_format::version_edit::NUM_LEVELS;
 
@@ -66,6 +66,8 @@ pub struct CompactionPlan {
     pub largest_user_key: Vec<u8>,
     /// The compact pointer to record for `level` (largest input key).
     pub compact_pointer: InternalKey,
+    /// The order of user keys (the database's).
+    pub order: KeyOrder,
 }
 
 /// Bytes of grandparent overlap after which an output file is cut.
@@ -105,6 +107,8 @@ pub struct RunningCompaction {
     pub largest_user_key: Vec<u8>,
     /// Its input file numbers.
     pub files: Vec<u64>,
+    /// The order of user keys its range is in.
+    pub order: KeyOrder,
 }
 
 impl RunningCompaction {
@@ -116,8 +120,13 @@ impl RunningCompaction {
             return true;
         }
         let levels_touch = self.level <= other.output_level && other.level <= self.output_level;
-        let disjoint = self.largest_user_key < other.smallest_user_key
-            || other.largest_user_key < self.smallest_user_key;
+        let order = &self.order;
+        let disjoint = order
+            .compare_user(&self.largest_user_key, &other.smallest_user_key)
+            .is_lt()
+            || order
+                .compare_user(&other.largest_user_key, &self.smallest_user_key)
+                .is_lt();
         levels_touch && !disjoint
     }
 }
@@ -157,6 +166,7 @@ impl CompactionPlan {
             smallest_user_key: self.smallest_user_key.clone(),
             largest_user_key: self.largest_user_key.clone(),
             files: self.input_numbers(),
+            order: self.order.clone(),
         }
     }
 
@@ -275,14 +285,20 @@ impl std::str::FromStr for PickStyle {
 
 /// The files of `level` in rotation order: from the first file past
 /// `compact_pointer` (an encoded internal key; empty: from the start).
-fn rotation_order(files: &[Arc<FileMeta>], compact_pointer: &[u8]) -> Vec<Arc<FileMeta>> {
+fn rotation_order(
+    order: &KeyOrder,
+    files: &[Arc<FileMeta>],
+    compact_pointer: &[u8],
+) -> Vec<Arc<FileMeta>> {
     let start = if compact_pointer.is_empty() {
         0
     } else {
         files
             .iter()
             .position(|f| {
-                compare_internal_keys(f.largest.encoded(), compact_pointer) == Ordering::Greater
+                order
+                    .compare_internal(f.largest.encoded(), compact_pointer)
+                    .is_gt()
             })
             .unwrap_or(0)
     };
@@ -316,10 +332,11 @@ pub fn candidate_files(
     style: PickStyle,
     excluded: &dyn Fn(u64) -> bool,
 ) -> Vec<Arc<FileMeta>> {
-    let mut files: Vec<Arc<FileMeta>> = rotation_order(&version.files[level], compact_pointer)
-        .into_iter()
-        .filter(|f| !excluded(f.number))
-        .collect();
+    let mut files: Vec<Arc<FileMeta>> =
+        rotation_order(&version.order, &version.files[level], compact_pointer)
+            .into_iter()
+            .filter(|f| !excluded(f.number))
+            .collect();
     if level > 0 && style == PickStyle::MinOverlap {
         // Stable: equal scores stay in rotation order.
         files.sort_by_cached_key(|f| overlap_score(version, level, f));
@@ -338,7 +355,7 @@ pub fn plan_from_file(
 ) -> CompactionPlan {
     let mut first = vec![file];
     if level == 0 {
-        let (smallest, largest) = user_range(&first);
+        let (smallest, largest) = user_range(&version.order, &first);
         first = version.overlapping_inputs(0, Some(&smallest), Some(&largest));
     }
     setup_other_inputs(version, options, level, first, reason)
@@ -431,13 +448,16 @@ pub fn cross_level(
     let mut second = plan.inputs[1].clone();
     let mut third: Vec<Arc<FileMeta>> = Vec::new();
     loop {
-        let (smallest, largest) = user_range(&[first.clone(), second.clone()].concat());
-        let mut grown_third = version.overlapping_inputs(deepest, Some(&smallest), Some(&largest));
-        add_boundary_inputs(&version.files[deepest], &mut grown_third);
         let (smallest, largest) =
-            user_range(&[first.clone(), second.clone(), grown_third.clone()].concat());
+            user_range(&version.order, &[first.clone(), second.clone()].concat());
+        let mut grown_third = version.overlapping_inputs(deepest, Some(&smallest), Some(&largest));
+        add_boundary_inputs(&version.order, &version.files[deepest], &mut grown_third);
+        let (smallest, largest) = user_range(
+            &version.order,
+            &[first.clone(), second.clone(), grown_third.clone()].concat(),
+        );
         let mut grown_second = version.overlapping_inputs(middle, Some(&smallest), Some(&largest));
-        add_boundary_inputs(&version.files[middle], &mut grown_second);
+        add_boundary_inputs(&version.order, &version.files[middle], &mut grown_second);
         let stable = grown_second.len() == second.len() && grown_third.len() == third.len();
         second = grown_second;
         third = grown_third;
@@ -450,7 +470,7 @@ pub fn cross_level(
     if total > cross_level_byte_limit(options) {
         return None;
     }
-    let (smallest, largest) = user_range(&inputs.concat());
+    let (smallest, largest) = user_range(&version.order, &inputs.concat());
     let grandparents = if deepest + 1 < NUM_LEVELS {
         version.overlapping_inputs(deepest + 1, Some(&smallest), Some(&largest))
     } else {
@@ -504,8 +524,8 @@ pub fn plan_for_range(
 }
 
 /// User-key range of `files`.
-fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
-    let (smallest, largest) = internal_range(files);
+fn user_range(order: &KeyOrder, files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
+    let (smallest, largest) = internal_range(order, files);
     (
         shale_format::internal_key::extract_user_key(&smallest).to_vec(),
         shale_format::internal_key::extract_user_key(&largest).to_vec(),
@@ -513,17 +533,17 @@ fn user_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// Smallest and largest internal key of `files`.
-fn internal_range<'a>(files: impl IntoIterator<Item = &'a Arc<FileMeta>>) -> (Vec<u8>, Vec<u8>) {
+fn internal_range<'a>(
+    order: &KeyOrder,
+    files: impl IntoIterator<Item = &'a Arc<FileMeta>>,
+) -> (Vec<u8>, Vec<u8>) {
     let mut smallest: Option<&[u8]> = None;
     let mut largest: Option<&[u8]> = None;
     for f in files {
-        if smallest.is_none_or(|s| compare_internal_keys(f.smallest.encoded(), s) == Ordering::Less)
-        {
+        if smallest.is_none_or(|s| order.compare_internal(f.smallest.encoded(), s).is_lt()) {
             smallest = Some(f.smallest.encoded());
         }
-        if largest
-            .is_none_or(|l| compare_internal_keys(f.largest.encoded(), l) == Ordering::Greater)
-        {
+        if largest.is_none_or(|l| order.compare_internal(f.largest.encoded(), l).is_gt()) {
             largest = Some(f.largest.encoded());
         }
     }
@@ -537,9 +557,13 @@ fn internal_range<'a>(files: impl IntoIterator<Item = &'a Arc<FileMeta>>) -> (Ve
 /// the largest key of `inputs` (and sorts after it), so that a user key is
 /// never split between a compacted file and one left behind; repeats until
 /// stable (LevelDB's `AddBoundaryInputs`).
-pub fn add_boundary_inputs(level_files: &[Arc<FileMeta>], inputs: &mut Vec<Arc<FileMeta>>) {
+pub fn add_boundary_inputs(
+    order: &KeyOrder,
+    level_files: &[Arc<FileMeta>],
+    inputs: &mut Vec<Arc<FileMeta>>,
+) {
     loop {
-        let (_, largest) = internal_range(inputs.iter());
+        let (_, largest) = internal_range(order, inputs.iter());
         if largest.is_empty() {
             return;
         }
@@ -547,10 +571,14 @@ pub fn add_boundary_inputs(level_files: &[Arc<FileMeta>], inputs: &mut Vec<Arc<F
         let boundary = level_files
             .iter()
             .filter(|f| {
-                f.smallest.user_key() == largest_user
-                    && compare_internal_keys(f.smallest.encoded(), &largest) == Ordering::Greater
+                order
+                    .compare_user(f.smallest.user_key(), largest_user)
+                    .is_eq()
+                    && order
+                        .compare_internal(f.smallest.encoded(), &largest)
+                        .is_gt()
             })
-            .min_by(|a, b| compare_internal_keys(a.smallest.encoded(), b.smallest.encoded()));
+            .min_by(|a, b| order.compare_internal(a.smallest.encoded(), b.smallest.encoded()));
         match boundary {
             Some(file) if !inputs.iter().any(|f| f.number == file.number) => {
                 inputs.push(file.clone())
@@ -567,29 +595,31 @@ fn setup_other_inputs(
     mut first: Vec<Arc<FileMeta>>,
     reason: PickReason,
 ) -> CompactionPlan {
-    add_boundary_inputs(&version.files[level], &mut first);
-    let (smallest, largest) = user_range(&first);
+    add_boundary_inputs(&version.order, &version.files[level], &mut first);
+    let (smallest, largest) = user_range(&version.order, &first);
     let mut second = version.overlapping_inputs(level + 1, Some(&smallest), Some(&largest));
-    add_boundary_inputs(&version.files[level + 1], &mut second);
-    let (mut all_smallest, mut all_largest) = user_range(&[first.clone(), second.clone()].concat());
+    add_boundary_inputs(&version.order, &version.files[level + 1], &mut second);
+    let (mut all_smallest, mut all_largest) =
+        user_range(&version.order, &[first.clone(), second.clone()].concat());
 
     if !second.is_empty() {
         let mut expanded0 =
             version.overlapping_inputs(level, Some(&all_smallest), Some(&all_largest));
-        add_boundary_inputs(&version.files[level], &mut expanded0);
+        add_boundary_inputs(&version.order, &version.files[level], &mut expanded0);
         let expanded0_size = total_file_size(&expanded0);
         let second_size = total_file_size(&second);
         if expanded0.len() > first.len()
             && second_size + expanded0_size < expanded_compaction_byte_limit(options)
         {
-            let (new_smallest, new_largest) = user_range(&expanded0);
+            let (new_smallest, new_largest) = user_range(&version.order, &expanded0);
             let mut expanded1 =
                 version.overlapping_inputs(level + 1, Some(&new_smallest), Some(&new_largest));
-            add_boundary_inputs(&version.files[level + 1], &mut expanded1);
+            add_boundary_inputs(&version.order, &version.files[level + 1], &mut expanded1);
             if expanded1.len() == second.len() {
                 first = expanded0;
                 second = expanded1;
-                (all_smallest, all_largest) = user_range(&[first.clone(), second.clone()].concat());
+                (all_smallest, all_largest) =
+                    user_range(&version.order, &[first.clone(), second.clone()].concat());
             }
         }
     }
@@ -599,7 +629,7 @@ fn setup_other_inputs(
     } else {
         Vec::new()
     };
-    let (_, largest_internal) = internal_range(first.iter());
+    let (_, largest_internal) = internal_range(&version.order, first.iter());
     CompactionPlan {
         level,
         output_level: level + 1,
@@ -609,6 +639,7 @@ fn setup_other_inputs(
         smallest_user_key: all_smallest,
         largest_user_key: all_largest,
         compact_pointer: InternalKey::from_encoded(largest_internal),
+        order: version.order.clone(),
     }
 }
 
@@ -717,7 +748,7 @@ mod tests {
         builder.apply(&edit).unwrap();
         let v = builder.build().unwrap();
         let mut inputs = vec![v.files[1][0].clone()];
-        add_boundary_inputs(&v.files[1], &mut inputs);
+        add_boundary_inputs(&v.order, &v.files[1], &mut inputs);
         assert_eq!(numbers(&inputs), vec![1, 2]);
     }
 

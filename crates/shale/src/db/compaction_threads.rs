@@ -209,6 +209,8 @@ impl DbInner {
         // A worker runs a job whole: its own cores split it if they like.
         let parts = match (lane, executor) {
             (Lane::Remote, _) | (_, Some(REMOTE)) => 1,
+            // Sub-compaction ranges are cut in bytewise order.
+            _ if !self.order.is_bytewise() => 1,
             _ => self.subcompaction_parts(scheduled, &job),
         };
         let chain = if let Some(name) = executor {
@@ -446,8 +448,7 @@ impl DbInner {
                 match taken {
                     Some(job) => {
                         // On the device when there is one, as thread 0 would.
-                        let result =
-                            self.run_job(&job, self.executors.lane_of_thread(0), executor);
+                        let result = self.run_job(&job, self.executors.lane_of_thread(0), executor);
                         self.lock_scheduler().finish(job.ticket);
                         let mut state = self.lock_state();
                         state.work_epoch += 1;

@@ -51,6 +51,9 @@ pub(crate) struct Executors {
     pub(crate) remote: Option<Arc<RemoteExecutor>>,
     /// Why `auto` has no device (for the LOG).
     pub(crate) device_unavailable: Option<String>,
+    /// The name of the custom comparator, when the keys are in one: only
+    /// `streaming` runs jobs then.
+    custom_order: Option<String>,
 }
 
 /// The settings of the `opencl` executor the engine builds from `options`.
@@ -127,7 +130,11 @@ impl Executors {
     /// The executors `options` call for. `opencl` named but unusable is an
     /// error; under `auto` a missing device is only noted.
     pub(crate) fn from_options(options: &Options) -> Result<Executors> {
+        let custom_order = options.comparator.as_ref().map(|c| c.name().to_string());
         let choice = match options.compaction_executor.as_str() {
+            // The other executors compare key bytes (`Options::validate`
+            // refuses them by name with a custom comparator).
+            AUTO | STREAMING if custom_order.is_some() => ExecutorChoice::Forced(STREAMING),
             AUTO => ExecutorChoice::Auto,
             STREAMING => ExecutorChoice::Forced(STREAMING),
             PARALLEL => ExecutorChoice::Forced(PARALLEL),
@@ -201,6 +208,7 @@ impl Executors {
             device,
             remote,
             device_unavailable,
+            custom_order,
         })
     }
 
@@ -229,6 +237,12 @@ impl Executors {
             .ok_or_else(|| unknown(name))?;
         if known == AUTO {
             return Ok(None);
+        }
+        if let Some(comparator) = self.custom_order.as_ref().filter(|_| known != STREAMING) {
+            return Err(Error::NotSupported(format!(
+                "compact_range cannot run on {known}: it compares key bytes, and this \
+                 database's keys are ordered by the custom comparator {comparator}"
+            )));
         }
         if self.by_name(known).is_none() {
             let why = match known {
@@ -290,8 +304,12 @@ impl Executors {
             ),
             None => String::new(),
         };
+        let order = match &self.custom_order {
+            Some(name) => format!("; keys ordered by the custom comparator {name}: streaming only"),
+            None => String::new(),
+        };
         format!(
-            "executors: {:?}, streaming, parallel, {device}{remote}",
+            "executors: {:?}, streaming, parallel, {device}{remote}{order}",
             self.choice
         )
     }

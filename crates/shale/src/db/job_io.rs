@@ -92,6 +92,10 @@ impl JobIo for EngineJobIo<'_> {
             .remove_file(&filename::table_file_name(&self.inner.dir, number))
     }
 
+    fn key_order(&self) -> shale_format::comparator::KeyOrder {
+        self.inner.order.clone()
+    }
+
     fn database_dir(&self) -> Option<std::path::PathBuf> {
         std::path::absolute(&self.inner.dir).ok()
     }

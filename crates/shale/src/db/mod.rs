@@ -26,7 +26,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
 use shale_compact::job::PhaseStats;
-use shale_format::comparator::InternalKeyComparator;
+use shale_format::comparator::KeyOrder;
 use shale_format::concat_iterator::ConcatIterator;
 use shale_format::internal_key::{
     InternalKey, ParsedInternalKey, SequenceNumber, ValueType, MAX_SEQUENCE_NUMBER,
@@ -142,6 +142,8 @@ pub(crate) struct State {
 pub(crate) struct DbInner {
     dir: PathBuf,
     options: Options,
+    /// The order of user keys (`options.comparator`).
+    order: KeyOrder,
     table_cache: Arc<TableCache>,
     versions: Mutex<VersionSet>,
     state: Mutex<State>,
@@ -224,20 +226,22 @@ impl DB {
             block_cache,
             options.bloom_bits_per_key,
             options.paranoid_checks,
+            options.key_order(),
         ));
-        let versions = VersionSet::new(&dir, env.clone());
+        let versions = VersionSet::new(&dir, env.clone(), options.key_order());
         let file_numbers = versions.file_numbers();
         let inner = Arc::new(DbInner {
             dir,
+            order: options.key_order(),
             table_cache,
             state: Mutex::new(State {
-                mem: Arc::new(MemTable::new()),
+                mem: Arc::new(MemTable::with_order(options.key_order())),
                 imm: None,
                 log: None,
                 retired_log: None,
                 log_number: 0,
                 last_sequence: 0,
-                current: Arc::new(Version::default()),
+                current: Arc::new(Version::empty(options.key_order())),
                 live_versions: Vec::new(),
                 bg_error: None,
                 writers: VecDeque::new(),
@@ -523,6 +527,7 @@ impl DbInner {
         let (mut stack, mut heap) = ([0u8; crate::memtable::STACK_KEY_LEN], Vec::new());
         let lookup = crate::memtable::lookup_key(user_key, sequence, &mut stack, &mut heap);
         let read = block_read_options(options);
+        let order = &self.order;
         // The first file searched, charged a seek when the search goes on
         // to a second file (LevelDB's `GetStats`).
         let mut first_searched: Option<(usize, Arc<FileMeta>)> = None;
@@ -540,7 +545,9 @@ impl DbInner {
                     lookup,
                     read,
                     |found_key, value| match ParsedInternalKey::parse(found_key) {
-                        Ok(parsed) if parsed.user_key != user_key => Ok(None),
+                        Ok(parsed) if order.compare_user(parsed.user_key, user_key).is_ne() => {
+                            Ok(None)
+                        }
                         Ok(parsed) => Ok(Some(match parsed.value_type {
                             ValueType::Value => Some(value.to_vec()),
                             ValueType::Deletion => None,
@@ -556,7 +563,10 @@ impl DbInner {
             // Inline up to the stop trigger's default: no allocation per lookup.
             let mut overlapping: smallvec::SmallVec<[&Arc<FileMeta>; 12]> = version.files[0]
                 .iter()
-                .filter(|f| f.smallest.user_key() <= user_key && user_key <= f.largest.user_key())
+                .filter(|f| {
+                    order.compare_user(f.smallest.user_key(), user_key).is_le()
+                        && order.compare_user(user_key, f.largest.user_key()).is_le()
+                })
                 .collect();
             overlapping.sort_unstable_by_key(|f| std::cmp::Reverse(f.number));
             for file in overlapping {
@@ -569,7 +579,7 @@ impl DbInner {
                 let index = version.find_file(level, lookup);
                 if let Some(file) = version.files[level]
                     .get(index)
-                    .filter(|f| f.smallest.user_key() <= user_key)
+                    .filter(|f| order.compare_user(f.smallest.user_key(), user_key).is_le())
                 {
                     if let Some(answer) = search(level, file)? {
                         return Ok(answer);
@@ -625,7 +635,7 @@ impl DbInner {
             // The closure holds the version, so its files outlive the cursor.
             let pinned = version.clone();
             children.push(Box::new(ConcatIterator::new(
-                Arc::new(InternalKeyComparator),
+                self.order.internal_comparator(),
                 largest,
                 Box::new(move |i| {
                     let file = &pinned.files[level][i];
@@ -634,7 +644,7 @@ impl DbInner {
                 }),
             )));
         }
-        Ok(merging_iterator(Arc::new(InternalKeyComparator), children))
+        Ok(merging_iterator(self.order.internal_comparator(), children))
     }
 
     fn iter(&self, options: &ReadOptions) -> Result<DbIterator> {
@@ -650,7 +660,7 @@ impl DbInner {
         };
         let internal =
             self.internal_iter(&mem, imm.as_ref(), &version, block_read_options(options))?;
-        let mut iter = DbIterator::new(internal, sequence);
+        let mut iter = DbIterator::with_order(internal, sequence, self.order.clone());
         if let Some(lower) = &options.lower_bound {
             iter = iter.with_lower_bound(lower.clone());
         }
@@ -762,18 +772,16 @@ impl DbInner {
             let key = InternalKey::new(user_key, MAX_SEQUENCE_NUMBER, ValueType::VALUE_FOR_SEEK);
             let mut total = 0;
             for file in version.files.iter().flatten() {
-                if shale_format::comparator::compare_internal_keys(
-                    file.largest.encoded(),
-                    key.encoded(),
-                )
-                .is_le()
+                if self
+                    .order
+                    .compare_internal(file.largest.encoded(), key.encoded())
+                    .is_le()
                 {
                     total += file.file_size;
-                } else if shale_format::comparator::compare_internal_keys(
-                    file.smallest.encoded(),
-                    key.encoded(),
-                )
-                .is_lt()
+                } else if self
+                    .order
+                    .compare_internal(file.smallest.encoded(), key.encoded())
+                    .is_lt()
                 {
                     if let Ok(table) = self.table_cache.table(file.number, file.file_size) {
                         total += table.approximate_offset_of(key.encoded());

@@ -32,7 +32,7 @@ impl DbInner {
                 "Creating a new database in {}",
                 self.dir.display()
             );
-            VersionSet::create_new_db(&self.dir, env)?;
+            VersionSet::create_new_db(&self.dir, env, self.options.key_order().name())?;
         } else if self.options.error_if_exists {
             return Err(Error::InvalidArgument(format!(
                 "{}: database exists (error_if_exists is true)",
@@ -143,7 +143,7 @@ impl DbInner {
             }
         };
         let mut reader = LogReader::new(file, reporter, true, 0);
-        let mut mem = Arc::new(MemTable::new());
+        let mut mem = Arc::new(MemTable::with_order(self.order.clone()));
         let mut record = Vec::new();
         let mut skipped = Vec::new();
         while reader.read_record_into(&mut record)? {
@@ -164,7 +164,7 @@ impl DbInner {
             }
             if mem.approximate_memory_usage() > self.options.write_buffer_size {
                 self.flush_recovered(versions, &mem, edit)?;
-                mem = Arc::new(MemTable::new());
+                mem = Arc::new(MemTable::with_order(self.order.clone()));
             }
         }
         drop(reader);

@@ -42,7 +42,9 @@ impl TableWriter {
         };
         Ok(TableWriter {
             builder: Some(TableBuilder::new(
-                options.table_settings().table_options(),
+                options
+                    .table_settings()
+                    .table_options_in(&options.key_order()),
                 sink,
             )),
             env: options.env.clone(),

@@ -286,7 +286,10 @@ impl DbInner {
         // (switches wait for that).
         state.retired_log = state.log.replace(LogWriter::new(file));
         state.log_number = number;
-        let old = std::mem::replace(&mut state.mem, Arc::new(MemTable::new()));
+        let old = std::mem::replace(
+            &mut state.mem,
+            Arc::new(MemTable::with_order(self.order.clone())),
+        );
         state.imm = Some(old);
         state.work_epoch += 1;
         self.work_cv.notify_all();

@@ -5,9 +5,7 @@
 //! `db/repair.cc`), which moves past a block it cannot read and keeps the
 //! error.
 
-use std::sync::Arc;
-
-use shale_format::comparator::{compare_internal_keys, InternalKeyComparator};
+use shale_format::comparator::KeyOrder;
 use shale_format::internal_key::{ParsedInternalKey, SequenceNumber};
 use shale_format::iterator::KvIterator;
 use shale_format::table::{BlockReadOptions, ReadTableOptions, Table};
@@ -58,8 +56,11 @@ impl TableScan {
 
 /// Opens `file` as a table, reading its footer and index block with their
 /// checksums verified. An error means nothing in it can be found.
-pub(super) fn open_table(file: &TableFile) -> Result<Table> {
-    let options = ReadTableOptions::internal_scan();
+pub(super) fn open_table(file: &TableFile, order: &KeyOrder) -> Result<Table> {
+    let options = ReadTableOptions {
+        comparator: order.internal_comparator(),
+        ..ReadTableOptions::internal_scan()
+    };
     Table::open(file.source.clone(), file.size, &file.name, options)
 }
 
@@ -70,6 +71,7 @@ pub(super) fn open_table(file: &TableFile) -> Result<Table> {
 /// at open, so only a bad writer makes one).
 pub(super) fn scan_table(
     table: &Table,
+    order: &KeyOrder,
     mut visit: impl FnMut(&[u8], &[u8]) -> Result<()>,
 ) -> Result<TableScan> {
     let mut scan = TableScan::default();
@@ -92,7 +94,7 @@ pub(super) fn scan_table(
                 continue;
             }
         };
-        let mut iter = block.iter(Arc::new(InternalKeyComparator));
+        let mut iter = block.iter(order.internal_comparator());
         iter.seek_to_first();
         while iter.valid() {
             let key = iter.key();
@@ -104,7 +106,7 @@ pub(super) fn scan_table(
                 ))),
                 Ok(_)
                     if scan.smallest.is_some()
-                        && compare_internal_keys(&scan.largest, key).is_ge() =>
+                        && order.compare_internal(&scan.largest, key).is_ge() =>
                 {
                     scan.skip_entry(bad(format!(
                         "entry {:?} is out of order",
