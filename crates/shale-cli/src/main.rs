@@ -9,6 +9,7 @@ mod commands;
 mod db_flags;
 mod error;
 mod hex;
+mod stress;
 mod ycsb;
 
 use std::process::ExitCode;
@@ -53,6 +54,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run a YCSB core workload (a-f): load, then run.
     Ycsb(ycsb::YcsbArgs),
+    /// Random concurrent operations checked against an expected state kept
+    /// outside the database; safe to kill (db_stress).
+    Stress(stress::StressArgs),
     /// Serve compaction jobs over gRPC for engines whose databases lie
     /// under --root (`--remote_workers` on the engine's side).
     Worker(worker::WorkerArgs),
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => dump::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Ycsb(args) => ycsb::run(&args),
+        Command::Stress(args) => stress::run(&args),
         Command::Worker(args) => worker::run(&args),
     };
     match result {

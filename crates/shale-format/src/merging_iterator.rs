@@ -218,6 +218,25 @@ impl MergingIterator {
                 // Every entry of this child goes before the current one.
                 iter.seek_to_last();
             }
+            // A memtable is written while it is read: an entry inserted
+            // after the seek landed (after the current key) is where the
+            // step back, or the last entry, now is. Left there, the merge
+            // would come back to the current entry after it (and past an
+            // iterator's upper bound). Step back until the child goes after
+            // the current entry going backward (equal keys: lower children
+            // only). Regression test:
+            // crates/shale/tests/regression_reverse_iteration_concurrent_insert.rs
+            loop {
+                let iter = &mut self.children[child];
+                if !iter.valid() {
+                    break;
+                }
+                let order = self.comparator.compare(iter.key(), &key);
+                if order == Ordering::Less || (order == Ordering::Equal && child < current) {
+                    break;
+                }
+                iter.prev();
+            }
         }
         self.scratch = key;
         self.direction = Direction::Reverse;

@@ -18,6 +18,7 @@ pub mod db;
 pub mod db_iter;
 pub mod env;
 pub mod filename;
+pub mod kill_point;
 pub mod memtable;
 pub mod options;
 pub mod repair;

@@ -344,6 +344,7 @@ impl VersionSet {
         // sync: make their names durable before anyone relies on the edit.
         self.env.sync_dir(&self.dir).map_err(|e| (e, record))?;
         if let Some(number) = new_manifest {
+            crate::kill_point::maybe_kill(crate::kill_point::MANIFEST_WRITTEN_BEFORE_CURRENT);
             filename::set_current_file(&*self.env, &self.dir, number)
                 .map_err(|e| (e, WriteStage::Current))?;
         }

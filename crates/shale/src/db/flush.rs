@@ -13,6 +13,7 @@ use super::table_writer::TableWriter;
 use super::DbInner;
 use crate::compaction::picker;
 use crate::filename;
+use crate::kill_point;
 use crate::memtable::MemTable;
 use crate::version::{total_file_size, Version};
 
@@ -55,6 +56,7 @@ impl DbInner {
         let mut manifest_attempted = false;
         let result = (|| {
             let meta = self.write_level0_table(&imm, number)?;
+            kill_point::maybe_kill(kill_point::FLUSH_TABLE_WRITTEN_BEFORE_INSTALL);
             let mut versions = self.lock_versions();
             let mut edit = VersionEdit::default();
             let mut level = 0;

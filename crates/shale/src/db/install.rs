@@ -45,6 +45,7 @@ impl DbInner {
         output: &CompactionOutput,
         started: Instant,
     ) -> Result<String> {
+        crate::kill_point::maybe_kill(crate::kill_point::COMPACTION_OUTPUT_WRITTEN_BEFORE_INSTALL);
         let mut edit = VersionEdit::default();
         for (offset, files) in plan.inputs.iter().enumerate() {
             for file in files {

@@ -34,6 +34,7 @@ impl TableSink {
 
 impl std::io::Write for TableSink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        crate::kill_point::maybe_kill(crate::kill_point::TABLE_WRITE_MID);
         self.file.write(buf).map_err(|e| self.name_error(e))
     }
     fn flush(&mut self) -> std::io::Result<()> {

@@ -18,6 +18,7 @@ use shale_format::{Error, Result};
 use super::{DbInner, State};
 use crate::compaction::priority;
 use crate::filename;
+use crate::kill_point;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 
@@ -102,7 +103,10 @@ impl DbInner {
             drop(state);
             result = sync_retired_wal(retired)
                 .and_then(|()| append_to_wal(log.as_mut(), &batch, sync))
-                .and_then(|()| insert_into(&mem, &batch));
+                .and_then(|()| {
+                    kill_point::maybe_kill(kill_point::WAL_WRITTEN_BEFORE_MEMTABLE);
+                    insert_into(&mem, &batch)
+                });
             state = self.lock_state();
             state.log = log;
             match &result {
