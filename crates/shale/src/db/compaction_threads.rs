@@ -165,8 +165,12 @@ impl DbInner {
             scheduler.finish(job.ticket);
         }
         let mut state = self.lock_state();
-        if let Err(err) = &result {
-            self.record_background_error(&mut state, err);
+        match &result {
+            Ok(()) => state.resume.reset_backoff(),
+            Err(err) => {
+                let err = err.clone().during(&compaction_name(job));
+                self.record_background_error(&mut state, &err);
+            }
         }
         state.work_epoch += 1;
         self.work_cv.notify_all();
@@ -248,6 +252,7 @@ impl DbInner {
                 let mut state = self.lock_state();
                 for table in &ran.output.outputs {
                     state.pending_outputs.insert(table.number);
+                    state.resume.unrecorded_tables.push(table.number);
                 }
                 return Err(err);
             }
@@ -433,6 +438,7 @@ impl DbInner {
                         self.work_cv.notify_all();
                         self.done_cv.notify_all();
                         if let Err(err) = result {
+                            let err = err.during(&compaction_name(&job));
                             self.record_background_error(&mut state, &err);
                             return Err(err);
                         }
@@ -480,6 +486,11 @@ impl DbInner {
             drop(guard);
         }
     }
+}
+
+/// How errors name a compaction: "compaction L0->L1".
+fn compaction_name(job: &ScheduledJob) -> String {
+    format!("compaction L{}->L{}", job.plan.level, job.plan.output_level)
 }
 
 /// Runs `job` on `executor`, cut into up to `parts` sub-compactions by key
