@@ -244,7 +244,8 @@ impl DbInner {
         let result = self.install_compaction(plan, &ran.output, started);
         // A failed install may still have written the MANIFEST record that
         // names the outputs, so they are kept while the database is in
-        // error; the next open deletes them if they are not live.
+        // error; a resume (once a new MANIFEST is current) or the next open
+        // deletes them.
         ran.io.release(false);
         let summary = match result {
             Ok(summary) => summary,

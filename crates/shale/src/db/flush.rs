@@ -117,8 +117,8 @@ impl DbInner {
         })();
         if result.is_err() {
             // Once the MANIFEST write was attempted its record may be on disk
-            // and name the table: keep the file (the database is in error
-            // and the next open decides whether it is live).
+            // and name the table: keep the file (the database is in error;
+            // a resume or the next open decides whether it is live).
             let mut state = self.lock_state();
             if manifest_attempted {
                 state.resume.unrecorded_tables.push(number);

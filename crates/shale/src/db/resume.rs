@@ -235,3 +235,27 @@ fn writers_error(err: &Error) -> Error {
         other => other.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_back_off_from_100_ms_doubling_to_5_s_and_start_over() {
+        let mut resume = Resume::default();
+        let now = Instant::now();
+        assert_eq!(resume.wait_before_attempt(now), None);
+        let waits: Vec<u128> = (0..9).map(|_| resume.schedule(now).as_millis()).collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
+        assert_eq!(
+            resume.wait_before_attempt(now),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(
+            resume.wait_before_attempt(now + Duration::from_secs(6)),
+            Some(Duration::ZERO)
+        );
+        resume.reset_backoff();
+        assert_eq!(resume.schedule(now), FIRST_RETRY);
+    }
+}
