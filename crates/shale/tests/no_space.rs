@@ -148,7 +148,9 @@ fn a_full_disk_under_the_wal() {
         .put(&WriteOptions::default(), b"later", b"x")
         .unwrap_err();
     assert_no_space(&later, "a later write");
-    let refused = db.put(&WriteOptions::default(), b"later", b"x").unwrap_err();
+    let refused = db
+        .put(&WriteOptions::default(), b"later", b"x")
+        .unwrap_err();
     assert!(refused.to_string().contains("resume"), "{refused}");
     assert!(db.get(&ReadOptions::new(), b"later").unwrap().is_none());
     assert_holds(&db, &model, &failed, "WAL full, still open");
