@@ -8,6 +8,8 @@
 //!
 //! Each flip runs on a fresh in-memory copy of the database.
 
+#![allow(clippy::unwrap_used, reason = "tests")]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;

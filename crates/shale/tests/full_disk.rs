@@ -7,6 +7,8 @@
 //! Mounting needs root. Without it (or when the mount fails) the test says
 //! why and passes, except when `CI` is set: there it must run, and fails.
 
+#![allow(clippy::unwrap_used, reason = "tests")]
+
 mod support;
 
 use std::ffi::CString;
@@ -144,6 +146,17 @@ fn write_until_full(db: &DB, next: &mut usize, model: &mut Model, failed: &mut F
     panic!("100000 writes of 512 bytes fitted in an 8 MiB file system");
 }
 
+/// No stray file: after a flush (which deletes what the reads kept pinned)
+/// and with nothing running.
+fn check_directory(env: &dyn Env, dir: &Path, db: &DB, model: &mut Model, context: &str) {
+    db.put(&WriteOptions::default(), context.as_bytes(), b"x")
+        .unwrap();
+    model.insert(context.as_bytes().to_vec(), b"x".to_vec());
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    assert_no_stray_files(env, dir, db, context);
+}
+
 #[test]
 fn a_real_full_disk_is_survived() {
     let Some(tmpfs) = tmpfs_or_skip() else {
@@ -200,15 +213,4 @@ fn a_real_full_disk_is_survived() {
     check_directory(&*env, &dir, &db, &mut model, "reopened");
     drop(db);
     shale::verify::verify_db(&dir, &options(&env)).unwrap();
-}
-
-/// No stray file: after a flush (which deletes what the reads kept pinned)
-/// and with nothing running.
-fn check_directory(env: &dyn Env, dir: &Path, db: &DB, model: &mut Model, context: &str) {
-    db.put(&WriteOptions::default(), context.as_bytes(), b"x")
-        .unwrap();
-    model.insert(context.as_bytes().to_vec(), b"x".to_vec());
-    db.flush().unwrap();
-    db.wait_for_compactions().unwrap();
-    assert_no_stray_files(env, dir, db, context);
 }

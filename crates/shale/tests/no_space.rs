@@ -6,6 +6,8 @@
 //! database resumes writing by itself once space is freed, and it reopens
 //! with everything. `full_disk.rs` does the same on a real tmpfs.
 
+#![allow(clippy::unwrap_used, reason = "tests")]
+
 mod support;
 
 use std::path::PathBuf;

@@ -5,6 +5,8 @@
 //! writes vanished silently. The record's bytes are all there, so it is
 //! damage, and the open now fails with a corruption naming the MANIFEST.
 
+#![allow(clippy::unwrap_used, reason = "tests")]
+
 use std::path::Path;
 use std::sync::Arc;
 
