@@ -137,6 +137,17 @@ pub struct DbFlags {
         value_parser = BoolishValueParser::new()
     )]
     pub cross_level_compaction: Option<bool>,
+    /// Every block read checked against its CRC, and damage in a WAL an
+    /// error at open instead of a skip (default off, as LevelDB's).
+    #[arg(
+        long = "paranoid_checks",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub paranoid_checks: Option<bool>,
     /// Most sub-compactions per large L0->L1 or manual job (0: one per
     /// core; 1: no splitting).
     #[arg(
@@ -350,6 +361,9 @@ impl DbFlags {
         if let Some(on) = self.cross_level_compaction {
             options.cross_level_compaction = on;
         }
+        if let Some(on) = self.paranoid_checks {
+            options.paranoid_checks = on;
+        }
         if let Some(n) = self.max_subcompactions {
             options.max_subcompactions = n;
         }
@@ -485,6 +499,13 @@ mod tests {
         assert_eq!(o.max_background_compactions, 2);
         assert!(!flags.create_if_missing_or(true));
 
+        let o = parse(&["--paranoid_checks"]).unwrap().to_options().unwrap();
+        assert!(o.paranoid_checks);
+        let o = parse(&["--paranoid_checks=0"])
+            .unwrap()
+            .to_options()
+            .unwrap();
+        assert!(!o.paranoid_checks);
         let o = parse(&["--bloom_bits", "0"]).unwrap().to_options().unwrap();
         assert_eq!(o.bloom_bits_per_key, None);
         let o = parse(&["--bloom_bits=12"]).unwrap().to_options().unwrap();

@@ -144,6 +144,51 @@ impl Error {
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
     }
+
+    /// The kind of the operating-system error behind an [`Error::Io`]
+    /// (`None` for the other variants).
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            Error::Io { source, .. } => Some(source.kind()),
+            _ => None,
+        }
+    }
+
+    /// The raw OS error number behind an [`Error::Io`] (`errno`), when the
+    /// error came straight from the operating system.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            Error::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+
+    /// True for an [`Error::Io`] that says the disk or the user's quota is
+    /// full (`ENOSPC`, `EDQUOT`). The engine treats these apart from other
+    /// I/O errors: the operation can succeed once space is freed, so it
+    /// retries them by itself, where any other I/O error stops writes until
+    /// the database is reopened. Decided on the error kind, which survives
+    /// the wrapping that adds a file name to the message.
+    pub fn is_no_space(&self) -> bool {
+        matches!(
+            self.io_kind(),
+            Some(std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+        )
+    }
+
+    /// Says what the failed I/O was part of: an I/O error's context gets
+    /// " during `what`" appended ("writing a table block during flush").
+    /// Other errors pass through unchanged.
+    #[must_use]
+    pub fn during(self, what: &str) -> Error {
+        match self {
+            Error::Io { context, source } => Error::Io {
+                context: format!("{context} during {what}"),
+                source,
+            },
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -162,6 +207,30 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn no_space_is_told_apart_from_other_io_errors() {
+        // ENOSPC and EDQUOT on Linux; the kind is what is checked, so a
+        // message rewrapped with the file name keeps it.
+        for errno in [28, 122] {
+            let os = std::io::Error::from_raw_os_error(errno);
+            let rewrapped = std::io::Error::new(os.kind(), format!("000123.ldb: {os}"));
+            for source in [os, rewrapped] {
+                let err = Error::io("writing a table block", source).during("flush");
+                assert!(err.is_no_space(), "{err}");
+                assert!(err.to_string().contains("during flush"), "{err}");
+            }
+        }
+        let eio = Error::io("syncing", std::io::Error::from_raw_os_error(5));
+        assert!(!eio.is_no_space());
+        assert_eq!(eio.raw_os_error(), Some(5));
+        assert!(!Error::corruption(0, "bad").is_no_space());
+        let full = Error::io("appending to log", std::io::Error::from_raw_os_error(28));
+        assert!(
+            full.to_string().contains("No space left on device"),
+            "{full}"
+        );
     }
 
     #[test]

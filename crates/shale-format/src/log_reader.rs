@@ -323,10 +323,20 @@ impl<R: Read, P: Reporter> LogReader<R, P> {
 
             if HEADER_SIZE + length > self.buffer_len() {
                 let dropped = self.buffer_len() as u64;
+                // The payload runs past the end of the file: the writer died
+                // while writing it, not damage, as LevelDB reads it. Unless
+                // no writer could have written it: a fragment that would
+                // cross a block boundary, or one whose bytes are all there
+                // under a damaged length (LevelDB drops those silently too,
+                // and with them every later record of the last block).
+                let impossible = self.eof
+                    && (header_start + HEADER_SIZE + length > BLOCK_SIZE
+                        || (self.verify_checksums
+                            && whole_record_under_damaged_length(
+                                &self.block[header_start..self.buffer_end],
+                            )));
                 self.clear_buffer();
-                if self.eof {
-                    // The payload runs past the end of the file: the writer
-                    // died while writing it. Not damage.
+                if self.eof && !impossible {
                     return Ok(Physical::Eof);
                 }
                 self.report_corruption(dropped, "bad record length");
@@ -412,6 +422,40 @@ impl<R: Read, P: Reporter> LogReader<R, P> {
                 .corruption(bytes, Error::corruption(offset, reason));
         }
     }
+}
+
+/// True when `tail` (a header, then the rest of the file) holds a whole
+/// fragment of some length shorter than the header claims: its checksum
+/// matches, and what follows it is either nothing or another fragment
+/// whose checksum matches too (a second check, so a torn write is not
+/// mistaken for one by a chance match). A flipped bit in the length field
+/// looks like that; a write cut short by a crash does not.
+fn whole_record_under_damaged_length(tail: &[u8]) -> bool {
+    let Some((header, payload)) = tail.split_first_chunk::<HEADER_SIZE>() else {
+        return false;
+    };
+    let stored = crc::unmask(decode_fixed32(header).unwrap_or_default());
+    let mut running = crc::value(&header[6..]);
+    for length in 0..=payload.len() {
+        if length > 0 {
+            running = crc::extend(running, &payload[length - 1..length]);
+        }
+        if running == stored && fragment_chain_fits(&payload[length..]) {
+            return true;
+        }
+    }
+    false
+}
+
+/// True when `rest` is empty or starts with a whole fragment whose
+/// checksum matches.
+fn fragment_chain_fits(rest: &[u8]) -> bool {
+    let Some((header, payload)) = rest.split_first_chunk::<HEADER_SIZE>() else {
+        return rest.is_empty();
+    };
+    let length = usize::from(u16::from_le_bytes([header[4], header[5]]));
+    let stored = crc::unmask(decode_fixed32(header).unwrap_or_default());
+    payload.len() >= length && crc::extend(crc::value(&header[6..]), &payload[..length]) == stored
 }
 
 #[cfg(test)]

@@ -111,6 +111,12 @@ impl VersionSet {
             .fetch_max(number.saturating_add(1), Ordering::SeqCst);
     }
 
+    /// False after a failed MANIFEST write closed the MANIFEST: the next
+    /// [`VersionSet::log_and_apply`] starts a new one.
+    pub fn has_manifest_writer(&self) -> bool {
+        self.manifest.is_some()
+    }
+
     /// Number of the MANIFEST being written.
     pub fn manifest_file_number(&self) -> u64 {
         self.manifest_file_number

@@ -245,6 +245,39 @@ fn truncated_trailing_record_is_dropped_silently() {
     }
 }
 
+/// A flipped bit that makes a length run past the end of the file is not
+/// a torn write when the record's bytes are all there: reported (LevelDB
+/// drops it silently, with every later record of the block), and dropped.
+#[test]
+fn a_length_damaged_past_the_end_of_the_file_is_reported() {
+    let (log, offsets) = write(&[b"first", b"second record", b"third"]);
+    for (record, &start) in offsets.iter().enumerate() {
+        let at = start as usize + 4;
+        for bit in 0..16 {
+            let mut damaged = log.clone();
+            damaged[at + bit / 8] ^= 1 << (bit % 8);
+            let claimed = usize::from(u16::from_le_bytes([damaged[at], damaged[at + 1]]));
+            if at + 3 + claimed <= log.len() {
+                continue; // shorter, or still inside the file: a checksum mismatch
+            }
+            let outcome = read(&damaged);
+            let context = format!("record {record}, length bit {bit}");
+            assert_eq!(outcome.records.len(), record, "{context}");
+            assert_eq!(outcome.reasons, vec!["bad record length"], "{context}");
+            // Without checksums a torn write cannot be told apart: silent,
+            // unless the length is impossible (past the block's end).
+            let unchecked = read_from(&damaged[..], false, 0);
+            let impossible = start as usize % BLOCK_SIZE + HEADER_SIZE + claimed > BLOCK_SIZE;
+            assert_eq!(unchecked.dropped > 0, impossible, "{context}");
+        }
+    }
+    // A torn last record stays silent whatever its length says.
+    let (log, _) = write(&[b"kept", &big("torn", 1000)]);
+    let outcome = read(&log[..log.len() - 500]);
+    assert_eq!(outcome.payloads(), vec![&b"kept"[..]]);
+    assert!(outcome.reasons.is_empty(), "{:?}", outcome.reasons);
+}
+
 #[test]
 fn bad_length_inside_a_full_block_is_reported() {
     let (mut log, _) = write(&[&big("bar", BLOCK_SIZE - HEADER_SIZE), b"foo"]);

@@ -165,8 +165,12 @@ impl DbInner {
             scheduler.finish(job.ticket);
         }
         let mut state = self.lock_state();
-        if let Err(err) = &result {
-            self.record_background_error(&mut state, err);
+        match &result {
+            Ok(()) => state.resume.reset_backoff(),
+            Err(err) => {
+                let err = err.clone().during(&compaction_name(job));
+                self.record_background_error(&mut state, &err);
+            }
         }
         state.work_epoch += 1;
         self.work_cv.notify_all();
@@ -251,7 +255,8 @@ impl DbInner {
         let result = self.install_compaction(plan, &ran.output, started);
         // A failed install may still have written the MANIFEST record that
         // names the outputs, so they are kept while the database is in
-        // error; the next open deletes them if they are not live.
+        // error; a resume (once a new MANIFEST is current) or the next open
+        // deletes them.
         ran.io.release(false);
         let summary = match result {
             Ok(summary) => summary,
@@ -259,6 +264,7 @@ impl DbInner {
                 let mut state = self.lock_state();
                 for table in &ran.output.outputs {
                     state.pending_outputs.insert(table.number);
+                    state.resume.unrecorded_tables.push(table.number);
                 }
                 return Err(err);
             }
@@ -455,6 +461,7 @@ impl DbInner {
                         self.work_cv.notify_all();
                         self.done_cv.notify_all();
                         if let Err(err) = result {
+                            let err = err.during(&compaction_name(&job));
                             self.record_background_error(&mut state, &err);
                             return Err(err);
                         }
@@ -502,6 +509,11 @@ impl DbInner {
             drop(guard);
         }
     }
+}
+
+/// How errors name a compaction: "compaction L0->L1".
+fn compaction_name(job: &ScheduledJob) -> String {
+    format!("compaction L{}->L{}", job.plan.level, job.plan.output_level)
 }
 
 /// Runs `job` on `executor`, cut into up to `parts` sub-compactions by key

@@ -1,7 +1,8 @@
 //! Flushes: the flush thread turns the immutable memtable into an L0 table
 //! (or a deeper one nothing overlaps), records it in the MANIFEST and drops
 //! the memtable. It has a thread of its own and never waits behind a
-//! compaction: writers wait for it.
+//! compaction: writers wait for it. After a no-space error it is also the
+//! thread that retries (`resume.rs`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,19 +22,46 @@ impl DbInner {
     pub(super) fn flush_loop(self: Arc<Self>) {
         loop {
             let mut state = self.lock_state();
-            while !self.shutting_down() && (state.imm.is_none() || state.bg_error.is_some()) {
-                state = self.wait(&self.work_cv, state);
-            }
-            if self.shutting_down() {
-                return;
-            }
+            // Flush the immutable memtable, or, in error, attempt a resume
+            // when one is due.
+            let resume = loop {
+                if self.shutting_down() {
+                    return;
+                }
+                if state.bg_error.is_none() {
+                    if state.imm.is_some() {
+                        break false;
+                    }
+                    state = self.wait(&self.work_cv, state);
+                    continue;
+                }
+                match state.resume.wait_before_attempt(Instant::now()) {
+                    Some(wait) if wait.is_zero() => break true,
+                    Some(wait) => {
+                        state = self
+                            .work_cv
+                            .wait_timeout(state, wait)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                    }
+                    None => state = self.wait(&self.work_cv, state),
+                }
+            };
             state.flushing = true;
             drop(state);
+            if resume {
+                self.attempt_resume();
+                let mut state = self.lock_state();
+                state.flushing = false;
+                self.done_cv.notify_all();
+                continue;
+            }
             let result = self.flush_immutable();
             let mut state = self.lock_state();
             state.flushing = false;
-            if let Err(err) = result {
-                self.record_background_error(&mut state, &err);
+            match result {
+                Ok(()) => state.resume.reset_backoff(),
+                Err(err) => self.record_background_error(&mut state, &err.during("flush")),
             }
             self.done_cv.notify_all();
         }
@@ -42,7 +70,7 @@ impl DbInner {
     /// Writes the immutable memtable to a table, records it (and the WAL
     /// that now holds everything newer) in the MANIFEST, and drops the
     /// memtable.
-    fn flush_immutable(&self) -> Result<()> {
+    pub(super) fn flush_immutable(&self) -> Result<()> {
         let started = Instant::now();
         let (imm, log_number) = {
             let state = self.lock_state();
@@ -91,10 +119,12 @@ impl DbInner {
         })();
         if result.is_err() {
             // Once the MANIFEST write was attempted its record may be on disk
-            // and name the table: keep the file (the database is in error
-            // and the next open decides whether it is live).
+            // and name the table: keep the file (the database is in error;
+            // a resume or the next open decides whether it is live).
             let mut state = self.lock_state();
-            if !manifest_attempted {
+            if manifest_attempted {
+                state.resume.unrecorded_tables.push(number);
+            } else {
                 state.pending_outputs.remove(&number);
                 drop(state);
                 let _ = self

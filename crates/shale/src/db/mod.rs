@@ -16,6 +16,7 @@ mod install;
 mod job_io;
 mod properties;
 mod recovery;
+mod resume;
 mod table_writer;
 mod write;
 
@@ -122,7 +123,10 @@ pub(crate) struct State {
     current: Arc<Version>,
     /// Versions handed to readers; their files are not deleted.
     live_versions: Vec<Weak<Version>>,
+    /// The background error; writes are refused while there is one.
     bg_error: Option<Error>,
+    /// How the database gets over `bg_error` (see `resume.rs`).
+    resume: resume::Resume,
     writers: VecDeque<u64>,
     pending_writes: HashMap<u64, write::PendingWrite>,
     finished_writes: HashMap<u64, Result<()>>,
@@ -244,6 +248,7 @@ impl DB {
                 current: Arc::new(Version::empty(options.key_order())),
                 live_versions: Vec::new(),
                 bg_error: None,
+                resume: resume::Resume::default(),
                 writers: VecDeque::new(),
                 pending_writes: HashMap::new(),
                 finished_writes: HashMap::new(),
@@ -374,6 +379,19 @@ impl DB {
     /// Approximate bytes on disk for each user-key range `[start, end)`.
     pub fn approximate_sizes(&self, ranges: &[(&[u8], &[u8])]) -> Vec<u64> {
         self.inner.approximate_sizes(ranges)
+    }
+
+    /// The error writes are refused with, if any: a full disk, which the
+    /// database retries by itself and gets over once space is freed, or
+    /// another failed background write, which stays until reopen
+    /// (`docs/reliability.md`, "A full disk and I/O errors").
+    pub fn background_error(&self) -> Option<Error> {
+        self.inner.lock_state().bg_error.clone()
+    }
+
+    /// Times the database got over a full disk by itself since open.
+    pub fn resumed_count(&self) -> u64 {
+        self.inner.lock_state().resume.resumed
     }
 
     /// Time writers spent throttled since open.
@@ -694,15 +712,6 @@ impl DbInner {
         state.work_epoch += 1;
         self.work_cv.notify_all();
         self.done_cv.notify_all();
-    }
-
-    /// Records a background failure: writes fail with it from now on.
-    fn record_background_error(&self, state: &mut State, err: &Error) {
-        if state.bg_error.is_none() {
-            shale_log!(self.info_log, "Background error: {err}");
-            state.bg_error = Some(err.clone());
-            self.done_cv.notify_all();
-        }
     }
 
     /// The files no version, pending output or needed log refers to, with

@@ -98,22 +98,28 @@ impl DbInner {
             let last_sequence = state.last_sequence + u64::from(batch.count());
             let mem = state.mem.clone();
             let mut log = state.log.take();
+            let wal_name = format!("{:06}.log", state.log_number);
             // Once synced, the retired WAL needs no more syncs: it is dropped.
             let retired = if sync { state.retired_log.take() } else { None };
             drop(state);
             result = sync_retired_wal(retired)
-                .and_then(|()| append_to_wal(log.as_mut(), &batch, sync))
+                .and_then(|()| {
+                    append_to_wal(log.as_mut(), &batch, sync).map_err(|e| e.in_file(&wal_name))
+                })
                 .and_then(|()| {
                     kill_point::maybe_kill(kill_point::WAL_WRITTEN_BEFORE_MEMTABLE);
                     insert_into(&mem, &batch)
                 });
             state = self.lock_state();
-            state.log = log;
+            // Used up even when the write failed: its record may be in the
+            // WAL, and no later write may share its sequence numbers.
+            state.last_sequence = last_sequence;
             match &result {
-                Ok(()) => state.last_sequence = last_sequence,
-                // The WAL may now hold a record we could not acknowledge;
-                // every later write fails rather than build on it.
-                Err(err) => self.record_background_error(&mut state, err),
+                Ok(()) => state.log = log,
+                // The WAL may now end in a torn record or hold one we could
+                // not acknowledge: it is dropped, never appended to again,
+                // and writes stop until a new one replaces it (`resume.rs`).
+                Err(err) => self.record_wal_error(&mut state, err),
             }
         }
         // Hand the result to every writer in the group and wake each; then
@@ -262,7 +268,7 @@ impl DbInner {
 
     /// Creates WAL `number` and makes its name durable: a synced write to
     /// it must survive a power loss.
-    fn create_wal(&self, number: u64) -> Result<Box<dyn crate::env::WritableFile>> {
+    pub(super) fn create_wal(&self, number: u64) -> Result<Box<dyn crate::env::WritableFile>> {
         let path = filename::log_file_name(&self.dir, number);
         let file = self.options.env.new_writable_file(&path)?;
         if let Err(err) = self.options.env.sync_dir(&self.dir) {
@@ -276,7 +282,7 @@ impl DbInner {
     /// Starts a new memtable writing to WAL `number` (`file`, from
     /// [`DbInner::create_wal`]); the old memtable becomes immutable and the
     /// flush thread is woken.
-    fn switch_memtable(
+    pub(super) fn switch_memtable(
         &self,
         state: &mut State,
         number: u64,

@@ -23,6 +23,16 @@ use super::{io_error, lock, read_file, Env, FileLock, WritableFile};
 /// after. A failed operation changes nothing. Flushes and reads are never
 /// failed.
 ///
+/// **A full disk.** [`set_no_space`](Self::set_no_space) and
+/// [`set_free_space`](Self::set_free_space) make writes on open files fail
+/// the way they fail on a full file system: with the operating system's
+/// `ENOSPC` error (so [`Error::is_no_space`] holds), after a short write
+/// that stores what still fits. Creating, renaming and removing files and
+/// syncs keep working, as an empty file can still be made on a full disk;
+/// removing a file does not give space back, the test does that.
+/// [`set_no_space_only_for`](Self::set_no_space_only_for) narrows it to
+/// one kind of file (the WAL, the MANIFEST, tables).
+///
 /// **Power loss.** The env tracks, for every file written through it, how
 /// many bytes were last synced, and which directory entries (files created,
 /// renames) were not yet made durable by [`Env::sync_dir`] of their
@@ -95,6 +105,12 @@ struct FaultState {
     fail_syncs: bool,
     /// How many more operations succeed before every one fails.
     fail_after: Option<u64>,
+    /// Bytes that may still be written before writes fail with `ENOSPC`;
+    /// `None`: no limit.
+    free_space: Option<u64>,
+    /// Only files whose name contains this are short of space; `None`:
+    /// every file.
+    no_space_only_for: Option<String>,
     operations: u64,
     injected: u64,
     inactive: bool,
@@ -109,6 +125,8 @@ impl std::fmt::Debug for FaultState {
             .field("fail_writes", &self.fail_writes)
             .field("fail_syncs", &self.fail_syncs)
             .field("fail_after", &self.fail_after)
+            .field("free_space", &self.free_space)
+            .field("no_space_only_for", &self.no_space_only_for)
             .field("operations", &self.operations)
             .field("injected", &self.injected)
             .field("inactive", &self.inactive)
@@ -141,6 +159,39 @@ impl FaultState {
         }
         fail
     }
+
+    /// Reserves room for up to `wanted` bytes of a write to `path`: how
+    /// many may be written, or the `ENOSPC` error when none.
+    fn reserve_space(&mut self, path: &Path, wanted: usize) -> std::io::Result<usize> {
+        let limited = match &self.no_space_only_for {
+            Some(part) => path
+                .file_name()
+                .is_some_and(|name| name.to_string_lossy().contains(part.as_str())),
+            None => true,
+        };
+        let Some(free) = self.free_space.as_mut().filter(|_| limited) else {
+            return Ok(wanted);
+        };
+        if *free == 0 && wanted > 0 {
+            self.injected += 1;
+            return Err(no_space_error());
+        }
+        let allowed = wanted.min(usize::try_from(*free).unwrap_or(usize::MAX));
+        *free -= allowed as u64;
+        Ok(allowed)
+    }
+
+    /// Gives back what a write reserved and did not use.
+    fn release_space(&mut self, unused: usize) {
+        if let Some(free) = &mut self.free_space {
+            *free += unused as u64;
+        }
+    }
+}
+
+/// What `write(2)` says on a full file system.
+fn no_space_error() -> std::io::Error {
+    std::io::Error::from_raw_os_error(libc::ENOSPC)
 }
 
 fn injected_io_error() -> std::io::Error {
@@ -186,12 +237,34 @@ impl FaultInjectionEnv {
         lock(&self.state).fail_after = Some(operations);
     }
 
-    /// Turns every failure switch off.
+    /// Turns every failure switch off (the full disk too).
     pub fn clear_failures(&self) {
         let mut state = lock(&self.state);
         state.fail_writes = false;
         state.fail_syncs = false;
         state.fail_after = None;
+        state.free_space = None;
+        state.no_space_only_for = None;
+    }
+
+    /// With `true` the disk is full: every write on an open file fails with
+    /// `ENOSPC` and stores nothing. `false` frees space (no limit).
+    pub fn set_no_space(&self, full: bool) {
+        self.set_free_space(full.then_some(0));
+    }
+
+    /// Lets `bytes` more bytes be written, over all files, before the disk
+    /// is full: the write that reaches the limit stores what fits and
+    /// reports the short count, the next fails with `ENOSPC`, as `write(2)`
+    /// does. `None`: no limit.
+    pub fn set_free_space(&self, bytes: Option<u64>) {
+        lock(&self.state).free_space = bytes;
+    }
+
+    /// Limits the full disk to files whose name contains `part` (".log",
+    /// "MANIFEST", ".ldb"), to fail one kind of write; `None`: every file.
+    pub fn set_no_space_only_for(&self, part: Option<&str>) {
+        lock(&self.state).no_space_only_for = part.map(str::to_string);
     }
 
     /// How many writes, syncs and directory changes were attempted so far,
@@ -341,9 +414,19 @@ impl Write for FaultWritableFile {
         if !self.admit(OperationKind::Write)? {
             return Ok(buf.len());
         }
-        let written = file.write(buf)?;
-        if let Some(state) = lock(&self.state).files.get_mut(&self.path) {
-            state.len += written as u64;
+        let allowed = lock(&self.state).reserve_space(&self.path, buf.len())?;
+        let written = file.write(&buf[..allowed]);
+        let mut state = lock(&self.state);
+        let written = match written {
+            Ok(written) => written,
+            Err(err) => {
+                state.release_space(allowed);
+                return Err(err);
+            }
+        };
+        state.release_space(allowed - written);
+        if let Some(file) = state.files.get_mut(&self.path) {
+            file.len += written as u64;
         }
         Ok(written)
     }
@@ -506,197 +589,4 @@ impl Env for FaultInjectionEnv {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::env::{write_file, MemEnv, PosixEnv};
-
-    fn mem_fault_env() -> FaultInjectionEnv {
-        FaultInjectionEnv::new(Arc::new(MemEnv::new()))
-    }
-
-    fn contents(env: &dyn Env, path: &Path) -> Vec<u8> {
-        read_file(env, path).unwrap()
-    }
-
-    #[test]
-    fn power_loss_keeps_synced_bytes_only() {
-        let env = mem_fault_env();
-        let dir = Path::new("/db");
-        let path = dir.join("000003.log");
-        let mut file = env.new_writable_file(&path).unwrap();
-        env.sync_dir(dir).unwrap();
-        file.write_all(b"abc").unwrap();
-        file.sync().unwrap();
-        file.write_all(b"def").unwrap();
-        assert_eq!(contents(&env, &path), b"abcdef");
-        env.drop_unsynced_data().unwrap();
-        assert_eq!(contents(&env, &path), b"abc");
-
-        // The handle is dead now; its writes go nowhere.
-        file.write_all(b"ghi").unwrap();
-        file.sync().unwrap();
-        drop(file);
-        assert_eq!(contents(&env, &path), b"abc");
-    }
-
-    #[test]
-    fn power_loss_over_posix_cuts_buffered_and_flushed_bytes() {
-        let tmp = tempfile::tempdir().unwrap();
-        let env = FaultInjectionEnv::new(Arc::new(PosixEnv::new()));
-        let path = tmp.path().join("f");
-        let mut file = env.new_writable_file(&path).unwrap();
-        env.sync_dir(tmp.path()).unwrap();
-        file.write_all(b"durable").unwrap();
-        file.sync().unwrap();
-        file.write_all(b"-flushed").unwrap();
-        file.flush().unwrap();
-        file.write_all(b"-buffered").unwrap();
-        env.drop_unsynced_data().unwrap();
-        drop(file);
-        assert_eq!(std::fs::read(&path).unwrap(), b"durable");
-    }
-
-    #[test]
-    fn files_created_without_dir_sync_disappear() {
-        let env = mem_fault_env();
-        let dir = Path::new("/db");
-        let kept = dir.join("kept");
-        let lost = dir.join("lost");
-        write_file(&env, &kept, b"k", true).unwrap();
-        env.sync_dir(dir).unwrap();
-        write_file(&env, &lost, b"l", true).unwrap();
-        // Syncing another directory does not make `lost` durable.
-        let elsewhere = Path::new("/elsewhere");
-        env.create_dir_all(elsewhere).unwrap();
-        env.sync_dir(elsewhere).unwrap();
-        env.drop_unsynced_data().unwrap();
-        assert_eq!(contents(&env, &kept), b"k");
-        assert!(!env.file_exists(&lost));
-    }
-
-    #[test]
-    fn appends_to_an_existing_file_are_lost_unless_synced() {
-        let env = mem_fault_env();
-        let path = Path::new("/db/MANIFEST-000001");
-        env.base()
-            .new_writable_file(path)
-            .unwrap()
-            .write_all(b"old")
-            .unwrap();
-        let mut file = env.new_appendable_file(path).unwrap();
-        file.write_all(b"+new").unwrap();
-        drop(file);
-        env.drop_unsynced_data().unwrap();
-        assert_eq!(contents(&env, path), b"old");
-    }
-
-    #[test]
-    fn rename_without_dir_sync_is_undone() {
-        let env = mem_fault_env();
-        let dir = Path::new("/db");
-        let current = dir.join("CURRENT");
-        write_file(&env, &current, b"MANIFEST-000001\n", true).unwrap();
-        env.sync_dir(dir).unwrap();
-
-        let temp = dir.join("000002.dbtmp");
-        write_file(&env, &temp, b"MANIFEST-000002\n", true).unwrap();
-        env.rename(&temp, &current).unwrap();
-        assert_eq!(contents(&env, &current), b"MANIFEST-000002\n");
-        env.drop_unsynced_data().unwrap();
-        assert_eq!(contents(&env, &current), b"MANIFEST-000001\n");
-        assert!(!env.file_exists(&temp), "the temp file was never durable");
-
-        // The same rename followed by a directory sync survives.
-        write_file(&env, &temp, b"MANIFEST-000002\n", true).unwrap();
-        env.rename(&temp, &current).unwrap();
-        env.sync_dir(dir).unwrap();
-        env.drop_unsynced_data().unwrap();
-        assert_eq!(contents(&env, &current), b"MANIFEST-000002\n");
-        assert_eq!(env.children(dir).unwrap(), ["CURRENT"]);
-    }
-
-    #[test]
-    fn durable_file_renamed_without_dir_sync_returns_to_its_name() {
-        let env = mem_fault_env();
-        let dir = Path::new("/db");
-        let (from, to) = (dir.join("a"), dir.join("b"));
-        write_file(&env, &from, b"data", true).unwrap();
-        env.sync_dir(dir).unwrap();
-        env.rename(&from, &to).unwrap();
-        env.drop_unsynced_data().unwrap();
-        assert_eq!(contents(&env, &from), b"data");
-        assert!(!env.file_exists(&to));
-    }
-
-    #[test]
-    fn injected_write_and_sync_failures() {
-        let env = mem_fault_env();
-        let path = Path::new("/db/f");
-        let mut file = env.new_writable_file(path).unwrap();
-        env.set_fail_writes(true);
-        assert!(file.write_all(b"x").is_err());
-        assert!(matches!(
-            env.new_writable_file(Path::new("/db/g")),
-            Err(Error::Io { .. })
-        ));
-        assert!(matches!(
-            env.rename(path, Path::new("/db/g")),
-            Err(Error::Io { .. })
-        ));
-        assert!(matches!(env.remove_file(path), Err(Error::Io { .. })));
-        file.sync().unwrap();
-        env.set_fail_writes(false);
-        file.write_all(b"y").unwrap();
-        env.set_fail_syncs(true);
-        assert!(file.sync().is_err());
-        assert!(matches!(
-            env.sync_dir(Path::new("/db")),
-            Err(Error::Io { .. })
-        ));
-        assert_eq!(env.injected_failures(), 6);
-        env.clear_failures();
-        file.sync().unwrap();
-        assert_eq!(contents(&env, path), b"y");
-
-        let err = env.base().remove_file(Path::new("/db/none")).unwrap_err();
-        assert!(matches!(err, Error::NotFound(_)));
-    }
-
-    #[test]
-    fn fail_after_counts_operations() {
-        let env = mem_fault_env();
-        let path = Path::new("/db/f");
-        let before = env.operation_count();
-        env.fail_after(2);
-        let mut file = env.new_writable_file(path).unwrap(); // 1
-        file.write_all(b"a").unwrap(); // 2
-        assert!(file.write_all(b"b").is_err());
-        assert!(file.sync().is_err());
-        assert!(env.sync_dir(Path::new("/db")).is_err());
-        assert_eq!(env.operation_count() - before, 5);
-        assert_eq!(env.injected_failures(), 3);
-        env.clear_failures();
-        file.write_all(b"c").unwrap();
-        assert_eq!(contents(&env, path), b"ac");
-    }
-
-    #[test]
-    fn inactive_file_system_stores_nothing() {
-        let env = mem_fault_env();
-        let dir = Path::new("/db");
-        let path = dir.join("f");
-        let mut file = env.new_writable_file(&path).unwrap();
-        env.sync_dir(dir).unwrap();
-        file.write_all(b"kept").unwrap();
-        file.sync().unwrap();
-        env.set_filesystem_active(false);
-        file.write_all(b"gone").unwrap();
-        file.sync().unwrap();
-        assert!(env.new_writable_file(&dir.join("g")).is_err());
-        assert!(env.remove_file(&path).is_err());
-        drop(file);
-        env.drop_unsynced_data().unwrap();
-        env.set_filesystem_active(true);
-        assert_eq!(contents(&env, &path), b"kept");
-    }
-}
+mod tests;

@@ -1,0 +1,135 @@
+//! Helpers shared by the full-disk tests (`no_space.rs` over the
+//! fault-injecting env, `full_disk.rs` on a real tmpfs): the model of what
+//! was acknowledged, the check that the database holds it, and the check
+//! that no half-written file is left in the directory.
+
+#![allow(dead_code, reason = "each test binary uses its own part")]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use shale::env::Env;
+use shale::{Error, ReadOptions, WriteOptions, DB};
+
+/// Acknowledged writes: key to value.
+pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Writes that failed, key to the value they tried to set: each may or may
+/// not be there afterwards, but never with another value. Their keys are
+/// never written again.
+pub type Failed = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Checks that `db` holds every acknowledged write and nothing else but
+/// some of `failed`, each with its own value: by `get` for every key and
+/// by a full scan.
+pub fn assert_holds(db: &DB, model: &Model, failed: &Failed, context: &str) {
+    let read = ReadOptions::new();
+    for (key, value) in model {
+        let got = db
+            .get(&read, key)
+            .unwrap_or_else(|e| panic!("{context}: get {key:?}: {e}"));
+        assert_eq!(
+            got.as_deref(),
+            Some(value.as_slice()),
+            "{context}: acknowledged key {:?}",
+            String::from_utf8_lossy(key)
+        );
+    }
+    let mut iter = db
+        .iter(&read)
+        .unwrap_or_else(|e| panic!("{context}: iter: {e}"));
+    iter.seek_to_first();
+    let mut seen = 0;
+    while iter.valid() {
+        let (key, value) = (iter.key(), iter.value());
+        match (model.get(key), failed.get(key)) {
+            (Some(want), _) => {
+                assert_eq!(value, want.as_slice(), "{context}: scan of {key:?}");
+                seen += 1;
+            }
+            (None, Some(tried)) => assert_eq!(value, tried.as_slice(), "{context}: {key:?}"),
+            (None, None) => panic!(
+                "{context}: {:?} was never written",
+                String::from_utf8_lossy(key)
+            ),
+        }
+        iter.next();
+    }
+    if let Err(err) = iter.status() {
+        panic!("{context}: scan: {err}");
+    }
+    assert_eq!(seen, model.len(), "{context}: keys missing from the scan");
+}
+
+/// The numbers of the tables of the current version.
+pub fn live_tables(db: &DB) -> BTreeSet<u64> {
+    let listing = db.property("shale.sstables").unwrap_or_default();
+    listing
+        .lines()
+        .filter_map(|line| line.trim_start().split_once(':'))
+        .filter_map(|(number, _)| number.parse().ok())
+        .collect()
+}
+
+/// Checks that the directory holds only what an idle database needs: the
+/// live tables, one WAL, the one MANIFEST CURRENT names, and CURRENT, LOCK
+/// and the info logs. A half-written table, WAL, MANIFEST or temporary
+/// file fails it. REQUIRES: no flush or compaction is running, and none
+/// finished while a reader pinned its inputs since the last flush (those
+/// are deleted at the next flush or compaction, as in LevelDB).
+pub fn assert_no_stray_files(env: &dyn Env, dir: &Path, db: &DB, context: &str) {
+    let live = live_tables(db);
+    let current = shale::env::read_file(env, &dir.join("CURRENT"))
+        .unwrap_or_else(|e| panic!("{context}: CURRENT: {e}"));
+    let current = String::from_utf8_lossy(&current).trim_end().to_string();
+    let mut names = env.children(dir).unwrap_or_default();
+    names.sort();
+    let mut logs = 0;
+    for name in &names {
+        let stray = if let Some(number) = name.strip_suffix(".ldb") {
+            !number.parse().is_ok_and(|n: u64| live.contains(&n))
+        } else if name.ends_with(".log") {
+            logs += 1;
+            false
+        } else if name.starts_with("MANIFEST-") {
+            *name != current
+        } else {
+            !matches!(name.as_str(), "CURRENT" | "LOCK" | "LOG" | "LOG.old")
+        };
+        assert!(
+            !stray,
+            "{context}: stray file {name} in {names:?} (live tables {live:?})"
+        );
+    }
+    assert_eq!(logs, 1, "{context}: one WAL expected in {names:?}");
+}
+
+/// Puts `key` until it works (the database resumed by itself) or `timeout`
+/// passes; every refusal must be the full-disk error. Returns how long it
+/// took.
+pub fn put_when_resumed(db: &DB, key: &[u8], value: &[u8], timeout: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        match db.put(&WriteOptions::default(), key, value) {
+            Ok(()) => return started.elapsed(),
+            Err(err) => {
+                assert!(err.is_no_space(), "a refused write while resuming: {err}");
+                assert!(
+                    started.elapsed() < timeout,
+                    "did not resume within {timeout:?}: {err}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// Checks that `err` is the full-disk error and says so.
+pub fn assert_no_space(err: &Error, context: &str) {
+    assert!(err.is_no_space(), "{context}: want no space, got {err:?}");
+    assert!(
+        err.to_string().contains("No space left on device"),
+        "{context}: the message says the disk is full: {err}"
+    );
+}
