@@ -5,12 +5,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 
-use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, WriteOptions, DB};
+use rocksdb::{
+    BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, WriteOptions, DB,
+};
 
+use crate::die;
 use crate::flags::{Compression, Flags};
 use crate::generator::{KeyFormat, Random, ValueGenerator};
 use crate::stats::Stats;
-use crate::die;
 
 /// Which loop a benchmark name runs.
 #[derive(Debug, Clone, Copy)]
@@ -29,8 +31,7 @@ enum Method {
 }
 
 /// The database and the per-benchmark settings leveldb_bench keeps in its
-/// `Benchmark` class.
-#[derive(Debug)]
+/// `Benchmark` class. (No `Debug`: RocksDB's `Cache` has none.)
 pub struct Benchmark {
     flags: Flags,
     /// Shared by every open, as leveldb_bench shares its `Cache`.
@@ -46,7 +47,9 @@ pub struct Benchmark {
 
 impl Benchmark {
     pub fn new(flags: Flags) -> Benchmark {
-        let cache = usize::try_from(flags.cache_size).ok().map(Cache::new_lru_cache);
+        let cache = usize::try_from(flags.cache_size)
+            .ok()
+            .map(Cache::new_lru_cache);
         let benchmark = Benchmark {
             flags,
             cache,
@@ -73,7 +76,11 @@ impl Benchmark {
         let list = self.flags.benchmarks.clone();
         for name in list.split(',').filter(|name| !name.is_empty()) {
             self.num = self.flags.num;
-            self.reads = if self.flags.reads < 0 { self.flags.num } else { self.flags.reads };
+            self.reads = if self.flags.reads < 0 {
+                self.flags.num
+            } else {
+                self.flags.reads
+            };
             self.value_size = self.flags.value_size;
             self.sync = false;
             let mut fresh = false;
@@ -118,7 +125,11 @@ impl Benchmark {
                 self.destroy();
                 self.open();
             }
-            let threads = if matches!(method, Method::Compact) { 1 } else { self.flags.threads };
+            let threads = if matches!(method, Method::Compact) {
+                1
+            } else {
+                self.flags.threads
+            };
             self.run_threads(name, method, threads);
         }
     }
@@ -175,10 +186,12 @@ impl Benchmark {
         let shape = &flags.shape;
         options.set_max_bytes_for_level_base(shape.max_bytes_for_level_base);
         options.set_max_bytes_for_level_multiplier(shape.max_bytes_for_level_multiplier);
-        options.set_level_zero_file_num_compaction_trigger(shape.level0_file_num_compaction_trigger);
+        options
+            .set_level_zero_file_num_compaction_trigger(shape.level0_file_num_compaction_trigger);
         options.set_level_zero_slowdown_writes_trigger(shape.level0_slowdown_writes_trigger);
         options.set_level_zero_stop_writes_trigger(shape.level0_stop_writes_trigger);
-        options.set_level_compaction_dynamic_level_bytes(shape.level_compaction_dynamic_level_bytes);
+        options
+            .set_level_compaction_dynamic_level_bytes(shape.level_compaction_dynamic_level_bytes);
         options.set_max_background_jobs(shape.max_background_jobs);
         options.set_max_write_buffer_number(shape.max_write_buffer_number);
         match DB::open(&options, &flags.db) {
@@ -215,7 +228,11 @@ impl Benchmark {
                 .collect();
             workers
                 .into_iter()
-                .map(|worker| worker.join().unwrap_or_else(|_| die("a benchmark thread panicked")))
+                .map(|worker| {
+                    worker
+                        .join()
+                        .unwrap_or_else(|_| die("a benchmark thread panicked"))
+                })
                 .collect()
         });
         let mut first = all.remove(0);
@@ -260,7 +277,11 @@ impl Benchmark {
         let db = self.db();
         let mut bytes = 0u64;
         for i in 0..self.num {
-            let k = if sequential { i as u64 } else { u64::from(rand.uniform(self.key_space())) };
+            let k = if sequential {
+                i as u64
+            } else {
+                u64::from(rand.uniform(self.key_space()))
+            };
             let key = keys.make(k);
             let value = values.generate(self.value_size);
             if let Err(error) = db.put_opt(key, value, &options) {
@@ -347,12 +368,17 @@ impl Benchmark {
         let mut keys = KeyFormat::new(self.flags.key_size);
         let db = self.db();
         for i in 0..self.num {
-            let k = if sequential { i as u64 } else { u64::from(rand.uniform(self.key_space())) };
+            let k = if sequential {
+                i as u64
+            } else {
+                u64::from(rand.uniform(self.key_space()))
+            };
             let key = keys.make(k);
             if let Err(error) = db.delete_opt(key, &options) {
                 die(&format!("del error: {error}"));
             }
-            self.user_bytes.fetch_add(key.len() as u64, Ordering::Relaxed);
+            self.user_bytes
+                .fetch_add(key.len() as u64, Ordering::Relaxed);
             stats.finished_single_op();
         }
     }
@@ -391,7 +417,10 @@ impl Benchmark {
             stats.finished_single_op();
         }
         self.user_bytes.fetch_add(bytes, Ordering::Relaxed);
-        stats.add_message(&format!("( reads:{reads} writes:{writes} total:{} found:{found})", self.reads));
+        stats.add_message(&format!(
+            "( reads:{reads} writes:{writes} total:{} found:{found})",
+            self.reads
+        ));
     }
 }
 

@@ -107,7 +107,9 @@ fn invalid(name: &str, value: &str, expected: &str) -> FlagError {
 }
 
 fn integer<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, FlagError> {
-    value.parse().map_err(|_| invalid(name, value, "an integer"))
+    value
+        .parse()
+        .map_err(|_| invalid(name, value, "an integer"))
 }
 
 fn number(name: &str, value: &str) -> Result<f64, FlagError> {
@@ -127,8 +129,13 @@ impl Flags {
     pub fn parse<I: IntoIterator<Item = String>>(arguments: I) -> Result<Flags, FlagError> {
         let mut flags = Flags::default();
         for argument in arguments {
-            let Some((name, value)) = argument.strip_prefix("--").and_then(|rest| rest.split_once('=')) else {
-                return Err(FlagError(format!("expected --name=value, got '{argument}'")));
+            let Some((name, value)) = argument
+                .strip_prefix("--")
+                .and_then(|rest| rest.split_once('='))
+            else {
+                return Err(FlagError(format!(
+                    "expected --name=value, got '{argument}'"
+                )));
             };
             let shape = &mut flags.shape;
             match name {
@@ -146,7 +153,9 @@ impl Flags {
                 "readwritepercent" => flags.readwritepercent = integer(name, value)?,
                 "write_buffer_size" => flags.write_buffer_size = integer(name, value)?,
                 // RocksDB calls it target_file_size_base; both spellings work.
-                "max_file_size" | "target_file_size_base" => flags.max_file_size = integer(name, value)?,
+                "max_file_size" | "target_file_size_base" => {
+                    flags.max_file_size = integer(name, value)?
+                }
                 "block_size" => flags.block_size = integer(name, value)?,
                 "block_restart_interval" => flags.block_restart_interval = integer(name, value)?,
                 "bloom_bits" => flags.bloom_bits = integer(name, value)?,
@@ -159,13 +168,21 @@ impl Flags {
                         _ => return Err(invalid(name, value, "none or snappy")),
                     }
                 }
-                "max_bytes_for_level_base" => shape.max_bytes_for_level_base = integer(name, value)?,
-                "max_bytes_for_level_multiplier" => shape.max_bytes_for_level_multiplier = number(name, value)?,
+                "max_bytes_for_level_base" => {
+                    shape.max_bytes_for_level_base = integer(name, value)?
+                }
+                "max_bytes_for_level_multiplier" => {
+                    shape.max_bytes_for_level_multiplier = number(name, value)?
+                }
                 "level0_file_num_compaction_trigger" => {
                     shape.level0_file_num_compaction_trigger = integer(name, value)?
                 }
-                "level0_slowdown_writes_trigger" => shape.level0_slowdown_writes_trigger = integer(name, value)?,
-                "level0_stop_writes_trigger" => shape.level0_stop_writes_trigger = integer(name, value)?,
+                "level0_slowdown_writes_trigger" => {
+                    shape.level0_slowdown_writes_trigger = integer(name, value)?
+                }
+                "level0_stop_writes_trigger" => {
+                    shape.level0_stop_writes_trigger = integer(name, value)?
+                }
                 "level_compaction_dynamic_level_bytes" => {
                     shape.level_compaction_dynamic_level_bytes = boolean(name, value)?
                 }
@@ -230,7 +247,9 @@ mod tests {
     fn bad_flags_are_errors_not_panics() {
         assert_eq!(
             parse(&["--db=/tmp/x", "--num=lots"]).err(),
-            Some(FlagError("invalid value 'lots' for --num (an integer)".into()))
+            Some(FlagError(
+                "invalid value 'lots' for --num (an integer)".into()
+            ))
         );
         assert!(parse(&["--db=/tmp/x", "--threads=-1"]).is_err());
         assert!(parse(&["--db=/tmp/x", "--histogram=yes"]).is_err());

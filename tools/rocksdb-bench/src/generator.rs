@@ -101,7 +101,10 @@ pub struct KeyFormat {
 
 impl KeyFormat {
     pub fn new(key_size: usize) -> KeyFormat {
-        KeyFormat { key_size, buffer: String::with_capacity(32) }
+        KeyFormat {
+            key_size,
+            buffer: String::with_capacity(32),
+        }
     }
 
     pub fn make(&mut self, k: u64) -> &[u8] {

@@ -70,7 +70,10 @@ fn main() {
         }
     }
     if let Some((user, system)) = cpu_seconds() {
-        println!("CPU: {:.2} s (user {user:.2}, system {system:.2})", user + system);
+        println!(
+            "CPU: {:.2} s (user {user:.2}, system {system:.2})",
+            user + system
+        );
     }
 }
 
@@ -82,7 +85,10 @@ fn main() {
 fn table_bytes_written(db: &Path) -> Option<u64> {
     let log = std::fs::read_to_string(db.join("LOG")).ok()?;
     let mut total = 0u64;
-    for line in log.lines().filter(|line| line.contains("\"event\": \"table_file_creation\"")) {
+    for line in log
+        .lines()
+        .filter(|line| line.contains("\"event\": \"table_file_creation\""))
+    {
         let (_, rest) = line.split_once("\"file_size\": ")?;
         let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
         total += digits.parse::<u64>().ok()?;

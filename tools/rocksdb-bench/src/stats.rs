@@ -28,7 +28,10 @@ pub struct Stats {
 
 impl Stats {
     pub fn new(histogram: bool) -> Stats {
-        Stats { histogram, ..Stats::default() }
+        Stats {
+            histogram,
+            ..Stats::default()
+        }
     }
 
     pub fn start(&mut self) {
@@ -95,7 +98,10 @@ impl Stats {
             extra.push_str(&self.message);
         }
         let separator = if extra.is_empty() { "" } else { " " };
-        println!("{name:<12} : {:11.3} micros/op;{separator}{extra}", self.seconds * 1e6 / ops as f64);
+        println!(
+            "{name:<12} : {:11.3} micros/op;{separator}{extra}",
+            self.seconds * 1e6 / ops as f64
+        );
         if self.histogram && !self.latencies.is_empty() {
             self.latencies.sort_by(f32::total_cmp);
             let latencies = &self.latencies;
@@ -108,7 +114,12 @@ impl Stats {
             let sum: f64 = latencies.iter().map(|&latency| f64::from(latency)).sum();
             println!("Microseconds per op:");
             println!("Count: {count}  Average: {:.4}", sum / count as f64);
-            println!("Min: {:.4}  Median: {:.4}  Max: {:.4}", latencies[0], at(0.5), latencies[count - 1]);
+            println!(
+                "Min: {:.4}  Median: {:.4}  Max: {:.4}",
+                latencies[0],
+                at(0.5),
+                latencies[count - 1]
+            );
             println!(
                 "Percentiles: P50: {:.2} P99: {:.2} P99.9: {:.2} P99.99: {:.2}",
                 at(0.5),
