@@ -194,6 +194,7 @@ impl Benchmark {
             .set_level_compaction_dynamic_level_bytes(shape.level_compaction_dynamic_level_bytes);
         options.set_max_background_jobs(shape.max_background_jobs);
         options.set_max_write_buffer_number(shape.max_write_buffer_number);
+        options.set_allow_mmap_reads(flags.mmap_read);
         match DB::open(&options, &flags.db) {
             Ok(db) => self.db = Some(db),
             Err(error) => die(&format!("open error: {error}")),
@@ -261,6 +262,12 @@ impl Benchmark {
         }
     }
 
+    fn read_options(&self) -> ReadOptions {
+        let mut options = ReadOptions::default();
+        options.set_verify_checksums(self.flags.verify_checksums);
+        options
+    }
+
     fn key_space(&self) -> u32 {
         // --num is checked to be in 1..2^31-1.
         self.flags.num as u32
@@ -295,7 +302,7 @@ impl Benchmark {
     }
 
     fn read_random(&self, stats: &mut Stats, rand: &mut Random) {
-        let options = ReadOptions::default();
+        let options = self.read_options();
         let mut keys = KeyFormat::new(self.flags.key_size);
         let db = self.db();
         let mut found = 0u64;
@@ -311,7 +318,7 @@ impl Benchmark {
     }
 
     fn read_missing(&self, stats: &mut Stats, rand: &mut Random) {
-        let options = ReadOptions::default();
+        let options = self.read_options();
         let mut keys = KeyFormat::new(self.flags.key_size);
         let db = self.db();
         for _ in 0..self.reads {
@@ -324,7 +331,7 @@ impl Benchmark {
 
     fn scan(&self, stats: &mut Stats, forward: bool) {
         // The raw iterator hands out borrowed slices, as LevelDB's does.
-        let mut iterator = self.db().raw_iterator();
+        let mut iterator = self.db().raw_iterator_opt(self.read_options());
         if forward {
             iterator.seek_to_first();
         } else {
@@ -352,7 +359,7 @@ impl Benchmark {
         let db = self.db();
         let mut found = 0u64;
         for _ in 0..self.reads {
-            let mut iterator = db.raw_iterator();
+            let mut iterator = db.raw_iterator_opt(self.read_options());
             let key = keys.make(u64::from(rand.uniform(self.key_space())));
             iterator.seek(key);
             if iterator.valid() && iterator.key() == Some(key) {
@@ -386,7 +393,7 @@ impl Benchmark {
     /// RocksDB's mix: of every 100 operations, readwritepercent reads first,
     /// then the writes.
     fn read_random_write_random(&self, stats: &mut Stats, rand: &mut Random) {
-        let read_options = ReadOptions::default();
+        let read_options = self.read_options();
         let write_options = WriteOptions::default();
         let mut values = ValueGenerator::new(self.flags.compression_ratio, self.value_size);
         let mut keys = KeyFormat::new(self.flags.key_size);

@@ -28,6 +28,12 @@ pub struct Flags {
     pub cache_size: i64,
     pub open_files: i64,
     pub compression: Compression,
+    /// Off by default, as LevelDB's `ReadOptions` (and so leveldb_bench and
+    /// `shale bench`); RocksDB's `ReadOptions` and db_bench default to on.
+    pub verify_checksums: bool,
+    /// RocksDB's `allow_mmap_reads` (db_bench's --mmap_read); off, RocksDB's
+    /// default, although LevelDB 1.23 and ShaleDB read tables through mmap.
+    pub mmap_read: bool,
     pub shape: LsmShape,
 }
 
@@ -78,6 +84,8 @@ impl Default for Flags {
             cache_size: -1,
             open_files: -1,
             compression: Compression::Snappy,
+            verify_checksums: false,
+            mmap_read: false,
             shape: LsmShape {
                 max_bytes_for_level_base: 10 * 1048576,
                 max_bytes_for_level_multiplier: 10.0,
@@ -168,6 +176,11 @@ impl Flags {
                         _ => return Err(invalid(name, value, "none or snappy")),
                     }
                 }
+                // LevelDB's spelling and RocksDB db_bench's.
+                "verify_checksums" | "verify_checksum" => {
+                    flags.verify_checksums = boolean(name, value)?
+                }
+                "mmap_read" => flags.mmap_read = boolean(name, value)?,
                 "max_bytes_for_level_base" => {
                     shape.max_bytes_for_level_base = integer(name, value)?
                 }
