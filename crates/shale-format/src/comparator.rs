@@ -266,10 +266,7 @@ impl KeyOrder {
     pub fn compare_internal(&self, a: &[u8], b: &[u8]) -> Ordering {
         match &self.custom {
             None => compare_internal_keys(a, b),
-            Some(custom) => match custom.compare(extract_user_key(a), extract_user_key(b)) {
-                Ordering::Equal => tag_of(b).cmp(&tag_of(a)),
-                other => other,
-            },
+            Some(custom) => compare_internal_with(&**custom, a, b),
         }
     }
 
@@ -286,9 +283,7 @@ impl KeyOrder {
     pub fn internal_comparator(&self) -> Arc<dyn Comparator> {
         match &self.custom {
             None => Arc::new(InternalKeyComparator),
-            Some(_) => Arc::new(CustomInternalKeyComparator {
-                order: self.clone(),
-            }),
+            Some(user) => Arc::new(CustomInternalKeyComparator { user: user.clone() }),
         }
     }
 }
@@ -296,7 +291,16 @@ impl KeyOrder {
 /// [`InternalKeyComparator`] over a custom user order.
 #[derive(Debug, Clone)]
 struct CustomInternalKeyComparator {
-    order: KeyOrder,
+    user: Arc<dyn Comparator>,
+}
+
+/// Internal-key order over the user order `user`: user key, then tag
+/// descending.
+fn compare_internal_with(user: &dyn Comparator, a: &[u8], b: &[u8]) -> Ordering {
+    match user.compare(extract_user_key(a), extract_user_key(b)) {
+        Ordering::Equal => tag_of(b).cmp(&tag_of(a)),
+        other => other,
+    }
 }
 
 impl Comparator for CustomInternalKeyComparator {
@@ -305,21 +309,15 @@ impl Comparator for CustomInternalKeyComparator {
     }
 
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
-        self.order.compare_internal(a, b)
+        compare_internal_with(&*self.user, a, b)
     }
 
     fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
-        match &self.order.custom {
-            Some(user) => shorten_internal_separator(&**user, start, limit),
-            None => shorten_internal_separator(&BytewiseComparator, start, limit),
-        }
+        shorten_internal_separator(&*self.user, start, limit);
     }
 
     fn find_short_successor(&self, key: &mut Vec<u8>) {
-        match &self.order.custom {
-            Some(user) => shorten_internal_successor(&**user, key),
-            None => shorten_internal_successor(&BytewiseComparator, key),
-        }
+        shorten_internal_successor(&*self.user, key);
     }
 }
 

@@ -471,7 +471,9 @@ fn verify_table(
     let index_handle = footer.index_handle;
     let index = read(index_handle)?;
     report.blocks += 1;
-    let mut index_iter = index.iter(order.internal_comparator());
+    // One comparator for the index and every data block.
+    let comparator = order.internal_comparator();
+    let mut index_iter = index.iter(comparator.clone());
     index_iter.seek_to_first();
     // The key before the current one (one buffer, reused), and the first.
     let mut previous_key: Vec<u8> = Vec::new();
@@ -485,7 +487,7 @@ fn verify_table(
         report.blocks += 1;
         let bad =
             |reason: String| corruption_at(&name, handle.offset, format!("data block: {reason}"));
-        let mut iter = data.iter(order.internal_comparator());
+        let mut iter = data.iter(comparator.clone());
         iter.seek_to_first();
         let mut first_in_block = true;
         while iter.valid() {

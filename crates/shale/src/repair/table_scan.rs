@@ -86,6 +86,7 @@ pub(super) fn scan_table(
         verify_checksums: true,
         fill_cache: false,
     };
+    let comparator = order.internal_comparator();
     for handle in handles {
         let block = match table.read_data_block(handle, read) {
             Ok(block) => block,
@@ -94,7 +95,7 @@ pub(super) fn scan_table(
                 continue;
             }
         };
-        let mut iter = block.iter(order.internal_comparator());
+        let mut iter = block.iter(comparator.clone());
         iter.seek_to_first();
         while iter.valid() {
             let key = iter.key();
