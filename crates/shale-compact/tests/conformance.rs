@@ -738,6 +738,13 @@ fn a_range_without_entries_writes_nothing() {
             check_against_reference(executor.as_ref(), &empty);
         }
     }
+    // A sub-job cut past the last file keeps no input file at all (the
+    // remote executor once sent that to its worker, which refused it).
+    let subs = split(&case.job, &[b"key000799".to_vec()]);
+    assert!(subs[1].inputs.is_empty());
+    for executor in &executors {
+        check_against_reference(executor.as_ref(), &with_job(&case, subs[1].clone()));
+    }
     // A one-key range in the middle of a block: exactly that key.
     let mut job = case.job.clone();
     job.range = KeyRange::new(key("key000100"), key("key000101"));

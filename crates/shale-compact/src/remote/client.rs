@@ -604,6 +604,19 @@ impl Executor for RemoteExecutor {
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
         crate::job::require_bytewise(REMOTE, io)?;
         let started = Instant::now();
+        // A sub-job whose range falls between the input files has nothing to
+        // read or write; the worker refuses such a job, so it never leaves.
+        if job.inputs.iter().all(|run| run.files.is_empty()) {
+            return Ok(CompactionOutput {
+                executor: REMOTE.to_string(),
+                outputs: Vec::new(),
+                stats: PhaseStats {
+                    total_secs: started.elapsed().as_secs_f64(),
+                    ..PhaseStats::default()
+                },
+                fallback: None,
+            });
+        }
         let db = io
             .database_dir()
             .ok_or_else(|| failed("this database has no directory a worker can reach"))?;
