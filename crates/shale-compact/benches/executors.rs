@@ -4,7 +4,7 @@
 //! L0 tables of `--entries` random 16-byte keys each, values of
 //! `--value-size` bytes, half compressible, Snappy on.
 //!
-//! `cargo bench -p shale-compact --bench executors -- [--runs 5] [--entries 200000] [--value-size 128] [--repeats 5]`
+//! `cargo bench -p shale-compact --bench executors -- [--runs 5] [--entries 200000] [--value-size 128] [--repeats 5] [--only parallel-1]`
 
 #![allow(clippy::unwrap_used, reason = "benchmark program")]
 #![allow(clippy::print_stdout, reason = "benchmark program")]
@@ -120,19 +120,37 @@ fn main() {
             Box::new(ParallelExecutor::new(0, 6 << 20).unwrap()),
         ),
     ];
-    let mut medians = Vec::new();
-    for (name, executor) in &executors {
-        let mut times = Vec::new();
-        let mut last = None;
-        for _ in 0..repeats {
+    // `--only NAME` keeps one executor (for a profiler).
+    let argv: Vec<String> = std::env::args().collect();
+    let only = argv
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| argv.get(i + 1).cloned());
+    let mut executors = executors;
+    if let Some(only) = &only {
+        executors.retain(|(name, _)| name == only);
+        assert!(!executors.is_empty(), "no executor named {only}");
+    }
+    // Rounds alternate the executors (each round runs every executor once,
+    // starting one further along), so a change in the machine's load
+    // touches them all alike; the median of the rounds is reported.
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); executors.len()];
+    let mut last: Vec<Option<shale_compact::job::CompactionOutput>> =
+        executors.iter().map(|_| None).collect();
+    for round in 0..repeats {
+        for k in 0..executors.len() {
+            let e = (round + k) % executors.len();
             let started = Instant::now();
-            let output = executor.run(&job, &io).unwrap();
-            times.push(started.elapsed().as_secs_f64());
-            last = Some(output);
+            let output = executors[e].1.run(&job, &io).unwrap();
+            times[e].push(started.elapsed().as_secs_f64());
+            last[e] = Some(output);
         }
+    }
+    let mut medians = Vec::new();
+    for (((name, _), mut times), output) in executors.iter().zip(times).zip(last) {
         times.sort_by(|a, b| a.partial_cmp(b).unwrap());
         let median = times[times.len() / 2];
-        let output = last.unwrap();
+        let output = output.unwrap();
         let moved = (output.stats.bytes_read + output.stats.bytes_written) as f64 / 1e6;
         let s = &output.stats;
         println!(
@@ -141,8 +159,10 @@ fn main() {
         );
         medians.push((name.clone(), median));
     }
-    let streaming = medians[0].1;
-    for (name, median) in &medians[1..] {
+    let Some(&(_, streaming)) = medians.iter().find(|(name, _)| name == "streaming") else {
+        return;
+    };
+    for (name, median) in medians.iter().filter(|(name, _)| name != "streaming") {
         println!("{name} / streaming speed: {:.2}x", streaming / median);
     }
 }

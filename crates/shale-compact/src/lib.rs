@@ -6,6 +6,7 @@
 
 pub mod boundaries;
 pub mod gc;
+pub(crate) mod inputs;
 pub mod job;
 pub mod mem_io;
 pub mod opencl;

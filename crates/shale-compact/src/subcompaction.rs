@@ -25,8 +25,8 @@ use shale_format::format::BLOCK_TRAILER_LEN;
 use shale_format::internal_key::extract_user_key;
 use shale_format::Result;
 
+use crate::inputs::run_blocks_in_range;
 use crate::job::{CompactionJob, InputRun, JobFile, JobIo, KeyRange};
-use crate::parallel::run_blocks_in_range;
 
 /// Up to `max_parts - 1` user keys, strictly increasing, that cut `job`'s
 /// input into parts of roughly equal input bytes, each at least
@@ -230,9 +230,9 @@ mod tests {
     use shale_format::table_builder::TableBuilder;
 
     use super::*;
+    use crate::inputs::open_table;
     use crate::job::{TableSettings, UserKeyRange};
     use crate::mem_io::MemIo;
-    use crate::parallel::open_table;
 
     fn user_key(i: u32) -> Vec<u8> {
         format!("key{i:06}").into_bytes()

@@ -47,8 +47,7 @@ use super::device::DeviceError;
 use super::pipeline::DeviceEntries;
 use super::session::{mem, Arg, Download, Session};
 use crate::job::CompactionJob;
-use crate::parallel::pack::{PlannedFile, ScanState};
-use crate::parallel::plan::{plan_boundaries_from_sizes, EntrySize};
+use crate::parallel::plan::{plan_boundaries_from_sizes, EntrySize, PlannedFile, ScanState};
 
 /// A finished table, in memory, before it has a file number.
 #[derive(Debug)]

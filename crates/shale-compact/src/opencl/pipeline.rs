@@ -43,8 +43,8 @@ use super::session::{mem, Arg, Session, Upload};
 use super::slices::{InputBlock, SliceInput};
 use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
+use crate::inputs::shared_user_key_prefix;
 use crate::job::{CompactionJob, PhaseStats};
-use crate::parallel::shared_user_key_prefix;
 use crate::parallel::unpack::restart_groups as restart_groups_of;
 
 /// The entries of a job on the device, in structure-of-arrays form.

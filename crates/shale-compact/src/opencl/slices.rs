@@ -2,13 +2,12 @@
 //! the whole job, must fit the device-memory budget. This file is the host
 //! side that cuts the input into slices; `mod.rs` runs them as a pipeline.
 //!
-//! A slice ends at a *user key* `u`: it takes every entry whose user key is
-//! at most `u` (the limit is the internal key `(u, sequence 0)`, the last
-//! one `u` can have). So all versions of a user key meet in one slice, and
-//! gc, which looks only at an entry and the one before it with the same user
-//! key, needs nothing from earlier slices. `u` is the user key of the index
-//! key of the block at which the unread input passes the slice size, so
-//! every slice takes at least one whole block.
+//! Slices are cut by the rule `parallel` uses too ([`crate::inputs`]): a
+//! slice ends at a *user key*, so all versions of a user key meet in one
+//! slice, and gc, which looks only at an entry and the one before it with
+//! the same user key, needs nothing from earlier slices; every slice takes
+//! at least one whole block. Input tables are opened and read through the
+//! same module.
 //!
 //! Per run, blocks whose index key is at or below the limit are read
 //! whole; the first block past it may still hold entries at or below the
@@ -32,12 +31,12 @@
 use shale_format::block_builder::BlockBuilder;
 use shale_format::comparator::compare_internal_keys;
 use shale_format::format::{block_trailer, BlockHandle, CompressionType, BLOCK_TRAILER_LEN};
-use shale_format::internal_key::{extract_user_key, InternalKey, ValueType};
+use shale_format::internal_key::extract_user_key;
 
 use super::device::DeviceError;
+use crate::inputs::{read_stretches, run_blocks_in_range, slice_limit, InputTable};
 use crate::job::{CompactionJob, JobIo, KeyRange};
 use crate::parallel::unpack::unpack_block;
-use crate::parallel::{run_blocks_in_range, InputTable};
 
 /// Restart interval of the blocks the host re-encodes (split input blocks,
 /// carried output blocks); any interval parses the same.
@@ -190,40 +189,28 @@ impl SlicePlanner {
         })
     }
 
-    /// The limit of the next slice: `(u, 0)` for the user key `u` of the
-    /// index key of the block at which the unread input, in key order,
-    /// passes the slice size. `None`: the rest is the last slice.
+    /// The limit of the next slice, by the one slicing rule of
+    /// [`crate::inputs::slice_limit`]. `None`: the rest is the last slice.
     fn next_limit(&self) -> Option<Vec<u8>> {
-        let mut remaining: Vec<(&[u8], u64)> = Vec::new();
-        for run in &self.runs {
-            if let Some(leftover) = &run.leftover {
-                // Its keys sort before the run's next block, so the next
-                // block's index key bounds them; with no next block, the
-                // run's last index key (its largest key) does.
-                let bound = run.blocks.get(run.next).or(run.blocks.last());
-                if let Some(&(t, b)) = bound {
-                    remaining.push((&self.tables[t].blocks[b].0, leftover.stored.len() as u64));
-                }
-            }
-            for &(t, b) in &run.blocks[run.next..] {
-                let (key, handle) = &self.tables[t].blocks[b];
-                remaining.push((key, handle.size + BLOCK_TRAILER_LEN as u64));
-            }
-        }
-        let total: u64 = remaining.iter().map(|r| r.1).sum();
-        if total <= self.slice_input_bytes {
-            return None;
-        }
-        remaining.sort_by(|a, b| compare_internal_keys(a.0, b.0));
-        let mut sum = 0;
-        for (key, size) in remaining {
-            sum += size;
-            if sum >= self.slice_input_bytes {
-                let user_key = extract_user_key(key);
-                return Some(InternalKey::new(user_key, 0, ValueType::Deletion).into_encoded());
-            }
-        }
-        None
+        let tables = &self.tables;
+        let remaining = self.runs.iter().flat_map(|run| {
+            // A leftover's keys sort below the run's next block's index key;
+            // with no next block, the run's last index key (its largest key)
+            // bounds them.
+            let leftover = run.leftover.as_ref().and_then(|leftover| {
+                let &(t, b) = run.blocks.get(run.next).or(run.blocks.last())?;
+                Some((
+                    tables[t].blocks[b].0.as_slice(),
+                    leftover.stored.len() as u64,
+                ))
+            });
+            let unread = run.blocks[run.next..].iter().map(|&(t, b)| {
+                let (key, handle) = &tables[t].blocks[b];
+                (key.as_slice(), handle.size + BLOCK_TRAILER_LEN as u64)
+            });
+            leftover.into_iter().chain(unread)
+        });
+        slice_limit(remaining, self.slice_input_bytes)
     }
 
     /// Reads the next slice; `None` once the input is used up.
@@ -283,7 +270,7 @@ impl SlicePlanner {
                         }
                         read_runs_blocks(tables, &std::mem::take(&mut take), &mut slice)?;
                         Leftover {
-                            stored: read_stored(&tables[t], b)?,
+                            stored: read_stored(tables, t, b)?,
                             from: tables[t].name.clone(),
                         }
                     }
@@ -334,83 +321,23 @@ impl SlicePlanner {
 }
 
 /// One block as stored (contents and trailer).
-fn read_stored(table: &InputTable, block: usize) -> Result<Vec<u8>, DeviceError> {
-    let handle = table.blocks[block].1;
-    let len = handle
-        .size
-        .checked_add(BLOCK_TRAILER_LEN as u64)
-        .filter(|&l| l <= u64::from(u32::MAX))
-        .ok_or_else(|| {
-            DeviceError::new(format!("corruption in {}: bad block handle", table.name))
-        })?;
-    let mut stored = vec![0u8; len as usize];
-    table
-        .source
-        .read_exact_at(&mut stored, handle.offset)
-        .map_err(|e| {
-            DeviceError::new(format!(
-                "input: reading {} at offset {}: {e}",
-                table.name, handle.offset
-            ))
-        })?;
-    Ok(stored)
+fn read_stored(tables: &[InputTable], table: usize, block: usize) -> Result<Vec<u8>, DeviceError> {
+    let mut stretches = read_stretches(tables, &[(table, block)]).map_err(input_error)?;
+    Ok(stretches.pop().map(|s| s.buffer).unwrap_or_default())
 }
 
 /// Reads the blocks `take` (table, block) of one run into `slice`, one read
-/// per stretch of consecutive blocks of a file; checks that the index's
-/// handles are in order and inside the stretch.
+/// per stretch of consecutive blocks of a file.
 fn read_runs_blocks(
     tables: &[InputTable],
     take: &[(usize, usize)],
     slice: &mut SliceInput,
 ) -> Result<(), DeviceError> {
-    let mut i = 0;
-    while i < take.len() {
-        let t = take[i].0;
-        let table: &InputTable = &tables[t];
-        let mut j = i;
-        while j + 1 < take.len() && take[j + 1].0 == t && take[j + 1].1 == take[j].1 + 1 {
-            j += 1;
+    for stretch in read_stretches(tables, take).map_err(input_error)? {
+        let source = slice.name(tables[stretch.table].name.clone());
+        for (handle, range) in stretch.blocks {
+            slice.push_stored(source, handle, &stretch.buffer[range])?;
         }
-        let start = table.blocks[take[i].1].1.offset;
-        let last = table.blocks[take[j].1].1;
-        let end = last
-            .offset
-            .checked_add(last.size)
-            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64))
-            .filter(|&e| e >= start && e - start <= u64::from(u32::MAX))
-            .ok_or_else(|| {
-                DeviceError::new(format!("corruption in {}: bad block handles", table.name))
-            })?;
-        let mut buffer = vec![0u8; (end - start) as usize];
-        table
-            .source
-            .read_exact_at(&mut buffer, start)
-            .map_err(|e| {
-                DeviceError::new(format!(
-                    "input: reading {} at offset {start}: {e}",
-                    table.name
-                ))
-            })?;
-        let source = slice.name(table.name.clone());
-        let mut previous_end = start;
-        for &(_, b) in &take[i..=j] {
-            let handle = table.blocks[b].1;
-            let block_end = handle
-                .offset
-                .checked_add(handle.size + BLOCK_TRAILER_LEN as u64)
-                .filter(|&e| e <= end);
-            let Some(block_end) = block_end.filter(|_| handle.offset >= previous_end) else {
-                return Err(DeviceError::new(format!(
-                    "corruption in {}: block handles overlap or run backwards at offset {}",
-                    table.name, handle.offset
-                )));
-            };
-            previous_end = block_end;
-            let from = (handle.offset - start) as usize;
-            slice.push_stored(source, handle, &buffer[from..(block_end - start) as usize])?;
-        }
-        i = j + 1;
     }
     Ok(())
 }

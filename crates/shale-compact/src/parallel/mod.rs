@@ -25,20 +25,22 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
-use shale_format::block::Block;
 use shale_format::bloom::BloomFilterPolicy;
 use shale_format::comparator::compare_internal_keys;
-use shale_format::format::{BlockHandle, Footer, RandomAccess, BLOCK_TRAILER_LEN, FOOTER_LEN};
-use shale_format::internal_key::{extract_user_key, ParsedInternalKey, SequenceNumber};
-use shale_format::iterator::KvIterator;
+use shale_format::format::{BlockHandle, BLOCK_TRAILER_LEN};
+use shale_format::internal_key::{ParsedInternalKey, SequenceNumber};
 use shale_format::{Error, Result};
 
 use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
-use crate::job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, KeyRange, PhaseStats};
+use crate::inputs::{
+    read_stretches, run_blocks_in_range, shared_user_key_prefix, slice_limit, InputTable,
+};
+use crate::job::{CompactionJob, CompactionOutput, Executor, JobIo, PhaseStats};
 use merge::{item_key, merge_runs, user_key_prefix, Item};
 pub use pack::IoTime;
-use pack::{plan_boundaries, write_planned, Kept, OpenFile, ScanState, Syncer};
+use pack::{plan_boundaries, write_planned, Kept, OpenFile, Syncer};
+use plan::{PlannedFile, ScanState};
 use unpack::{unpack_block, ParsedBlock};
 
 /// Name of this executor.
@@ -124,109 +126,6 @@ impl Executor for ParallelExecutor {
         // a channel could be stolen into by the stage it waits for.
         run_job(&self.pool, job, io, self.slice_input_bytes())
     }
-}
-
-/// One input table: its source and data block handles with index keys.
-pub(crate) struct InputTable {
-    pub(crate) name: String,
-    pub(crate) source: Arc<dyn RandomAccess>,
-    /// (upper bound of the block's keys, handle) per data block: the index
-    /// separator, or the file's largest key for the last block.
-    pub(crate) blocks: Vec<(Vec<u8>, BlockHandle)>,
-}
-
-impl InputTable {
-    /// The blocks that can hold a key of `range`, by their index keys: from
-    /// the first whose upper bound is not below the range to the first
-    /// whose upper bound is at or past its end (that one may still hold
-    /// keys inside). Only the first can hold keys below the range and only
-    /// the last keys past it. REQUIRES: the table's file overlaps `range`
-    /// (its first block has no lower bound here but the file's smallest
-    /// key).
-    pub(crate) fn blocks_in_range(&self, range: &KeyRange) -> std::ops::Range<usize> {
-        let count = self.blocks.len();
-        let start = match range.lower {
-            Some(_) => self
-                .blocks
-                .partition_point(|(key, _)| range.is_below(extract_user_key(key))),
-            None => 0,
-        };
-        let end = match range.upper {
-            Some(_) => (self
-                .blocks
-                .partition_point(|(key, _)| !range.is_above(extract_user_key(key)))
-                + 1)
-            .min(count),
-            None => count,
-        };
-        start..end.max(start)
-    }
-}
-
-/// The blocks of one run that can hold a key of the job's range, as
-/// (table, block) pairs in key order, opening the run's tables that overlap
-/// the range into `tables`. Returns the pairs and the bytes of the files
-/// opened.
-pub(crate) fn run_blocks_in_range(
-    io: &dyn JobIo,
-    job: &CompactionJob,
-    files: &[JobFile],
-    tables: &mut Vec<InputTable>,
-) -> Result<(Vec<(usize, usize)>, u64)> {
-    let mut blocks = Vec::new();
-    let mut bytes = 0;
-    for file in files.iter().filter(|f| job.file_in_range(f)) {
-        let table = open_table(io, file)?;
-        bytes += file.file_size;
-        let index = tables.len();
-        blocks.extend(table.blocks_in_range(&job.range).map(|b| (index, b)));
-        tables.push(table);
-    }
-    Ok((blocks, bytes))
-}
-
-pub(crate) fn open_table(io: &dyn JobIo, file: &JobFile) -> Result<InputTable> {
-    let name = format!("{:06}.ldb", file.number);
-    let source = io.open_input(file)?;
-    if file.file_size < FOOTER_LEN as u64 {
-        return Err(Error::corruption(0, "file too short to be a table").at(&name, 0));
-    }
-    let mut footer = [0u8; FOOTER_LEN];
-    let footer_offset = file.file_size - FOOTER_LEN as u64;
-    source
-        .read_exact_at(&mut footer, footer_offset)
-        .map_err(|e| Error::io(format!("reading the footer of {name}"), e))?;
-    let footer = Footer::decode(&footer).map_err(|e| e.at(&name, footer_offset))?;
-    let index = shale_format::format::read_block(
-        &*source,
-        &name,
-        file.file_size,
-        footer.index_handle,
-        true,
-    )?;
-    let index = Block::new(index).map_err(|e| e.at(&name, footer.index_handle.offset))?;
-    let mut iter = index.iter(Arc::new(shale_format::comparator::InternalKeyComparator));
-    let mut blocks = Vec::new();
-    iter.seek_to_first();
-    while iter.valid() {
-        let handle = BlockHandle::decode(iter.value())
-            .map_err(|e| e.at(&name, footer.index_handle.offset))?;
-        blocks.push((iter.key().to_vec(), handle));
-        iter.next();
-    }
-    iter.status()
-        .map_err(|e| e.at(&name, footer.index_handle.offset))?;
-    // The index key of a file's last block is a short successor that may
-    // sort after the next file's first keys; slicing needs upper bounds
-    // that increase along a run, so use the file's largest key instead.
-    if let Some(last) = blocks.last_mut() {
-        last.0 = file.largest.clone();
-    }
-    Ok(InputTable {
-        name,
-        source,
-        blocks,
-    })
 }
 
 /// A sorted run's position between slices.
@@ -379,47 +278,30 @@ fn run_job(
     })
 }
 
-/// The exclusive upper key of the next slice: the index key of the block at
-/// which the unread input of all runs, taken in key order, passes
-/// `slice_input_bytes`. `None` when the rest fits in one slice.
+/// The limit of the next slice, by the one slicing rule of
+/// [`crate::inputs::slice_limit`]: over each run's unread blocks and the
+/// entries a split block left to it.
 fn next_slice_limit(
     tables: &[InputTable],
     cursors: &[RunCursor],
     slice_input_bytes: u64,
 ) -> Option<Vec<u8>> {
-    let mut remaining: Vec<(&[u8], u64)> = cursors
-        .iter()
-        .flat_map(|c| c.blocks[c.next..].iter())
-        .map(|&(t, b)| {
+    let remaining = cursors.iter().flat_map(|c| {
+        // A leftover's keys sort below the run's next block's index key (or,
+        // with none left, its last one, the run's largest key).
+        let leftover = c.leftover.iter().filter_map(|(block, first)| {
+            let &(t, b) = c.blocks.get(c.next).or(c.blocks.last())?;
+            let bytes =
+                block.contents.len() * (block.entries.len() - first) / block.entries.len().max(1);
+            Some((tables[t].blocks[b].0.as_slice(), bytes as u64))
+        });
+        let unread = c.blocks[c.next..].iter().map(|&(t, b)| {
             let (key, handle) = &tables[t].blocks[b];
             (key.as_slice(), handle.size + BLOCK_TRAILER_LEN as u64)
-        })
-        .collect();
-    let total: u64 = remaining.iter().map(|r| r.1).sum();
-    if total <= slice_input_bytes {
-        return None;
-    }
-    remaining.sort_by(|a, b| compare_internal_keys(a.0, b.0));
-    let mut sum = 0;
-    for (key, size) in remaining {
-        sum += size;
-        if sum >= slice_input_bytes {
-            return Some(key.to_vec());
-        }
-    }
-    None
-}
-
-/// Length of the user-key prefix every key of `job` shares: that of its
-/// smallest and largest input keys, since every key sorts between them.
-pub(crate) fn shared_user_key_prefix(job: &CompactionJob) -> usize {
-    let files = job.inputs.iter().flat_map(|run| &run.files);
-    let smallest = files.clone().map(|f| extract_user_key(&f.smallest)).min();
-    let largest = files.map(|f| extract_user_key(&f.largest)).max();
-    match (smallest, largest) {
-        (Some(a), Some(b)) => shale_format::block_builder::shared_prefix_len(a, b),
-        _ => 0,
-    }
+        });
+        leftover.chain(unread)
+    });
+    slice_limit(remaining, slice_input_bytes)
 }
 
 /// What every slice of a job shares.
@@ -435,7 +317,7 @@ struct SliceContext<'a> {
 struct PackWork {
     blocks: Vec<Arc<ParsedBlock>>,
     kept: Vec<Kept>,
-    files: Vec<pack::PlannedFile>,
+    files: Vec<PlannedFile>,
 }
 
 fn run_slice(
@@ -629,49 +511,14 @@ struct RawBlock {
 /// contiguous stretch of a file.
 fn read_blocks(tables: &[InputTable], take: &[(usize, usize)]) -> Result<Vec<RawBlock>> {
     let mut out = Vec::with_capacity(take.len());
-    let mut i = 0;
-    while i < take.len() {
-        let table_index = take[i].0;
-        let table = &tables[table_index];
-        // The stretch of consecutive blocks of this table.
-        let mut j = i;
-        while j + 1 < take.len() && take[j + 1].0 == table_index && take[j + 1].1 == take[j].1 + 1 {
-            j += 1;
-        }
-        let first = table.blocks[take[i].1].1;
-        let last = table.blocks[take[j].1].1;
-        let start = first.offset;
-        let end = last
-            .offset
-            .checked_add(last.size + BLOCK_TRAILER_LEN as u64)
-            .filter(|&end| end >= start)
-            .ok_or_else(|| {
-                Error::corruption(last.offset, "block handle out of range").at(&table.name, 0)
-            })?;
-        let mut buf = vec![0u8; (end - start) as usize];
-        table
-            .source
-            .read_exact_at(&mut buf, start)
-            .map_err(|e| Error::io(format!("reading {} at offset {start}", table.name), e))?;
-        let buf = Arc::new(buf);
-        for &(_, b) in &take[i..=j] {
-            let handle = table.blocks[b].1;
-            let from = (handle.offset.checked_sub(start))
-                .map(|f| f as usize)
-                .filter(|&f| f as u64 + handle.size + BLOCK_TRAILER_LEN as u64 <= buf.len() as u64)
-                .ok_or_else(|| {
-                    Error::corruption(handle.offset, "block handles overlap or run backwards")
-                        .at(&table.name, 0)
-                })?;
-            let to = from + handle.size as usize + BLOCK_TRAILER_LEN;
-            out.push(RawBlock {
-                table: table_index,
-                handle,
-                buffer: buf.clone(),
-                range: from..to,
-            });
-        }
-        i = j + 1;
+    for stretch in read_stretches(tables, take)? {
+        let buffer = Arc::new(stretch.buffer);
+        out.extend(stretch.blocks.into_iter().map(|(handle, range)| RawBlock {
+            table: stretch.table,
+            handle,
+            buffer: buffer.clone(),
+            range,
+        }));
     }
     Ok(out)
 }

@@ -12,7 +12,6 @@ use std::time::Instant;
 use rayon::prelude::*;
 use shale_format::block_builder::{shared_prefix_len, BlockBuilder};
 use shale_format::bloom::{bloom_hash, BloomFilterPolicy};
-use shale_format::coding::varint_length;
 use shale_format::filter_block::{assemble_filters, plan_filters};
 use shale_format::format::{maybe_compress_owned, CompressionType, BLOCK_TRAILER_LEN};
 use shale_format::internal_key::extract_user_key;
@@ -20,7 +19,7 @@ use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
 use shale_format::Result;
 
-use super::plan::{plan_boundaries_from_sizes, EntrySize};
+use super::plan::{plan_boundaries_from_sizes, EntrySize, PlannedFile, ScanState};
 use super::unpack::ParsedBlock;
 use crate::job::{CompactionJob, JobIo, OutputSink, OutputTable, PhaseStats};
 
@@ -35,79 +34,6 @@ fn key(blocks: &[Arc<ParsedBlock>], k: Kept) -> &[u8] {
 #[inline]
 fn value(blocks: &[Arc<ParsedBlock>], k: Kept) -> &[u8] {
     blocks[k.0 as usize].value(k.1 as usize)
-}
-
-/// The size bookkeeping of a `BlockBuilder`, without the bytes.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct BlockSizer {
-    buffer: usize,
-    restarts: usize,
-    since_restart: usize,
-    pub(crate) entries: usize,
-}
-
-impl BlockSizer {
-    pub(crate) fn new() -> BlockSizer {
-        BlockSizer {
-            buffer: 0,
-            restarts: 1,
-            since_restart: 0,
-            entries: 0,
-        }
-    }
-
-    /// Adds an entry whose key shares `shared_with_previous` bytes with the
-    /// previous entry of the stream.
-    #[inline]
-    pub(crate) fn add(
-        &mut self,
-        restart_interval: usize,
-        shared_with_previous: usize,
-        key_len: usize,
-        value_len: usize,
-    ) {
-        let shared = if self.since_restart >= restart_interval {
-            self.restarts += 1;
-            self.since_restart = 0;
-            0
-        } else if self.entries == 0 {
-            0
-        } else {
-            shared_with_previous
-        };
-        let non_shared = key_len - shared;
-        self.buffer += varint_length(shared as u64)
-            + varint_length(non_shared as u64)
-            + varint_length(value_len as u64)
-            + non_shared
-            + value_len;
-        self.since_restart += 1;
-        self.entries += 1;
-    }
-
-    #[inline]
-    pub(crate) fn estimate(&self) -> usize {
-        self.buffer + self.restarts * 4 + 4
-    }
-}
-
-/// One output file's share of a slice: complete blocks (ranges into the
-/// kept list) and whether the file ends in this slice.
-#[derive(Debug, Default)]
-pub struct PlannedFile {
-    /// Data blocks, as ranges of the kept list.
-    pub blocks: Vec<Range<usize>>,
-    /// The file ends after these blocks.
-    pub finish: bool,
-}
-
-/// The block/file state carried from one slice to the next.
-#[derive(Debug)]
-pub struct ScanState {
-    /// A file is open (it has at least one entry).
-    pub file_open: bool,
-    /// Uncompressed bytes of the open file's finished data blocks.
-    pub raw_data_bytes: u64,
 }
 
 /// Where blocks and files end. `kept` lists the entries to write in order;
@@ -401,4 +327,75 @@ fn finish_file(
         largest: file.largest,
         entries: file.entries,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::parallel::plan::tests::{job, next};
+    use shale_format::comparator::compare_internal_keys;
+    use shale_format::internal_key::{InternalKey, ValueType};
+
+    #[test]
+    fn sizes_plan_equals_the_key_plan() {
+        let mut state = 99;
+        for _ in 0..300 {
+            let job = job(&mut state);
+            let n = (next(&mut state) % 300) as usize;
+            let mut keys: Vec<Vec<u8>> = (0..n)
+                .map(|i| {
+                    InternalKey::new(
+                        format!("k{:04}", next(&mut state) % 200).as_bytes(),
+                        i as u64 + 1,
+                        ValueType::Value,
+                    )
+                    .into_encoded()
+                })
+                .collect();
+            keys.sort_by(|a, b| compare_internal_keys(a, b));
+            let entries: Vec<(Vec<u8>, Vec<u8>)> = keys
+                .iter()
+                .map(|k| (k.clone(), vec![7; (next(&mut state) % 200) as usize]))
+                .collect();
+            let blocks = vec![Arc::new(ParsedBlock::from_entries(&entries))];
+            let kept: Vec<(u32, u32)> = (0..n as u32).map(|e| (0, e)).collect();
+            let stops: Vec<bool> = (0..n).map(|_| next(&mut state) % 17 == 0).collect();
+            let sizes: Vec<EntrySize> = (0..n)
+                .map(|j| EntrySize {
+                    key_len: entries[j].0.len() as u32,
+                    value_len: entries[j].1.len() as u32,
+                    shared: if j == 0 {
+                        0
+                    } else {
+                        shared_prefix_len(&entries[j - 1].0, &entries[j].0) as u32
+                    },
+                })
+                .collect();
+            for last in [false, true] {
+                let mut a = ScanState {
+                    file_open: false,
+                    raw_data_bytes: 0,
+                };
+                let mut b = ScanState {
+                    file_open: false,
+                    raw_data_bytes: 0,
+                };
+                let (files_a, carry_a) =
+                    plan_boundaries(&blocks, &kept, &stops, &mut a, &job, last);
+                let (files_b, carry_b) =
+                    plan_boundaries_from_sizes(&sizes, &stops, &mut b, &job, last);
+                assert_eq!(carry_a, carry_b);
+                assert_eq!(
+                    (a.file_open, a.raw_data_bytes),
+                    (b.file_open, b.raw_data_bytes)
+                );
+                let shape = |files: &[PlannedFile]| -> Vec<(Vec<Range<usize>>, bool)> {
+                    files.iter().map(|f| (f.blocks.clone(), f.finish)).collect()
+                };
+                assert_eq!(shape(&files_a), shape(&files_b));
+            }
+        }
+    }
 }

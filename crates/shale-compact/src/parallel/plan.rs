@@ -1,15 +1,17 @@
-//! The boundary scan over integers only, for executors whose keys live
-//! elsewhere (the OpenCL executor's keys stay on the device): the same block
-//! and file rules as [`super::pack::plan_boundaries`], fed per kept entry
-//! with its key length, value length and bytes shared with the previous
-//! kept key. The tests check it, and the grandparent cut fed with
-//! positions instead of keys, against their key-based forms.
+//! The boundary scan: where output blocks and files end, over integers
+//! only, with the same rules the table builder applies one entry at a time.
+//! Fed per kept entry with its key length, value length and bytes shared
+//! with the previous kept key, so it serves executors whose keys live
+//! elsewhere too (the OpenCL executor's keys stay on the device);
+//! `parallel`'s pack computes those sizes from its keys. The tests check
+//! the scan against the table builder's key-based form (in `pack.rs`), and
+//! the grandparent cut fed with positions against its key-based form.
 
 use std::ops::Range;
 
+use shale_format::coding::varint_length;
 use shale_format::table_builder::block_is_full;
 
-use super::pack::{BlockSizer, PlannedFile, ScanState};
 use crate::boundaries::output_file_full;
 use crate::job::CompactionJob;
 
@@ -25,7 +27,80 @@ pub struct EntrySize {
     pub shared: u32,
 }
 
-/// [`super::pack::plan_boundaries`] from sizes: where blocks and files end.
+/// The size bookkeeping of a `BlockBuilder`, without the bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BlockSizer {
+    buffer: usize,
+    restarts: usize,
+    since_restart: usize,
+    pub(crate) entries: usize,
+}
+
+impl BlockSizer {
+    pub(crate) fn new() -> BlockSizer {
+        BlockSizer {
+            buffer: 0,
+            restarts: 1,
+            since_restart: 0,
+            entries: 0,
+        }
+    }
+
+    /// Adds an entry whose key shares `shared_with_previous` bytes with the
+    /// previous entry of the stream.
+    #[inline]
+    pub(crate) fn add(
+        &mut self,
+        restart_interval: usize,
+        shared_with_previous: usize,
+        key_len: usize,
+        value_len: usize,
+    ) {
+        let shared = if self.since_restart >= restart_interval {
+            self.restarts += 1;
+            self.since_restart = 0;
+            0
+        } else if self.entries == 0 {
+            0
+        } else {
+            shared_with_previous
+        };
+        let non_shared = key_len - shared;
+        self.buffer += varint_length(shared as u64)
+            + varint_length(non_shared as u64)
+            + varint_length(value_len as u64)
+            + non_shared
+            + value_len;
+        self.since_restart += 1;
+        self.entries += 1;
+    }
+
+    #[inline]
+    pub(crate) fn estimate(&self) -> usize {
+        self.buffer + self.restarts * 4 + 4
+    }
+}
+
+/// One output file's share of a slice: complete blocks (ranges into the
+/// kept list) and whether the file ends in this slice.
+#[derive(Debug, Default)]
+pub struct PlannedFile {
+    /// Data blocks, as ranges of the kept list.
+    pub blocks: Vec<Range<usize>>,
+    /// The file ends after these blocks.
+    pub finish: bool,
+}
+
+/// The block/file state carried from one slice to the next.
+#[derive(Debug)]
+pub struct ScanState {
+    /// A file is open (it has at least one entry).
+    pub file_open: bool,
+    /// Uncompressed bytes of the open file's finished data blocks.
+    pub raw_data_bytes: u64,
+}
+
+/// Where blocks and files end, from the kept entries' sizes.
 /// `stops[j]` is true when the file must end before kept entry `j`.
 pub fn plan_boundaries_from_sizes(
     sizes: &[EntrySize],
@@ -96,26 +171,22 @@ pub fn grandparents_in_order(job: &CompactionJob) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
+pub(crate) mod tests {
     use super::*;
     use crate::boundaries::GrandparentCutter;
     use crate::job::{JobFile, TableSettings};
-    use crate::parallel::pack::plan_boundaries;
-    use crate::parallel::unpack::ParsedBlock;
-    use shale_format::block_builder::shared_prefix_len;
     use shale_format::comparator::compare_internal_keys;
     use shale_format::internal_key::{InternalKey, ValueType};
 
-    fn next(state: &mut u64) -> u64 {
+    pub(crate) fn next(state: &mut u64) -> u64 {
         *state ^= *state << 13;
         *state ^= *state >> 7;
         *state ^= *state << 17;
         *state
     }
 
-    fn job(state: &mut u64) -> CompactionJob {
+    /// A random job shape: grandparents, file and block sizes.
+    pub(crate) fn job(state: &mut u64) -> CompactionJob {
         let mut grandparents = Vec::new();
         let mut at = 0;
         for _ in 0..next(state) % 8 {
@@ -146,67 +217,6 @@ mod tests {
                 snappy: false,
             },
             range: Default::default(),
-        }
-    }
-
-    #[test]
-    fn sizes_plan_equals_the_key_plan() {
-        let mut state = 99;
-        for _ in 0..300 {
-            let job = job(&mut state);
-            let n = (next(&mut state) % 300) as usize;
-            let mut keys: Vec<Vec<u8>> = (0..n)
-                .map(|i| {
-                    InternalKey::new(
-                        format!("k{:04}", next(&mut state) % 200).as_bytes(),
-                        i as u64 + 1,
-                        ValueType::Value,
-                    )
-                    .into_encoded()
-                })
-                .collect();
-            keys.sort_by(|a, b| compare_internal_keys(a, b));
-            let entries: Vec<(Vec<u8>, Vec<u8>)> = keys
-                .iter()
-                .map(|k| (k.clone(), vec![7; (next(&mut state) % 200) as usize]))
-                .collect();
-            let blocks = vec![Arc::new(ParsedBlock::from_entries(&entries))];
-            let kept: Vec<(u32, u32)> = (0..n as u32).map(|e| (0, e)).collect();
-            let stops: Vec<bool> = (0..n).map(|_| next(&mut state) % 17 == 0).collect();
-            let sizes: Vec<EntrySize> = (0..n)
-                .map(|j| EntrySize {
-                    key_len: entries[j].0.len() as u32,
-                    value_len: entries[j].1.len() as u32,
-                    shared: if j == 0 {
-                        0
-                    } else {
-                        shared_prefix_len(&entries[j - 1].0, &entries[j].0) as u32
-                    },
-                })
-                .collect();
-            for last in [false, true] {
-                let mut a = ScanState {
-                    file_open: false,
-                    raw_data_bytes: 0,
-                };
-                let mut b = ScanState {
-                    file_open: false,
-                    raw_data_bytes: 0,
-                };
-                let (files_a, carry_a) =
-                    plan_boundaries(&blocks, &kept, &stops, &mut a, &job, last);
-                let (files_b, carry_b) =
-                    plan_boundaries_from_sizes(&sizes, &stops, &mut b, &job, last);
-                assert_eq!(carry_a, carry_b);
-                assert_eq!(
-                    (a.file_open, a.raw_data_bytes),
-                    (b.file_open, b.raw_data_bytes)
-                );
-                let shape = |files: &[PlannedFile]| -> Vec<(Vec<Range<usize>>, bool)> {
-                    files.iter().map(|f| (f.blocks.clone(), f.finish)).collect()
-                };
-                assert_eq!(shape(&files_a), shape(&files_b));
-            }
         }
     }
 
