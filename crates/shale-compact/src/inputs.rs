@@ -22,6 +22,7 @@ use shale_format::iterator::KvIterator;
 use shale_format::{Error, Result};
 
 use crate::job::{CompactionJob, JobFile, JobIo, KeyRange};
+use crate::pool::{set_len_for_overwrite, Pool};
 
 /// One input table: its source and data block handles with index keys.
 pub(crate) struct InputTable {
@@ -176,11 +177,13 @@ pub(crate) struct Stretch {
 }
 
 /// Reads the blocks `take` ((table, block) pairs in key order), one read per
-/// stretch of consecutive blocks of a table; checks that the index's
-/// handles are in order, do not overlap and stay inside the stretch.
+/// stretch of consecutive blocks of a table, into buffers from `buffers`
+/// when given; checks that the index's handles are in order, do not
+/// overlap and stay inside the stretch.
 pub(crate) fn read_stretches(
     tables: &[InputTable],
     take: &[(usize, usize)],
+    buffers: Option<&Pool<Vec<u8>>>,
 ) -> Result<Vec<Stretch>> {
     let mut stretches = Vec::new();
     let mut i = 0;
@@ -201,7 +204,8 @@ pub(crate) fn read_stretches(
             .ok_or_else(|| {
                 Error::corruption(last.offset, "bad block handle in the index").at(&table.name, 0)
             })?;
-        let mut buffer = vec![0u8; (end - start) as usize];
+        let mut buffer = buffers.map(Pool::take).unwrap_or_default();
+        set_len_for_overwrite(&mut buffer, (end - start) as usize);
         table
             .source
             .read_exact_at(&mut buffer, start)

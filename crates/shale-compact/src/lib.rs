@@ -11,6 +11,7 @@ pub mod job;
 pub mod mem_io;
 pub mod opencl;
 pub mod parallel;
+pub(crate) mod pool;
 pub mod priority;
 pub mod streaming;
 pub mod subcompaction;

@@ -387,6 +387,34 @@ pub fn decode_block_slice(
     }
 }
 
+/// Like [`decode_block_slice`], into `out`, whose allocation is reused: a
+/// reader that decodes block after block into the same vector allocates
+/// and zero-fills nothing once it has held one block of each size (only
+/// bytes past `out`'s old length are zeroed before Snappy writes them).
+pub fn decode_block_into(
+    raw: &[u8],
+    file: &str,
+    handle: BlockHandle,
+    verify_checksum: bool,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    match check_block(raw, file, handle, verify_checksum)? {
+        (contents, None) => {
+            out.clear();
+            out.extend_from_slice(contents);
+        }
+        (compressed, Some(raw_len)) => {
+            if out.len() < raw_len {
+                out.resize(raw_len, 0);
+            } else {
+                out.truncate(raw_len);
+            }
+            snappy_decompress(compressed, out, file, handle)?;
+        }
+    }
+    Ok(())
+}
+
 /// Checks the trailer of `raw` (contents + trailer). Returns the
 /// decompressed contents, or `None` when the contents are stored as is.
 fn check_and_decompress(
@@ -395,6 +423,26 @@ fn check_and_decompress(
     handle: BlockHandle,
     verify_checksum: bool,
 ) -> Result<Option<Vec<u8>>> {
+    match check_block(raw, file, handle, verify_checksum)? {
+        (_, None) => Ok(None),
+        (compressed, Some(raw_len)) => {
+            let mut out = vec![0u8; raw_len];
+            snappy_decompress(compressed, &mut out, file, handle)?;
+            Ok(Some(out))
+        }
+    }
+}
+
+/// Checks the trailer of `raw` (contents + trailer): its length, checksum
+/// and compression type. Returns the stored contents and, when they are
+/// Snappy-compressed, their uncompressed length (bounded, so a corrupt
+/// header cannot make a reader allocate without limit).
+fn check_block<'a>(
+    raw: &'a [u8],
+    file: &str,
+    handle: BlockHandle,
+    verify_checksum: bool,
+) -> Result<(&'a [u8], Option<usize>)> {
     let corrupt = |at: u64, reason: String| Error::corruption(at, reason).at(file, 0);
     if raw.len() < BLOCK_TRAILER_LEN {
         return Err(corrupt(
@@ -411,11 +459,11 @@ fn check_and_decompress(
             return Err(corrupt(handle.offset, "block checksum mismatch".into()));
         }
     }
+    let contents = &raw[..len];
     match CompressionType::from_u8(type_byte) {
-        Some(CompressionType::None) => Ok(None),
+        Some(CompressionType::None) => Ok((contents, None)),
         Some(CompressionType::Snappy) => {
-            let compressed = &raw[..len];
-            let raw_len = snap::raw::decompress_len(compressed)
+            let raw_len = snap::raw::decompress_len(contents)
                 .map_err(|e| corrupt(handle.offset, format!("bad Snappy header: {e}")))?;
             if raw_len > len.saturating_mul(MAX_SNAPPY_EXPANSION) + 64 {
                 return Err(corrupt(
@@ -423,17 +471,29 @@ fn check_and_decompress(
                     format!("Snappy block of {len} bytes claims {raw_len} bytes uncompressed"),
                 ));
             }
-            let mut out = vec![0u8; raw_len];
-            snap::raw::Decoder::new()
-                .decompress(compressed, &mut out)
-                .map_err(|e| corrupt(handle.offset, format!("corrupted Snappy block: {e}")))?;
-            Ok(Some(out))
+            Ok((contents, Some(raw_len)))
         }
         None => Err(corrupt(
             handle.offset + len as u64,
             format!("bad block compression type {type_byte}"),
         )),
     }
+}
+
+/// Decompresses a Snappy block into `out`, which has its uncompressed
+/// length.
+fn snappy_decompress(
+    compressed: &[u8],
+    out: &mut [u8],
+    file: &str,
+    handle: BlockHandle,
+) -> Result<()> {
+    snap::raw::Decoder::new()
+        .decompress(compressed, out)
+        .map_err(|e| {
+            Error::corruption(handle.offset, format!("corrupted Snappy block: {e}")).at(file, 0)
+        })?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -457,6 +517,35 @@ mod tests {
         bad[47] ^= 1;
         assert!(Footer::decode(&bad).unwrap_err().is_corruption());
         assert!(Footer::decode(&bytes[1..]).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn decode_into_reuses_a_buffer_and_matches_decode_slice() {
+        let plain: Vec<u8> = (0..3000u32).map(|i| (i % 7) as u8).collect();
+        let (compressed, kind) = maybe_compress_owned(plain.clone(), CompressionType::Snappy);
+        assert_eq!(kind, CompressionType::Snappy);
+        let stored = |contents: &[u8], kind| {
+            let mut raw = contents.to_vec();
+            raw.extend_from_slice(&block_trailer(contents, kind));
+            raw
+        };
+        let snappy = stored(&compressed, CompressionType::Snappy);
+        let none = stored(b"short", CompressionType::None);
+        let handle = |raw: &[u8]| BlockHandle::new(0, (raw.len() - BLOCK_TRAILER_LEN) as u64);
+        // Longer, then shorter, then longer again than what the buffer holds.
+        let mut out = vec![9u8; 10];
+        for raw in [&snappy, &none, &snappy] {
+            decode_block_into(raw, "t", handle(raw), true, &mut out).unwrap();
+            assert_eq!(
+                out,
+                decode_block_slice(raw, "t", handle(raw), true).unwrap()
+            );
+        }
+        assert_eq!(out, plain);
+        let mut bad = snappy.clone();
+        bad[3] ^= 0x40;
+        let err = decode_block_into(&bad, "t", handle(&bad), true, &mut out).unwrap_err();
+        assert!(err.is_corruption());
     }
 
     /// An uncompressed block and a file holding just it and its trailer.

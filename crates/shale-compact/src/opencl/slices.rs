@@ -322,7 +322,7 @@ impl SlicePlanner {
 
 /// One block as stored (contents and trailer).
 fn read_stored(tables: &[InputTable], table: usize, block: usize) -> Result<Vec<u8>, DeviceError> {
-    let mut stretches = read_stretches(tables, &[(table, block)]).map_err(input_error)?;
+    let mut stretches = read_stretches(tables, &[(table, block)], None).map_err(input_error)?;
     Ok(stretches.pop().map(|s| s.buffer).unwrap_or_default())
 }
 
@@ -333,7 +333,7 @@ fn read_runs_blocks(
     take: &[(usize, usize)],
     slice: &mut SliceInput,
 ) -> Result<(), DeviceError> {
-    for stretch in read_stretches(tables, take).map_err(input_error)? {
+    for stretch in read_stretches(tables, take, None).map_err(input_error)? {
         let source = slice.name(tables[stretch.table].name.clone());
         for (handle, range) in stretch.blocks {
             slice.push_stored(source, handle, &stretch.buffer[range])?;

@@ -34,14 +34,15 @@ use shale_format::{Error, Result};
 use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::inputs::{
-    read_stretches, run_blocks_in_range, shared_user_key_prefix, slice_limit, InputTable,
+    read_stretches, run_blocks_in_range, shared_user_key_prefix, slice_limit, InputTable, Stretch,
 };
 use crate::job::{CompactionJob, CompactionOutput, Executor, JobIo, PhaseStats};
+use crate::pool::Pool;
 use merge::{item_key, merge_runs, user_key_prefix, Item};
 pub use pack::IoTime;
 use pack::{plan_boundaries, write_planned, Kept, OpenFile, Syncer};
 use plan::{PlannedFile, ScanState};
-use unpack::{unpack_block, ParsedBlock};
+use unpack::{unpack_block_into, EntryRef, ParsedBlock};
 
 /// Name of this executor.
 pub const PARALLEL: &str = "parallel";
@@ -64,6 +65,55 @@ const MAX_PRESIZED_FILE_BYTES: usize = 256 << 20;
 pub struct ParallelExecutor {
     pool: rayon::ThreadPool,
     memory_budget: usize,
+    buffers: Buffers,
+}
+
+/// The buffers the executor reuses across slices and jobs (see
+/// [`crate::pool`]).
+pub(crate) struct Buffers {
+    /// Decompressed block contents.
+    pub(crate) contents: Pool<Vec<u8>>,
+    /// Key arenas of parsed blocks.
+    pub(crate) keys: Pool<Vec<u8>>,
+    /// Entry lists of parsed blocks.
+    pub(crate) entries: Pool<Vec<EntryRef>>,
+    /// Stretches of input blocks as read.
+    pub(crate) reads: Pool<Vec<u8>>,
+    /// Output files assembled in memory.
+    pub(crate) files: Pool<Vec<u8>>,
+}
+
+impl Buffers {
+    /// Pools that keep, together, at most 7/16 of `memory_budget` (112 MiB
+    /// with the default budget), and only what a job used: about what
+    /// three slices in flight (one being unpacked, one packed, one waiting
+    /// between them) hold of highly compressible input.
+    fn new(memory_budget: usize) -> Buffers {
+        let sixteenth = memory_budget / 16;
+        Buffers {
+            contents: Pool::new(sixteenth * 4),
+            keys: Pool::new(sixteenth),
+            entries: Pool::new(sixteenth),
+            reads: Pool::new(sixteenth / 2),
+            files: Pool::new(sixteenth / 2),
+        }
+    }
+
+    /// A block whose vectors come from the pools.
+    fn block(&self) -> ParsedBlock {
+        ParsedBlock {
+            contents: self.contents.take(),
+            keys: self.keys.take(),
+            entries: self.entries.take(),
+        }
+    }
+
+    /// Gives a block's vectors back.
+    fn recycle(&self, block: ParsedBlock) {
+        self.contents.give(block.contents);
+        self.keys.give(block.keys);
+        self.entries.give(block.entries);
+    }
 }
 
 impl std::fmt::Debug for ParallelExecutor {
@@ -98,20 +148,25 @@ impl ParallelExecutor {
             .map_err(|e| {
                 Error::InvalidArgument(format!("cannot start {threads} compaction threads: {e}"))
             })?;
+        let memory_budget = memory_budget.max(MEMORY_PER_INPUT_BYTE * 4096);
         Ok(ParallelExecutor {
             pool,
-            memory_budget: memory_budget.max(MEMORY_PER_INPUT_BYTE * 4096),
+            memory_budget,
+            buffers: Buffers::new(memory_budget),
         })
     }
 
-    /// Input bytes per slice: what the budget allows, but no more than
-    /// `MAX_SLICE_INPUT_BYTES`. Small slices keep the working set near the
-    /// caches and let the allocator reuse pages slice after slice (with
-    /// whole-job slices, zeroing fresh pages was a third of the profile;
-    /// the gain from the cap was not clear in noisy measurements).
+    /// Input bytes per slice (see [`slice_input_bytes`]).
     fn slice_input_bytes(&self) -> u64 {
-        (self.memory_budget / MEMORY_PER_INPUT_BYTE).min(MAX_SLICE_INPUT_BYTES) as u64
+        slice_input_bytes(self.memory_budget)
     }
+}
+
+/// Input bytes per slice: what `memory_budget` allows, but no more than
+/// `MAX_SLICE_INPUT_BYTES`. Small slices keep the working set near the
+/// caches and let the buffers be reused slice after slice.
+fn slice_input_bytes(memory_budget: usize) -> u64 {
+    (memory_budget / MEMORY_PER_INPUT_BYTE).min(MAX_SLICE_INPUT_BYTES) as u64
 }
 
 impl Executor for ParallelExecutor {
@@ -124,7 +179,7 @@ impl Executor for ParallelExecutor {
         // Long-lived loops run on plain threads and only short, non-blocking
         // parallel sections run in the pool: a pool thread that blocked on
         // a channel could be stolen into by the stage it waits for.
-        run_job(&self.pool, job, io, self.slice_input_bytes())
+        run_job(&self.pool, &self.buffers, job, io, self.slice_input_bytes())
     }
 }
 
@@ -153,6 +208,7 @@ struct Carry<'a> {
 
 fn run_job(
     pool: &rayon::ThreadPool,
+    buffers: &Buffers,
     job: &CompactionJob,
     io: &dyn JobIo,
     slice_input_bytes: u64,
@@ -199,7 +255,7 @@ fn run_job(
     // Two stages overlap (the pipeline): this thread reads, unpacks, merges
     // and decides one slice while the packer encodes and lays out the one
     // before; finished files go to the I/O thread of the syncer.
-    let result = Syncer::scope(|syncer| {
+    let result = Syncer::scope(Some(&buffers.files), |syncer| {
         let (sender, receiver) = std::sync::mpsc::sync_channel::<PackWork>(1);
         std::thread::scope(|scope| {
             let (options, bloom) = (&options, bloom.as_ref());
@@ -222,6 +278,13 @@ fn run_job(
                         syncer,
                         pack_stats,
                     )?;
+                    // The slice's blocks are done with (but for a leftover
+                    // still shared with its run): their buffers go back.
+                    for block in work.blocks {
+                        if let Ok(block) = Arc::try_unwrap(block) {
+                            buffers.recycle(block);
+                        }
+                    }
                 }
                 Ok(outputs)
             });
@@ -232,6 +295,7 @@ fn run_job(
                     let slice = SliceContext {
                         job,
                         tables: &tables,
+                        buffers,
                         prefix_offset,
                     };
                     let work = pool.install(|| {
@@ -308,6 +372,7 @@ fn next_slice_limit(
 struct SliceContext<'a> {
     job: &'a CompactionJob,
     tables: &'a [InputTable],
+    buffers: &'a Buffers,
     /// Bytes every user key of the job starts with (skipped by prefixes).
     prefix_offset: usize,
 }
@@ -350,27 +415,33 @@ fn run_slice(
         }
         wanted.push(take);
     }
-    let raw: Vec<Vec<RawBlock>> = wanted
+    let buffers = slice.buffers;
+    let stretches: Vec<Vec<Stretch>> = wanted
         .par_iter()
-        .map(|take| read_blocks(tables, take))
+        .map(|take| read_stretches(tables, take, Some(&buffers.reads)))
         .collect::<Result<_>>()?;
     stats.read_secs += t.elapsed().as_secs_f64();
 
-    // Unpack every block in parallel.
+    // Unpack every block in parallel, into reused buffers.
     let t = Instant::now();
     let range = &job.range;
-    let unpacked: Vec<Vec<ParsedBlock>> = raw
-        .into_par_iter()
+    let unpacked: Vec<Vec<ParsedBlock>> = stretches
+        .par_iter()
         .zip(positions)
-        .map(|(blocks, (first_position, run_blocks))| {
-            blocks
-                .into_par_iter()
+        .map(|(run, (first_position, run_blocks))| {
+            let raw: Vec<(&Stretch, &(BlockHandle, std::ops::Range<usize>))> = run
+                .iter()
+                .flat_map(|stretch| stretch.blocks.iter().map(move |b| (stretch, b)))
+                .collect();
+            raw.into_par_iter()
                 .enumerate()
-                .map(|(i, raw)| {
-                    let mut block = unpack_block(
-                        &raw.buffer[raw.range.clone()],
-                        &tables[raw.table].name,
-                        raw.handle,
+                .map(|(i, (stretch, (handle, bytes)))| {
+                    let mut block = buffers.block();
+                    unpack_block_into(
+                        &stretch.buffer[bytes.clone()],
+                        &tables[stretch.table].name,
+                        *handle,
+                        &mut block,
                     )?;
                     let position = first_position + i;
                     if (position == 0 && range.lower.is_some())
@@ -383,6 +454,9 @@ fn run_slice(
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<_>>()?;
+    for stretch in stretches.into_iter().flatten() {
+        buffers.reads.give(stretch.buffer);
+    }
 
     // Lay out the slice's blocks: per run, the leftovers from the previous
     // slice, then the new blocks. Entries past the limit wait for a later
@@ -497,28 +571,4 @@ fn run_slice(
         kept,
         files,
     })
-}
-
-/// A block read with its trailer: a range of a shared read buffer.
-struct RawBlock {
-    table: usize,
-    handle: BlockHandle,
-    buffer: Arc<Vec<u8>>,
-    range: std::ops::Range<usize>,
-}
-
-/// Reads the given blocks of one run with their trailers, one read per
-/// contiguous stretch of a file.
-fn read_blocks(tables: &[InputTable], take: &[(usize, usize)]) -> Result<Vec<RawBlock>> {
-    let mut out = Vec::with_capacity(take.len());
-    for stretch in read_stretches(tables, take)? {
-        let buffer = Arc::new(stretch.buffer);
-        out.extend(stretch.blocks.into_iter().map(|(handle, range)| RawBlock {
-            table: stretch.table,
-            handle,
-            buffer: buffer.clone(),
-            range,
-        }));
-    }
-    Ok(out)
 }

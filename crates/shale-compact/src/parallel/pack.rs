@@ -22,6 +22,7 @@ use shale_format::Result;
 use super::plan::{plan_boundaries_from_sizes, EntrySize, PlannedFile, ScanState};
 use super::unpack::ParsedBlock;
 use crate::job::{CompactionJob, JobIo, OutputSink, OutputTable, PhaseStats};
+use crate::pool::Pool;
 
 /// A kept entry: block and entry index in the slice.
 pub type Kept = (u32, u32);
@@ -130,10 +131,12 @@ const WRITE_QUEUE_FILES: usize = 4;
 /// Writes finished output files and makes them durable on a thread of its
 /// own, so file I/O overlaps the computation of later files (the pipeline
 /// mechanism). At most a few files wait, which bounds the memory it holds.
-pub struct Syncer {
+pub struct Syncer<'p> {
     sender: std::sync::mpsc::SyncSender<(Box<dyn OutputSink>, Vec<u8>)>,
     /// Nanoseconds the computation waited for a place in the queue.
     blocked_nanos: std::sync::atomic::AtomicU64,
+    /// Where written files' buffers go back to, for the next files.
+    files: Option<&'p Pool<Vec<u8>>>,
 }
 
 /// What the I/O thread did.
@@ -145,10 +148,14 @@ pub struct IoTime {
     pub waited: f64,
 }
 
-impl Syncer {
+impl<'p> Syncer<'p> {
     /// Runs `body` with a syncer; returns the first error of either and the
-    /// time spent writing and syncing.
-    pub fn scope<T>(body: impl FnOnce(&Syncer) -> Result<T>) -> Result<(T, IoTime)> {
+    /// time spent writing and syncing. Buffers of written files go back to
+    /// `files`, when given.
+    pub fn scope<T>(
+        files: Option<&'p Pool<Vec<u8>>>,
+        body: impl FnOnce(&Syncer<'p>) -> Result<T>,
+    ) -> Result<(T, IoTime)> {
         let (sender, receiver) =
             std::sync::mpsc::sync_channel::<(Box<dyn OutputSink>, Vec<u8>)>(WRITE_QUEUE_FILES);
         std::thread::scope(|scope| {
@@ -163,6 +170,9 @@ impl Syncer {
                     if let Err(err) = written.and_then(|()| sink.finish()) {
                         first_error.get_or_insert(err);
                     }
+                    if let Some(files) = files {
+                        files.give(bytes);
+                    }
                     seconds += started.elapsed().as_secs_f64();
                 }
                 first_error.map_or(Ok(seconds), Err)
@@ -170,6 +180,7 @@ impl Syncer {
             let syncer = Syncer {
                 sender,
                 blocked_nanos: std::sync::atomic::AtomicU64::new(0),
+                files,
             };
             let result = body(&syncer);
             let blocked = syncer
@@ -193,6 +204,14 @@ impl Syncer {
                 },
             ))
         })
+    }
+
+    /// An empty buffer for an output file, with room for `capacity` bytes.
+    fn file_buffer(&self, capacity: usize) -> Vec<u8> {
+        let mut buffer = self.files.map(Pool::take).unwrap_or_default();
+        buffer.clear();
+        buffer.reserve(capacity);
+        buffer
     }
 
     fn submit(&self, sink: Box<dyn OutputSink>, bytes: Vec<u8>) -> Result<()> {
@@ -226,7 +245,7 @@ pub fn write_planned(
     bloom: Option<&BloomFilterPolicy>,
     file_capacity: usize,
     io: &dyn JobIo,
-    syncer: &Syncer,
+    syncer: &Syncer<'_>,
     stats: &mut PhaseStats,
 ) -> Result<()> {
     // All of this is pack time; waiting for the I/O thread is accounted by
@@ -256,7 +275,7 @@ pub fn write_planned(
                         sink,
                         assembler: TableAssembler::new(
                             options.clone(),
-                            Vec::with_capacity(file_capacity),
+                            syncer.file_buffer(file_capacity),
                         ),
                         smallest: block.first_key.clone(),
                         largest: Vec::new(),
@@ -296,7 +315,7 @@ fn finish_file(
     pool: &rayon::ThreadPool,
     file: OpenFile,
     bloom: Option<&BloomFilterPolicy>,
-    syncer: &Syncer,
+    syncer: &Syncer<'_>,
     stats: &mut PhaseStats,
 ) -> Result<OutputTable> {
     let filter = bloom.map(|policy| {

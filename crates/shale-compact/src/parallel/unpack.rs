@@ -6,7 +6,7 @@
 //! that parses one restart group per work item.
 
 use shale_format::coding::{decode_fixed32, decode_varint32};
-use shale_format::format::{decode_block_slice, BlockHandle};
+use shale_format::format::{decode_block_into, BlockHandle};
 use shale_format::internal_key::extract_user_key;
 use shale_format::{Error, Result};
 
@@ -89,23 +89,33 @@ impl ParsedBlock {
 
 /// Checks, decompresses and parses one block read with its trailer.
 pub fn unpack_block(raw: &[u8], file: &str, handle: BlockHandle) -> Result<ParsedBlock> {
-    let contents = decode_block_slice(raw, file, handle, true)?;
+    let mut block = ParsedBlock::default();
+    unpack_block_into(raw, file, handle, &mut block)?;
+    Ok(block)
+}
+
+/// [`unpack_block`] into `block`, whose allocations are reused (see
+/// [`crate::pool`]): what it held is replaced.
+pub fn unpack_block_into(
+    raw: &[u8],
+    file: &str,
+    handle: BlockHandle,
+    block: &mut ParsedBlock,
+) -> Result<()> {
+    decode_block_into(raw, file, handle, true, &mut block.contents)?;
+    let contents = &block.contents;
     let corrupt = |offset: usize, reason: &str| {
         Error::corruption(offset as u64, reason.to_string()).at(file, handle.offset)
     };
-    let groups = restart_groups(&contents).map_err(|(offset, reason)| corrupt(offset, reason))?;
-    let size = contents.len();
-    let mut block = ParsedBlock {
-        keys: Vec::with_capacity(size / 2),
-        entries: Vec::with_capacity(size / 32),
-        contents: Vec::new(),
-    };
+    let groups = restart_groups(contents).map_err(|(offset, reason)| corrupt(offset, reason))?;
+    // Reused vectors keep their capacity; new ones grow to a block's size.
+    block.keys.clear();
+    block.entries.clear();
     for (start, limit) in groups {
-        parse_restart_group(&contents, start, limit, &mut block.keys, &mut block.entries)
+        parse_restart_group(contents, start, limit, &mut block.keys, &mut block.entries)
             .map_err(|offset| corrupt(offset, "bad entry in restart group"))?;
     }
-    block.contents = contents;
-    Ok(block)
+    Ok(())
 }
 
 /// The restart groups of a block's contents as `[start, limit)` offsets,
