@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
+use shale_format::block_builder::shared_prefix_len;
 use shale_format::bloom::BloomFilterPolicy;
 use shale_format::comparator::compare_internal_keys;
 use shale_format::format::{BlockHandle, BLOCK_TRAILER_LEN};
@@ -32,16 +33,15 @@ use shale_format::internal_key::{ParsedInternalKey, SequenceNumber};
 use shale_format::{Error, Result};
 
 use crate::boundaries::GrandparentCutter;
-use crate::gc::{is_base_level_for, keep_entry};
 use crate::inputs::{
     read_stretches, run_blocks_in_range, shared_user_key_prefix, slice_limit, InputTable, Stretch,
 };
 use crate::job::{CompactionJob, CompactionOutput, Executor, JobIo, PhaseStats};
 use crate::pool::Pool;
-use merge::{item_key, merge_runs, user_key_prefix, Item};
+use merge::{item_key, merge_and_decide, user_key_prefix, Item, Kept};
 pub use pack::IoTime;
-use pack::{plan_boundaries, write_planned, Kept, OpenFile, Syncer};
-use plan::{PlannedFile, ScanState};
+use pack::{write_planned, OpenFile, Syncer};
+use plan::{plan_boundaries_from_sizes, EntrySize, PlannedFile, ScanState};
 use unpack::{unpack_block_into, EntryRef, ParsedBlock};
 
 /// Name of this executor.
@@ -495,66 +495,70 @@ fn run_slice(
     }
     stats.unpack_secs += t.elapsed().as_secs_f64();
 
-    // Merge.
+    // Merge, fused with gc, the kept entries' sizes for the boundary scan
+    // and the grandparents each key passes (see `merge.rs`).
     let t = Instant::now();
-    let merged = merge_runs(&blocks, runs);
-    stats.merge_secs += t.elapsed().as_secs_f64();
-
-    // GC: keep/drop per entry, in parallel, from the entry and the one before.
-    let t = Instant::now();
-    let smallest_snapshot = job.smallest_snapshot;
-    let previous = carry.previous.clone();
-    let keep: Vec<bool> = (0..merged.len())
-        .into_par_iter()
-        .map(|i| -> Result<bool> {
-            let entry = ParsedInternalKey::parse(item_key(&blocks, &merged[i])).map_err(|e| {
-                Error::corruption(0, format!("compaction input has a bad internal key: {e}"))
-            })?;
-            let prev_parsed;
-            let prev = if i == 0 {
-                previous.as_ref().map(|(k, s)| (k.as_slice(), *s))
-            } else {
-                prev_parsed =
-                    ParsedInternalKey::parse(item_key(&blocks, &merged[i - 1])).map_err(|e| {
-                        Error::corruption(
-                            0,
-                            format!("compaction input has a bad internal key: {e}"),
-                        )
-                    })?;
-                Some((prev_parsed.user_key, prev_parsed.sequence))
-            };
-            Ok(keep_entry(&entry, prev, smallest_snapshot, |k| {
-                is_base_level_for(&job.deeper_levels, k)
-            }))
-        })
-        .collect::<Result<_>>()?;
-    if let Some(last) = merged.last() {
-        let parsed = ParsedInternalKey::parse(item_key(&blocks, last))?;
+    let pieces = {
+        let previous = carry.previous.as_ref().map(|(k, s)| (k.as_slice(), *s));
+        merge_and_decide(&blocks, runs, previous, job)?
+    };
+    if let Some(last) = pieces.iter().rev().find_map(|p| p.last) {
+        let parsed = ParsedInternalKey::parse(item_key(&blocks, &last))?;
         carry.previous = Some((parsed.user_key.to_vec(), parsed.sequence));
     }
-    stats.gc_secs += t.elapsed().as_secs_f64();
+    stats.merge_secs += t.elapsed().as_secs_f64();
 
-    // Pack: kept list = unfinished block from before, then this slice's kept
-    // entries; grandparent cuts are evaluated on every merged entry in order.
+    // Pack plan: the kept list is the unfinished block from before, then
+    // this slice's kept entries, piece after piece.
     let t = Instant::now();
     let carried = std::mem::take(&mut carry.unfinished_block);
     let carried_block = blocks.len() as u32;
     blocks.push(Arc::new(ParsedBlock::from_entries(&carried)));
-    let mut kept: Vec<Kept> = (0..carried.len() as u32)
-        .map(|e| (carried_block, e))
-        .collect();
-    let mut stops = vec![false; kept.len()];
-    for (item, &keep) in merged.iter().zip(&keep) {
-        if carry.cutter.should_stop_before(item_key(&blocks, item)) {
-            carry.pending_stop = true;
+    let total = carried.len() + pieces.iter().map(|p| p.kept.len()).sum::<usize>();
+    let mut kept: Vec<Kept> = Vec::with_capacity(total);
+    let mut sizes: Vec<EntrySize> = Vec::with_capacity(total);
+    let mut stops = vec![false; total];
+    for (e, (key, value)) in carried.iter().enumerate() {
+        kept.push((carried_block, e as u32));
+        sizes.push(EntrySize {
+            key_len: key.len() as u32,
+            value_len: value.len() as u32,
+            shared: match e {
+                0 => 0,
+                _ => shared_prefix_len(&carried[e - 1].0, key) as u32,
+            },
+        });
+    }
+    // A grandparent cut seen after the last kept entry of the slice before
+    // ends the file before this slice's first kept entry.
+    if carry.pending_stop && carried.len() < total {
+        stops[carried.len()] = true;
+        carry.pending_stop = false;
+    }
+    for piece in pieces {
+        let base = kept.len();
+        if let (Some(first), Some(&before)) = (piece.sizes.first(), kept.last()) {
+            let mut first = *first;
+            first.shared =
+                shared_prefix_len(key_of(&blocks, before), key_of(&blocks, piece.kept[0])) as u32;
+            sizes.push(first);
+            sizes.extend_from_slice(&piece.sizes[1..]);
+        } else {
+            sizes.extend_from_slice(&piece.sizes);
         }
-        if keep {
-            kept.push((item.block, item.entry));
-            stops.push(std::mem::take(&mut carry.pending_stop));
+        kept.extend_from_slice(&piece.kept);
+        for (kept_before, passed) in piece.passes {
+            if carry.cutter.should_stop_before_position(passed as usize) {
+                match stops.get_mut(base + kept_before as usize) {
+                    Some(stop) => *stop = true,
+                    None => carry.pending_stop = true,
+                }
+            }
         }
     }
     let last = limit.is_none();
-    let (files, unfinished) = plan_boundaries(&blocks, &kept, &stops, &mut carry.scan, job, last);
+    let (files, unfinished) =
+        plan_boundaries_from_sizes(&sizes, &stops, &mut carry.scan, job, last);
     carry.unfinished_block = kept[unfinished.clone()]
         .iter()
         .map(|&(b, e)| {
@@ -571,4 +575,10 @@ fn run_slice(
         kept,
         files,
     })
+}
+
+/// The internal key of a kept entry.
+#[inline]
+fn key_of(blocks: &[Arc<ParsedBlock>], kept: Kept) -> &[u8] {
+    blocks[kept.0 as usize].key(kept.1 as usize)
 }

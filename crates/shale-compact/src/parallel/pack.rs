@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
-use shale_format::block_builder::{shared_prefix_len, BlockBuilder};
+use shale_format::block_builder::BlockBuilder;
 use shale_format::bloom::{bloom_hash, BloomFilterPolicy};
 use shale_format::filter_block::{assemble_filters, plan_filters};
 use shale_format::format::{maybe_compress_owned, CompressionType, BLOCK_TRAILER_LEN};
@@ -19,13 +19,12 @@ use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
 use shale_format::Result;
 
-use super::plan::{plan_boundaries_from_sizes, EntrySize, PlannedFile, ScanState};
+use super::plan::PlannedFile;
 use super::unpack::ParsedBlock;
-use crate::job::{CompactionJob, JobIo, OutputSink, OutputTable, PhaseStats};
+use crate::job::{JobIo, OutputSink, OutputTable, PhaseStats};
 use crate::pool::Pool;
 
-/// A kept entry: block and entry index in the slice.
-pub type Kept = (u32, u32);
+pub use super::merge::Kept;
 
 #[inline]
 fn key(blocks: &[Arc<ParsedBlock>], k: Kept) -> &[u8] {
@@ -35,39 +34,6 @@ fn key(blocks: &[Arc<ParsedBlock>], k: Kept) -> &[u8] {
 #[inline]
 fn value(blocks: &[Arc<ParsedBlock>], k: Kept) -> &[u8] {
     blocks[k.0 as usize].value(k.1 as usize)
-}
-
-/// Where blocks and files end. `kept` lists the entries to write in order;
-/// `stops[j]` is true when the file must end before kept entry `j` (a
-/// grandparent cut seen since the previous kept entry). Returns the planned
-/// files and the range of kept entries left in an unfinished block (carried
-/// to the next slice unless `last`).
-pub fn plan_boundaries(
-    blocks: &[Arc<ParsedBlock>],
-    kept: &[Kept],
-    stops: &[bool],
-    state: &mut ScanState,
-    job: &CompactionJob,
-    last: bool,
-) -> (Vec<PlannedFile>, Range<usize>) {
-    // Sizes and shared prefixes with the previous kept entry, in parallel;
-    // then the one sequential scan over integers.
-    let sizes: Vec<EntrySize> = (0..kept.len())
-        .into_par_iter()
-        .map(|j| {
-            let k = key(blocks, kept[j]);
-            EntrySize {
-                key_len: k.len() as u32,
-                value_len: value(blocks, kept[j]).len() as u32,
-                shared: if j == 0 {
-                    0
-                } else {
-                    shared_prefix_len(key(blocks, kept[j - 1]), k) as u32
-                },
-            }
-        })
-        .collect();
-    plan_boundaries_from_sizes(&sizes, stops, state, job, last)
 }
 
 /// A data block ready to be written.
@@ -353,9 +319,49 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::job::CompactionJob;
     use crate::parallel::plan::tests::{job, next};
+    use crate::parallel::plan::{plan_boundaries_from_sizes, EntrySize, ScanState};
+    use shale_format::block_builder::shared_prefix_len;
+
     use shale_format::comparator::compare_internal_keys;
     use shale_format::internal_key::{InternalKey, ValueType};
+
+    /// Where blocks and files end, from the kept entries' keys: the executor
+    /// computes the sizes inside its fused merge; this key-based form is what
+    /// the tests check the fused sizes and the integer scan against. `kept`
+    /// lists the entries to write in order;
+    /// `stops[j]` is true when the file must end before kept entry `j` (a
+    /// grandparent cut seen since the previous kept entry). Returns the planned
+    /// files and the range of kept entries left in an unfinished block (carried
+    /// to the next slice unless `last`).
+    pub(crate) fn plan_boundaries(
+        blocks: &[Arc<ParsedBlock>],
+        kept: &[Kept],
+        stops: &[bool],
+        state: &mut ScanState,
+        job: &CompactionJob,
+        last: bool,
+    ) -> (Vec<PlannedFile>, Range<usize>) {
+        // Sizes and shared prefixes with the previous kept entry, in parallel;
+        // then the one sequential scan over integers.
+        let sizes: Vec<EntrySize> = (0..kept.len())
+            .into_par_iter()
+            .map(|j| {
+                let k = key(blocks, kept[j]);
+                EntrySize {
+                    key_len: k.len() as u32,
+                    value_len: value(blocks, kept[j]).len() as u32,
+                    shared: if j == 0 {
+                        0
+                    } else {
+                        shared_prefix_len(key(blocks, kept[j - 1]), k) as u32
+                    },
+                }
+            })
+            .collect();
+        plan_boundaries_from_sizes(&sizes, stops, state, job, last)
+    }
 
     #[test]
     fn sizes_plan_equals_the_key_plan() {
