@@ -10,30 +10,15 @@
 //! freed. Taking from an empty pool gives a new, empty value.
 
 use std::sync::Mutex;
-
-use crate::parallel::unpack::EntryRef;
-
 /// A value whose allocation a pool can keep.
 pub(crate) trait Reusable: Default {
     /// Bytes of capacity it holds.
     fn capacity_bytes(&self) -> usize;
 }
 
-impl Reusable for Vec<u8> {
+impl<T> Reusable for Vec<T> {
     fn capacity_bytes(&self) -> usize {
-        self.capacity()
-    }
-}
-
-impl Reusable for Vec<EntryRef> {
-    fn capacity_bytes(&self) -> usize {
-        self.capacity() * std::mem::size_of::<EntryRef>()
-    }
-}
-
-impl Reusable for Vec<u32> {
-    fn capacity_bytes(&self) -> usize {
-        self.capacity() * 4
+        self.capacity() * std::mem::size_of::<T>()
     }
 }
 

@@ -22,6 +22,7 @@ use shale_format::{Error, Result};
 
 use super::plan::EntrySize;
 use super::unpack::ParsedBlock;
+use super::Buffers;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::job::CompactionJob;
 
@@ -194,12 +195,17 @@ fn parse_key(key: &[u8]) -> Result<ParsedInternalKey<'_>> {
 /// as `(user key, sequence)`.
 pub fn merge_and_decide(
     blocks: &[Arc<ParsedBlock>],
-    mut runs: Vec<Vec<Item>>,
+    runs: &[Vec<Item>],
     previous: Option<(&[u8], SequenceNumber)>,
     job: &CompactionJob,
+    buffers: &Buffers,
 ) -> Result<Vec<DecidedPiece>> {
-    runs.retain(|r| !r.is_empty());
-    let total: usize = runs.iter().map(Vec::len).sum();
+    let runs: Vec<&[Item]> = runs
+        .iter()
+        .filter(|r| !r.is_empty())
+        .map(Vec::as_slice)
+        .collect();
+    let total: usize = runs.iter().map(|r| r.len()).sum();
     if total == 0 {
         return Ok(Vec::new());
     }
@@ -230,14 +236,14 @@ pub fn merge_and_decide(
                     })
                     .transpose()?
             };
-            decide_piece(blocks, &ranges, before, job)
+            decide_piece(blocks, &ranges, before, job, buffers)
         })
         .collect()
 }
 
 /// Per run, where each piece starts (and, last, the run lengths): pieces
 /// split at evenly spaced items of the longest run.
-fn piece_cuts(blocks: &[Arc<ParsedBlock>], runs: &[Vec<Item>], total: usize) -> Vec<Vec<usize>> {
+fn piece_cuts(blocks: &[Arc<ParsedBlock>], runs: &[&[Item]], total: usize) -> Vec<Vec<usize>> {
     let parts = if total < PARALLEL_MERGE_MIN {
         1
     } else {
@@ -265,7 +271,7 @@ fn piece_cuts(blocks: &[Arc<ParsedBlock>], runs: &[Vec<Item>], total: usize) -> 
                 .collect(),
         );
     }
-    cuts.push(runs.iter().map(Vec::len).collect());
+    cuts.push(runs.iter().map(|r| r.len()).collect());
     cuts
 }
 
@@ -275,13 +281,18 @@ fn decide_piece<'b>(
     ranges: &[&[Item]],
     mut previous: Option<(&'b [u8], SequenceNumber)>,
     job: &CompactionJob,
+    buffers: &Buffers,
 ) -> Result<DecidedPiece> {
     let total: usize = ranges.iter().map(|r| r.len()).sum();
     let mut piece = DecidedPiece {
-        kept: Vec::with_capacity(total),
-        sizes: Vec::with_capacity(total),
+        kept: buffers.kept.take(),
+        sizes: buffers.sizes.take(),
         ..DecidedPiece::default()
     };
+    piece.kept.clear();
+    piece.sizes.clear();
+    piece.kept.reserve(total);
+    piece.sizes.reserve(total);
     let grandparents = &job.grandparents;
     let mut passed: Option<usize> = None;
     let mut previous_kept: &[u8] = &[];

@@ -81,10 +81,16 @@ pub(crate) struct Buffers {
     pub(crate) reads: Pool<Vec<u8>>,
     /// Output files assembled in memory.
     pub(crate) files: Pool<Vec<u8>>,
+    /// A slice's runs of entries to merge.
+    pub(crate) items: Pool<Vec<Item>>,
+    /// Kept entries.
+    pub(crate) kept: Pool<Vec<Kept>>,
+    /// Kept entries' sizes for the boundary scan.
+    pub(crate) sizes: Pool<Vec<EntrySize>>,
 }
 
 impl Buffers {
-    /// Pools that keep, together, at most 7/16 of `memory_budget` (112 MiB
+    /// Pools that keep, together, at most half of `memory_budget` (128 MiB
     /// with the default budget), and only what a job used: about what
     /// three slices in flight (one being unpacked, one packed, one waiting
     /// between them) hold of highly compressible input.
@@ -96,6 +102,9 @@ impl Buffers {
             entries: Pool::new(sixteenth),
             reads: Pool::new(sixteenth / 2),
             files: Pool::new(sixteenth / 2),
+            items: Pool::new(sixteenth / 4),
+            kept: Pool::new(sixteenth / 8),
+            sizes: Pool::new(sixteenth / 8),
         }
     }
 
@@ -280,6 +289,7 @@ fn run_job(
                     )?;
                     // The slice's blocks are done with (but for a leftover
                     // still shared with its run): their buffers go back.
+                    buffers.kept.give(work.kept);
                     for block in work.blocks {
                         if let Ok(block) = Arc::try_unwrap(block) {
                             buffers.recycle(block);
@@ -464,7 +474,8 @@ fn run_slice(
     let mut blocks: Vec<Arc<ParsedBlock>> = Vec::new();
     let mut runs: Vec<Vec<Item>> = Vec::with_capacity(cursors.len());
     for (cursor, new_blocks) in cursors.iter_mut().zip(unpacked) {
-        let mut run = Vec::new();
+        let mut run = slice.buffers.items.take();
+        run.clear();
         let pending: Vec<(Arc<ParsedBlock>, usize)> = std::mem::take(&mut cursor.leftover)
             .into_iter()
             .chain(new_blocks.into_iter().map(|b| (Arc::new(b), 0)))
@@ -476,17 +487,32 @@ fn run_slice(
             }
             let index = blocks.len() as u32;
             let count = block.entries.len();
-            for e in first..count {
-                let key = block.key(e);
-                if limit.is_some_and(|l| compare_internal_keys(key, l).is_gt()) {
-                    cursor.leftover.push((block.clone(), e));
-                    break;
+            // Entries past the limit, found by one comparison for a block
+            // that ends at or below it and a binary search for the one
+            // that crosses it.
+            let past =
+                |e: usize| limit.is_some_and(|l| compare_internal_keys(block.key(e), l).is_gt());
+            let end = if count > first && past(count - 1) {
+                let (mut low, mut high) = (first, count - 1);
+                while low < high {
+                    let middle = low + (high - low) / 2;
+                    if past(middle) {
+                        high = middle;
+                    } else {
+                        low = middle + 1;
+                    }
                 }
-                run.push(Item {
-                    prefix: user_key_prefix(key, slice.prefix_offset),
-                    block: index,
-                    entry: e as u32,
-                });
+                low
+            } else {
+                count
+            };
+            run.extend((first..end).map(|e| Item {
+                prefix: user_key_prefix(block.key(e), slice.prefix_offset),
+                block: index,
+                entry: e as u32,
+            }));
+            if end < count {
+                cursor.leftover.push((block.clone(), end));
             }
             blocks.push(block);
         }
@@ -500,8 +526,11 @@ fn run_slice(
     let t = Instant::now();
     let pieces = {
         let previous = carry.previous.as_ref().map(|(k, s)| (k.as_slice(), *s));
-        merge_and_decide(&blocks, runs, previous, job)?
+        merge_and_decide(&blocks, &runs, previous, job, slice.buffers)?
     };
+    for run in runs {
+        slice.buffers.items.give(run);
+    }
     if let Some(last) = pieces.iter().rev().find_map(|p| p.last) {
         let parsed = ParsedInternalKey::parse(item_key(&blocks, &last))?;
         carry.previous = Some((parsed.user_key.to_vec(), parsed.sequence));
@@ -515,8 +544,12 @@ fn run_slice(
     let carried_block = blocks.len() as u32;
     blocks.push(Arc::new(ParsedBlock::from_entries(&carried)));
     let total = carried.len() + pieces.iter().map(|p| p.kept.len()).sum::<usize>();
-    let mut kept: Vec<Kept> = Vec::with_capacity(total);
-    let mut sizes: Vec<EntrySize> = Vec::with_capacity(total);
+    let mut kept: Vec<Kept> = slice.buffers.kept.take();
+    let mut sizes: Vec<EntrySize> = slice.buffers.sizes.take();
+    kept.clear();
+    sizes.clear();
+    kept.reserve(total);
+    sizes.reserve(total);
     let mut stops = vec![false; total];
     for (e, (key, value)) in carried.iter().enumerate() {
         kept.push((carried_block, e as u32));
@@ -547,6 +580,8 @@ fn run_slice(
             sizes.extend_from_slice(&piece.sizes);
         }
         kept.extend_from_slice(&piece.kept);
+        slice.buffers.kept.give(piece.kept);
+        slice.buffers.sizes.give(piece.sizes);
         for (kept_before, passed) in piece.passes {
             if carry.cutter.should_stop_before_position(passed as usize) {
                 match stops.get_mut(base + kept_before as usize) {
@@ -559,6 +594,7 @@ fn run_slice(
     let last = limit.is_none();
     let (files, unfinished) =
         plan_boundaries_from_sizes(&sizes, &stops, &mut carry.scan, job, last);
+    slice.buffers.sizes.give(sizes);
     carry.unfinished_block = kept[unfinished.clone()]
         .iter()
         .map(|&(b, e)| {
