@@ -233,6 +233,12 @@ impl RandomAccess for Vec<u8> {
     }
 }
 
+impl RandomAccess for Arc<Vec<u8>> {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        read_slice_at(self, buf, offset)
+    }
+}
+
 impl RandomAccess for Arc<[u8]> {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         read_slice_at(self, buf, offset)

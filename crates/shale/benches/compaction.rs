@@ -3,14 +3,17 @@
 //! compact the same files).
 //!
 //! A database is filled with db_bench-style entries (16-byte keys, values
-//! half compressible) with automatic compaction off, so everything sits in
-//! L0 files; each engine then opens a copy and compacts it fully. Speed is
+//! half compressible): by ShaleDB with automatic compaction off, so
+//! everything sits in L0 files, or, with `--writer leveldb`, by LevelDB
+//! 1.23 itself (which compacts as it fills, so the files are spread over
+//! levels as in a LevelDB database in use). Each engine then opens a copy
+//! and compacts it fully; the engines take turns, one run each per round. Speed is
 //! (bytes read + bytes written) / seconds, as the FPGA paper defines it;
 //! CPU-seconds per GB of input are from `getrusage` (all threads).
 //!
 //! ```sh
 //! cargo bench -p shale --bench compaction -- [--num N] [--repeats R] [--values 32,128,256] [--snappy 0|1]
-//!     [--engines leveldb,streaming,parallel]
+//!     [--engines leveldb,streaming,parallel] [--writer shale|leveldb]
 //! ```
 
 #![allow(clippy::unwrap_used, reason = "benchmark program")]
@@ -31,6 +34,7 @@ struct Args {
     values: Vec<usize>,
     snappy: bool,
     engines: Vec<String>,
+    leveldb_writes: bool,
 }
 
 fn parse_args() -> Args {
@@ -40,6 +44,7 @@ fn parse_args() -> Args {
         values: vec![32, 128, 256],
         snappy: true,
         engines: vec!["leveldb".into(), "streaming".into(), "parallel".into()],
+        leveldb_writes: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -56,6 +61,13 @@ fn parse_args() -> Args {
             }
             "--snappy" => args.snappy = value == "1",
             "--engines" => args.engines = value.split(',').map(String::from).collect(),
+            "--writer" => {
+                args.leveldb_writes = match value.as_str() {
+                    "leveldb" => true,
+                    "shale" => false,
+                    _ => panic!("--writer shale|leveldb"),
+                }
+            }
             _ => {
                 i += 1;
                 continue; // cargo bench passes --bench
@@ -138,6 +150,34 @@ fn fill(dir: &Path, num: u64, value_size: usize, snappy: bool) {
     }
     db.write(&write, batch).unwrap();
     db.flush().unwrap();
+}
+
+/// [`fill`] through LevelDB 1.23, the same keys and values in the same
+/// batches.
+fn fill_with_leveldb(dir: &Path, num: u64, value_size: usize, snappy: bool) {
+    let options = leveldb_shim::DbOptions {
+        create_if_missing: true,
+        write_buffer_size: 4 << 20,
+        max_file_size: 2 << 20,
+        snappy,
+        ..leveldb_shim::DbOptions::default()
+    };
+    let mut db = leveldb_shim::Db::open(dir, &options).unwrap();
+    let mut rng = Rng(0x5eed_0000 + value_size as u64);
+    let mut values = ValueGenerator::new(301);
+    let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(1000);
+    for i in 0..num {
+        let key = format!("{:016}", rng.next() % num);
+        batch.push((key.into_bytes(), values.generate(value_size).to_vec()));
+        if i % 1000 == 999 || i + 1 == num {
+            let ops: Vec<(&[u8], Option<&[u8]>)> = batch
+                .iter()
+                .map(|(k, v)| (k.as_slice(), Some(v.as_slice())))
+                .collect();
+            db.write(&ops, false).unwrap();
+            batch.clear();
+        }
+    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -252,11 +292,23 @@ fn main() {
     );
     for &value_size in &args.values {
         let source = tmp.path().join(format!("source-{value_size}"));
-        fill(&source, args.num, value_size, args.snappy);
-        let mut speeds: Vec<(&str, f64)> = Vec::new();
-        for engine in args.engines.iter().map(String::as_str) {
-            let mut runs = Vec::new();
-            for r in 0..args.repeats {
+        if args.leveldb_writes {
+            if !leveldb_shim::available() {
+                println!("--writer leveldb: LevelDB is not available");
+                return;
+            }
+            fill_with_leveldb(&source, args.num, value_size, args.snappy);
+        } else {
+            fill(&source, args.num, value_size, args.snappy);
+        }
+        // Rounds: every engine once per round, starting one further along,
+        // so a change in the machine's load touches them all alike.
+        let engines: Vec<&str> = args.engines.iter().map(String::as_str).collect();
+        let mut measured: Vec<Vec<Measurement>> = vec![Vec::new(); engines.len()];
+        for r in 0..args.repeats {
+            for k in 0..engines.len() {
+                let e = (r + k) % engines.len();
+                let engine = engines[e];
                 let dir = tmp.path().join(format!("run-{engine}-{r}"));
                 copy_dir(&source, &dir);
                 let m = match engine {
@@ -264,10 +316,11 @@ fn main() {
                     executor => Some(run_shale(&dir, executor, args.snappy)),
                 };
                 let _ = std::fs::remove_dir_all(&dir);
-                if let Some(m) = m {
-                    runs.push(m);
-                }
+                measured[e].extend(m);
             }
+        }
+        let mut speeds: Vec<(&str, f64)> = Vec::new();
+        for (engine, runs) in engines.iter().copied().zip(measured) {
             if runs.is_empty() {
                 println!("{value_size:>6} {engine:>10}  (LevelDB not available)");
                 continue;
