@@ -90,7 +90,7 @@ pub(crate) struct Buffers {
 }
 
 impl Buffers {
-    /// Pools that keep, together, at most half of `memory_budget` (128 MiB
+    /// Pools that keep, together, less than half of `memory_budget` (122 MiB
     /// with the default budget), and only what a job used: about what
     /// three slices in flight (one being unpacked, one packed, one waiting
     /// between them) hold of highly compressible input.
@@ -100,9 +100,9 @@ impl Buffers {
             contents: Pool::new(sixteenth * 4),
             keys: Pool::new(sixteenth),
             entries: Pool::new(sixteenth),
-            reads: Pool::new(sixteenth / 2),
-            files: Pool::new(sixteenth / 2),
-            items: Pool::new(sixteenth / 4),
+            reads: Pool::new(sixteenth / 4),
+            files: Pool::new(sixteenth),
+            items: Pool::new(sixteenth / 8),
             kept: Pool::new(sixteenth / 8),
             sizes: Pool::new(sixteenth / 8),
         }

@@ -108,9 +108,14 @@ pub fn unpack_block_into(
         Error::corruption(offset as u64, reason.to_string()).at(file, handle.offset)
     };
     let groups = restart_groups(contents).map_err(|(offset, reason)| corrupt(offset, reason))?;
-    // Reused vectors keep their capacity; new ones grow to a block's size.
+    // Reused vectors keep their capacity; new ones start at about a
+    // block's worth instead of growing there by doubling.
     block.keys.clear();
     block.entries.clear();
+    if block.keys.capacity() == 0 {
+        block.keys.reserve(contents.len() / 2);
+        block.entries.reserve(contents.len() / 32);
+    }
     for (start, limit) in groups {
         parse_restart_group(contents, start, limit, &mut block.keys, &mut block.entries)
             .map_err(|offset| corrupt(offset, "bad entry in restart group"))?;
