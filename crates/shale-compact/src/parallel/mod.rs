@@ -87,10 +87,12 @@ pub(crate) struct Buffers {
     pub(crate) kept: Pool<Vec<Kept>>,
     /// Kept entries' sizes for the boundary scan.
     pub(crate) sizes: Pool<Vec<EntrySize>>,
+    /// Encoded output blocks.
+    pub(crate) encoded: Pool<Vec<u8>>,
 }
 
 impl Buffers {
-    /// Pools that keep, together, less than half of `memory_budget` (122 MiB
+    /// Pools that keep, together, less than half of `memory_budget` (126 MiB
     /// with the default budget), and only what a job used: about what
     /// three slices in flight (one being unpacked, one packed, one waiting
     /// between them) hold of highly compressible input.
@@ -105,6 +107,7 @@ impl Buffers {
             items: Pool::new(sixteenth / 8),
             kept: Pool::new(sixteenth / 8),
             sizes: Pool::new(sixteenth / 8),
+            encoded: Pool::new(sixteenth / 4),
         }
     }
 
@@ -264,7 +267,7 @@ fn run_job(
     // Two stages overlap (the pipeline): this thread reads, unpacks, merges
     // and decides one slice while the packer encodes and lays out the one
     // before; finished files go to the I/O thread of the syncer.
-    let result = Syncer::scope(Some(&buffers.files), |syncer| {
+    let result = Syncer::scope(Some(buffers), |syncer| {
         let (sender, receiver) = std::sync::mpsc::sync_channel::<PackWork>(1);
         std::thread::scope(|scope| {
             let (options, bloom) = (&options, bloom.as_ref());

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use shale_format::block_builder::BlockBuilder;
 use shale_format::bloom::{bloom_hash, BloomFilterPolicy};
 use shale_format::filter_block::{assemble_filters, plan_filters};
-use shale_format::format::{maybe_compress_owned, CompressionType, BLOCK_TRAILER_LEN};
+use shale_format::format::{maybe_compress, CompressionType, BLOCK_TRAILER_LEN};
 use shale_format::internal_key::extract_user_key;
 use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
@@ -21,6 +21,7 @@ use shale_format::Result;
 
 use super::plan::PlannedFile;
 use super::unpack::ParsedBlock;
+use super::Buffers;
 use crate::job::{JobIo, OutputSink, OutputTable, PhaseStats};
 use crate::pool::Pool;
 
@@ -48,26 +49,56 @@ struct EncodedBlock {
     hashes: Vec<u32>,
 }
 
+/// A block builder and a compression buffer per thread, reused block after
+/// block (the builder for one restart interval at a time).
+struct Encoder {
+    restart_interval: usize,
+    builder: BlockBuilder,
+    compressed: Vec<u8>,
+}
+
+thread_local! {
+    static ENCODER: std::cell::RefCell<Option<Encoder>> = const { std::cell::RefCell::new(None) };
+}
+
 fn encode_block(
     blocks: &[Arc<ParsedBlock>],
     kept: &[Kept],
     range: Range<usize>,
     options: &TableOptions,
     bloom: bool,
+    pool: Option<&Pool<Vec<u8>>>,
 ) -> EncodedBlock {
-    // A block ends at the first entry that takes it to `block_size`.
-    let mut builder =
-        BlockBuilder::with_capacity(options.block_restart_interval, options.block_size * 5 / 4);
     let mut hashes = Vec::with_capacity(if bloom { range.len() } else { 0 });
-    for &k in &kept[range.clone()] {
-        let key = key(blocks, k);
-        builder.add(key, value(blocks, k));
-        if bloom {
-            hashes.push(bloom_hash(extract_user_key(key)));
+    let mut contents = pool.map(Pool::take).unwrap_or_default();
+    contents.clear();
+    let compression = ENCODER.with(|encoder| {
+        let mut encoder = encoder.borrow_mut();
+        let restart_interval = options.block_restart_interval;
+        let encoder = match &mut *encoder {
+            Some(e) if e.restart_interval == restart_interval => e,
+            slot => slot.insert(Encoder {
+                restart_interval,
+                // A block ends at the first entry that takes it to
+                // `block_size`.
+                builder: BlockBuilder::with_capacity(restart_interval, options.block_size * 5 / 4),
+                compressed: Vec::new(),
+            }),
+        };
+        encoder.builder.reset();
+        for &k in &kept[range.clone()] {
+            let key = key(blocks, k);
+            encoder.builder.add(key, value(blocks, k));
+            if bloom {
+                hashes.push(bloom_hash(extract_user_key(key)));
+            }
         }
-    }
-    let (contents, compression) =
-        maybe_compress_owned(builder.into_contents(), options.compression);
+        let raw = encoder.builder.finish();
+        let (stored, compression) =
+            maybe_compress(raw, options.compression, &mut encoder.compressed);
+        contents.extend_from_slice(stored);
+        compression
+    });
     EncodedBlock {
         contents,
         compression,
@@ -101,8 +132,8 @@ pub struct Syncer<'p> {
     sender: std::sync::mpsc::SyncSender<(Box<dyn OutputSink>, Vec<u8>)>,
     /// Nanoseconds the computation waited for a place in the queue.
     blocked_nanos: std::sync::atomic::AtomicU64,
-    /// Where written files' buffers go back to, for the next files.
-    files: Option<&'p Pool<Vec<u8>>>,
+    /// Where written files' and encoded blocks' buffers go back to.
+    buffers: Option<&'p Buffers>,
 }
 
 /// What the I/O thread did.
@@ -117,9 +148,9 @@ pub struct IoTime {
 impl<'p> Syncer<'p> {
     /// Runs `body` with a syncer; returns the first error of either and the
     /// time spent writing and syncing. Buffers of written files go back to
-    /// `files`, when given.
+    /// `buffers`, when given.
     pub fn scope<T>(
-        files: Option<&'p Pool<Vec<u8>>>,
+        buffers: Option<&'p Buffers>,
         body: impl FnOnce(&Syncer<'p>) -> Result<T>,
     ) -> Result<(T, IoTime)> {
         let (sender, receiver) =
@@ -136,8 +167,8 @@ impl<'p> Syncer<'p> {
                     if let Err(err) = written.and_then(|()| sink.finish()) {
                         first_error.get_or_insert(err);
                     }
-                    if let Some(files) = files {
-                        files.give(bytes);
+                    if let Some(buffers) = buffers {
+                        buffers.files.give(bytes);
                     }
                     seconds += started.elapsed().as_secs_f64();
                 }
@@ -146,7 +177,7 @@ impl<'p> Syncer<'p> {
             let syncer = Syncer {
                 sender,
                 blocked_nanos: std::sync::atomic::AtomicU64::new(0),
-                files,
+                buffers,
             };
             let result = body(&syncer);
             let blocked = syncer
@@ -174,7 +205,7 @@ impl<'p> Syncer<'p> {
 
     /// An empty buffer for an output file, with room for `capacity` bytes.
     fn file_buffer(&self, capacity: usize) -> Vec<u8> {
-        let mut buffer = self.files.map(Pool::take).unwrap_or_default();
+        let mut buffer = self.buffers.map(|b| b.files.take()).unwrap_or_default();
         buffer.clear();
         buffer.reserve(capacity);
         buffer
@@ -224,7 +255,10 @@ pub fn write_planned(
     let mut encoded: Vec<EncodedBlock> = pool.install(|| {
         ranges
             .into_par_iter()
-            .map(|range| encode_block(blocks, kept, range, options, bloom.is_some()))
+            .map(|range| {
+                let pool = syncer.buffers.map(|b| &b.encoded);
+                encode_block(blocks, kept, range, options, bloom.is_some(), pool)
+            })
             .collect()
     });
 
@@ -264,6 +298,9 @@ pub fn write_planned(
             file.block_hashes.push(block.hashes);
             file.largest = block.last_key;
             file.entries += block.entries;
+            if let Some(buffers) = syncer.buffers {
+                buffers.encoded.give(block.contents);
+            }
         }
         if planned.finish {
             if let Some(file) = open.take() {

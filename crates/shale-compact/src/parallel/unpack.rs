@@ -107,20 +107,27 @@ pub fn unpack_block_into(
     let corrupt = |offset: usize, reason: &str| {
         Error::corruption(offset as u64, reason.to_string()).at(file, handle.offset)
     };
-    let groups = restart_groups(contents).map_err(|(offset, reason)| corrupt(offset, reason))?;
-    // Reused vectors keep their capacity; new ones start at about a
-    // block's worth instead of growing there by doubling.
-    block.keys.clear();
-    block.entries.clear();
-    if block.keys.capacity() == 0 {
-        block.keys.reserve(contents.len() / 2);
-        block.entries.reserve(contents.len() / 32);
+    thread_local! {
+        static GROUPS: std::cell::RefCell<Vec<(usize, usize)>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    for (start, limit) in groups {
-        parse_restart_group(contents, start, limit, &mut block.keys, &mut block.entries)
-            .map_err(|offset| corrupt(offset, "bad entry in restart group"))?;
-    }
-    Ok(())
+    GROUPS.with(|groups| {
+        let mut groups = groups.borrow_mut();
+        restart_groups_into(contents, &mut groups)
+            .map_err(|(offset, reason)| corrupt(offset, reason))?;
+        // Reused vectors keep their capacity; new ones start at about a
+        // block's worth instead of growing there by doubling.
+        block.keys.clear();
+        block.entries.clear();
+        if block.keys.capacity() == 0 {
+            block.keys.reserve(contents.len() / 2);
+            block.entries.reserve(contents.len() / 32);
+        }
+        for &(start, limit) in groups.iter() {
+            parse_restart_group(contents, start, limit, &mut block.keys, &mut block.entries)
+                .map_err(|offset| corrupt(offset, "bad entry in restart group"))?;
+        }
+        Ok(())
+    })
 }
 
 /// The restart groups of a block's contents as `[start, limit)` offsets,
@@ -130,6 +137,17 @@ pub fn unpack_block_into(
 pub fn restart_groups(
     contents: &[u8],
 ) -> std::result::Result<Vec<(usize, usize)>, (usize, &'static str)> {
+    let mut groups = Vec::new();
+    restart_groups_into(contents, &mut groups)?;
+    Ok(groups)
+}
+
+/// [`restart_groups`] into `groups`, replacing what it held.
+pub fn restart_groups_into(
+    contents: &[u8],
+    groups: &mut Vec<(usize, usize)>,
+) -> std::result::Result<(), (usize, &'static str)> {
+    groups.clear();
     let size = contents.len();
     if size < 4 {
         return Err((0, "block too short for its restart count"));
@@ -142,7 +160,7 @@ pub fn restart_groups(
     let restart = |i: usize| {
         decode_fixed32(&contents[restarts_offset + 4 * i..]).unwrap_or(u32::MAX) as usize
     };
-    let mut groups = Vec::with_capacity(num_restarts);
+    groups.reserve(num_restarts);
     let mut previous_end = 0;
     for group in 0..num_restarts {
         let start = restart(group);
@@ -157,7 +175,7 @@ pub fn restart_groups(
         groups.push((start, limit));
         previous_end = limit;
     }
-    Ok(groups)
+    Ok(())
 }
 
 /// Parses the entries of one restart group, `contents[start..limit]`,
