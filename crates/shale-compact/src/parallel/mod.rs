@@ -2,18 +2,29 @@
 //! (rayon), in key-range slices so memory stays within a budget whatever the
 //! job's size.
 //!
-//! For each slice: **read** the input blocks the slice needs (one contiguous
-//! read per file), **unpack** them in parallel (`unpack.rs`), **merge** the
-//! runs (`merge.rs`), decide **gc** per entry in parallel from the entry and
-//! the one before it (`crate::gc::keep_entry`), then **pack** (`pack.rs`).
-//! The state that crosses a slice boundary is small and explicit: the
-//! previous entry (for gc), the grandparent cutter, the open output file and
-//! the entries of its unfinished block.
+//! For each slice (cut by the rule of `crate::inputs`): **read** the input
+//! blocks the slice needs (one contiguous read per file stretch), **unpack**
+//! them in parallel (`unpack.rs`), then **merge** the runs in key ranges in
+//! parallel, each range fused with **gc** (`crate::gc::keep_entry`), the
+//! kept entries' sizes and the grandparents each key passes, so every entry
+//! is decided while its key is in cache and the merged order is never
+//! materialised (`merge.rs`); one sequential scan over integers fixes the
+//! block and file boundaries (`plan.rs`), and **pack** encodes the blocks in
+//! parallel and lays out the files (`pack.rs`). The state that crosses a
+//! slice boundary is small and explicit: the previous entry (for gc), the
+//! grandparent cutter, the open output file and the entries of its
+//! unfinished block. Each phase stays a named function with its CPU twin of
+//! the OpenCL kernel (`twins.rs`).
+//!
+//! Buffers (decompressed blocks, key arenas, entry lists, reads, encoded
+//! blocks, output files) come from bounded pools reused across slices and
+//! jobs (`crate::pool`), so the steady state allocates and zero-fills
+//! nothing per block.
 //!
 //! Memory: a slice holds its input blocks decompressed, their keys, 16 bytes
 //! per entry for the merge, and its encoded output blocks: about 6 bytes per
-//! input byte in the worst case (Snappy-compressed input of highly
-//! compressible values). Slices are sized to `memory_budget / 6` input bytes.
+//! input byte for db_bench-like data (more for highly compressible input).
+//! Slices are sized to `memory_budget / 6` input bytes, at most 2 MiB.
 
 pub(crate) mod merge;
 pub(crate) mod pack;
