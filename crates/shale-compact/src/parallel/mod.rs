@@ -103,22 +103,22 @@ pub(crate) struct Buffers {
 }
 
 impl Buffers {
-    /// Pools that keep, together, less than half of `memory_budget` (126 MiB
-    /// with the default budget), and only what a job used: about what
-    /// three slices in flight (one being unpacked, one packed, one waiting
-    /// between them) hold of highly compressible input.
+    /// Pools that keep, together, at most about a quarter of
+    /// `memory_budget` (63 MiB with the default budget), and only what a
+    /// job used: about what three slices in flight (one being unpacked, one
+    /// packed, one waiting between them) hold of db_bench-like input.
     fn new(memory_budget: usize) -> Buffers {
         let sixteenth = memory_budget / 16;
         Buffers {
-            contents: Pool::new(sixteenth * 4),
-            keys: Pool::new(sixteenth),
-            entries: Pool::new(sixteenth),
-            reads: Pool::new(sixteenth / 4),
-            files: Pool::new(sixteenth),
-            items: Pool::new(sixteenth / 8),
-            kept: Pool::new(sixteenth / 8),
-            sizes: Pool::new(sixteenth / 8),
-            encoded: Pool::new(sixteenth / 4),
+            contents: Pool::new(sixteenth * 2),
+            keys: Pool::new(sixteenth / 2),
+            entries: Pool::new(sixteenth / 2),
+            reads: Pool::new(sixteenth / 8),
+            files: Pool::new(sixteenth / 2),
+            items: Pool::new(sixteenth / 16),
+            kept: Pool::new(sixteenth / 16),
+            sizes: Pool::new(sixteenth / 16),
+            encoded: Pool::new(sixteenth / 8),
         }
     }
 
