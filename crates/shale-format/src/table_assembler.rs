@@ -80,13 +80,27 @@ impl<W: Write> TableAssembler<W> {
         contents: &[u8],
         compression: CompressionType,
     ) -> Result<BlockHandle> {
+        let trailer = block_trailer(contents, compression);
+        self.write_data_block_with_trailer(first_key, last_key, contents, &trailer)
+    }
+
+    /// [`TableAssembler::write_data_block`] with the block's trailer
+    /// (`block_trailer(contents, compression)`) computed by the caller, who
+    /// may checksum blocks in parallel before laying them out in order.
+    pub fn write_data_block_with_trailer(
+        &mut self,
+        first_key: &[u8],
+        last_key: &[u8],
+        contents: &[u8],
+        trailer: &[u8; BLOCK_TRAILER_LEN],
+    ) -> Result<BlockHandle> {
         if let Some((handle, mut separator)) = self.pending_index_entry.take() {
             self.options
                 .comparator
                 .find_shortest_separator(&mut separator, first_key);
             self.add_index_entry(&separator, handle);
         }
-        let handle = self.write_raw_block(contents, compression)?;
+        let handle = self.write_stored_block(contents, trailer)?;
         self.pending_index_entry = Some((handle, last_key.to_vec()));
         if let Some(filter) = &mut self.filter_block {
             filter.start_block(self.offset);
@@ -159,12 +173,20 @@ impl<W: Write> TableAssembler<W> {
         contents: &[u8],
         compression: CompressionType,
     ) -> Result<BlockHandle> {
+        self.write_stored_block(contents, &block_trailer(contents, compression))
+    }
+
+    fn write_stored_block(
+        &mut self,
+        contents: &[u8],
+        trailer: &[u8; BLOCK_TRAILER_LEN],
+    ) -> Result<BlockHandle> {
         let handle = BlockHandle::new(self.offset, contents.len() as u64);
         // No flush per block (LevelDB flushes its own buffer here): the
         // writer's buffering decides, and `finish` flushes.
         self.dest
             .write_all(contents)
-            .and_then(|()| self.dest.write_all(&block_trailer(contents, compression)))
+            .and_then(|()| self.dest.write_all(trailer))
             .map_err(|e| Error::io("writing a table block", e))?;
         self.offset += (contents.len() + BLOCK_TRAILER_LEN) as u64;
         Ok(handle)

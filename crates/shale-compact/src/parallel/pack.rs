@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use shale_format::block_builder::BlockBuilder;
 use shale_format::bloom::{bloom_hash, BloomFilterPolicy};
 use shale_format::filter_block::{assemble_filters, plan_filters};
-use shale_format::format::{maybe_compress, CompressionType, BLOCK_TRAILER_LEN};
+use shale_format::format::{block_trailer, maybe_compress, BLOCK_TRAILER_LEN};
 use shale_format::internal_key::extract_user_key;
 use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
@@ -41,7 +41,8 @@ fn value(blocks: &[Arc<ParsedBlock>], k: Kept) -> &[u8] {
 #[derive(Debug)]
 struct EncodedBlock {
     contents: Vec<u8>,
-    compression: CompressionType,
+    /// Compression type and checksum, computed with the encoding.
+    trailer: [u8; BLOCK_TRAILER_LEN],
     first_key: Vec<u8>,
     last_key: Vec<u8>,
     entries: u64,
@@ -100,8 +101,8 @@ fn encode_block(
         compression
     });
     EncodedBlock {
+        trailer: block_trailer(&contents, compression),
         contents,
-        compression,
         first_key: key(blocks, kept[range.start]).to_vec(),
         last_key: key(blocks, kept[range.end - 1]).to_vec(),
         entries: range.len() as u64,
@@ -285,11 +286,11 @@ pub fn write_planned(
                     })
                 }
             };
-            let handle = file.assembler.write_data_block(
+            let handle = file.assembler.write_data_block_with_trailer(
                 &block.first_key,
                 &block.last_key,
                 &block.contents,
-                block.compression,
+                &block.trailer,
             )?;
             file.block_ranges.push((
                 handle.offset,
