@@ -100,11 +100,13 @@ pub(crate) struct Buffers {
     pub(crate) sizes: Pool<Vec<EntrySize>>,
     /// Encoded output blocks.
     pub(crate) encoded: Pool<Vec<u8>>,
+    /// Merge prefixes of a block's entries.
+    pub(crate) prefixes: Pool<Vec<u64>>,
 }
 
 impl Buffers {
     /// Pools that keep, together, at most about a quarter of
-    /// `memory_budget` (63 MiB with the default budget), and only what a
+    /// `memory_budget` (65 MiB with the default budget), and only what a
     /// job used: about what three slices in flight (one being unpacked, one
     /// packed, one waiting between them) hold of db_bench-like input.
     fn new(memory_budget: usize) -> Buffers {
@@ -119,6 +121,7 @@ impl Buffers {
             kept: Pool::new(sixteenth / 16),
             sizes: Pool::new(sixteenth / 16),
             encoded: Pool::new(sixteenth / 8),
+            prefixes: Pool::new(sixteenth / 8),
         }
     }
 
@@ -449,7 +452,10 @@ fn run_slice(
     // Unpack every block in parallel, into reused buffers.
     let t = Instant::now();
     let range = &job.range;
-    let unpacked: Vec<Vec<ParsedBlock>> = stretches
+    // With each block, the merge prefixes of its entries, taken while its
+    // keys are in cache.
+    let prefix_offset = slice.prefix_offset;
+    let unpacked: Vec<Vec<(ParsedBlock, Vec<u64>)>> = stretches
         .par_iter()
         .zip(positions)
         .map(|(run, (first_position, run_blocks))| {
@@ -473,7 +479,13 @@ fn run_slice(
                     {
                         block.retain_range(range);
                     }
-                    Ok(block)
+                    let mut prefixes = buffers.prefixes.take();
+                    prefixes.clear();
+                    prefixes.extend(
+                        (0..block.entries.len())
+                            .map(|e| user_key_prefix(block.key(e), prefix_offset)),
+                    );
+                    Ok((block, prefixes))
                 })
                 .collect::<Result<Vec<_>>>()
         })
@@ -490,13 +502,21 @@ fn run_slice(
     for (cursor, new_blocks) in cursors.iter_mut().zip(unpacked) {
         let mut run = slice.buffers.items.take();
         run.clear();
-        let pending: Vec<(Arc<ParsedBlock>, usize)> = std::mem::take(&mut cursor.leftover)
-            .into_iter()
-            .chain(new_blocks.into_iter().map(|b| (Arc::new(b), 0)))
-            .collect();
-        for (block, first) in pending {
+        // A leftover's prefixes are computed again (one block per run).
+        let pending: Vec<(Arc<ParsedBlock>, usize, Option<Vec<u64>>)> =
+            std::mem::take(&mut cursor.leftover)
+                .into_iter()
+                .map(|(b, first)| (b, first, None))
+                .chain(
+                    new_blocks
+                        .into_iter()
+                        .map(|(b, prefixes)| (Arc::new(b), 0, Some(prefixes))),
+                )
+                .collect();
+        for (block, first, prefixes) in pending {
             if !cursor.leftover.is_empty() {
                 cursor.leftover.push((block, first));
+                slice.buffers.prefixes.give(prefixes.unwrap_or_default());
                 continue;
             }
             let index = blocks.len() as u32;
@@ -520,11 +540,19 @@ fn run_slice(
             } else {
                 count
             };
-            run.extend((first..end).map(|e| Item {
-                prefix: user_key_prefix(block.key(e), slice.prefix_offset),
-                block: index,
-                entry: e as u32,
-            }));
+            match &prefixes {
+                Some(prefixes) => run.extend((first..end).map(|e| Item {
+                    prefix: prefixes[e],
+                    block: index,
+                    entry: e as u32,
+                })),
+                None => run.extend((first..end).map(|e| Item {
+                    prefix: user_key_prefix(block.key(e), prefix_offset),
+                    block: index,
+                    entry: e as u32,
+                })),
+            }
+            slice.buffers.prefixes.give(prefixes.unwrap_or_default());
             if end < count {
                 cursor.leftover.push((block.clone(), end));
             }
