@@ -177,8 +177,6 @@ pub struct DecidedPiece {
     /// first merged entry and each one that passes another grandparent
     /// (the cutter can only stop where that count changes).
     pub passes: Vec<(u32, u32)>,
-    /// Merged entries, kept or not.
-    pub merged: usize,
     /// The last merged entry, kept or not.
     pub last: Option<Item>,
 }
@@ -336,7 +334,6 @@ fn decide_piece<'b>(
         }
         previous = Some((entry.user_key, entry.sequence));
         piece.last = Some(item);
-        piece.merged += 1;
         Ok(())
     })?;
     Ok(piece)

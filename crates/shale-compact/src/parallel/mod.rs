@@ -182,17 +182,12 @@ impl ParallelExecutor {
         })
     }
 
-    /// Input bytes per slice (see [`slice_input_bytes`]).
+    /// Input bytes per slice: what the budget allows, but no more than
+    /// `MAX_SLICE_INPUT_BYTES`. Small slices keep the working set near the
+    /// caches and let the buffers be reused slice after slice.
     fn slice_input_bytes(&self) -> u64 {
-        slice_input_bytes(self.memory_budget)
+        (self.memory_budget / MEMORY_PER_INPUT_BYTE).min(MAX_SLICE_INPUT_BYTES) as u64
     }
-}
-
-/// Input bytes per slice: what `memory_budget` allows, but no more than
-/// `MAX_SLICE_INPUT_BYTES`. Small slices keep the working set near the
-/// caches and let the buffers be reused slice after slice.
-fn slice_input_bytes(memory_budget: usize) -> u64 {
-    (memory_budget / MEMORY_PER_INPUT_BYTE).min(MAX_SLICE_INPUT_BYTES) as u64
 }
 
 impl Executor for ParallelExecutor {
@@ -524,34 +519,25 @@ fn run_slice(
             // Entries past the limit, found by one comparison for a block
             // that ends at or below it and a binary search for the one
             // that crosses it.
-            let past =
-                |e: usize| limit.is_some_and(|l| compare_internal_keys(block.key(e), l).is_gt());
-            let end = if count > first && past(count - 1) {
-                let (mut low, mut high) = (first, count - 1);
-                while low < high {
-                    let middle = low + (high - low) / 2;
-                    if past(middle) {
-                        high = middle;
-                    } else {
-                        low = middle + 1;
-                    }
+            let end = match limit {
+                Some(l)
+                    if count > first && compare_internal_keys(block.key(count - 1), l).is_gt() =>
+                {
+                    first
+                        + block.entries[first..].partition_point(|e| {
+                            compare_internal_keys(block.entry_key(e), l).is_le()
+                        })
                 }
-                low
-            } else {
-                count
+                _ => count,
             };
-            match &prefixes {
-                Some(prefixes) => run.extend((first..end).map(|e| Item {
-                    prefix: prefixes[e],
-                    block: index,
-                    entry: e as u32,
-                })),
-                None => run.extend((first..end).map(|e| Item {
-                    prefix: user_key_prefix(block.key(e), prefix_offset),
-                    block: index,
-                    entry: e as u32,
-                })),
-            }
+            run.extend((first..end).map(|e| Item {
+                prefix: prefixes.as_ref().map_or_else(
+                    || user_key_prefix(block.key(e), prefix_offset),
+                    |prefixes| prefixes[e],
+                ),
+                block: index,
+                entry: e as u32,
+            }));
             slice.buffers.prefixes.give(prefixes.unwrap_or_default());
             if end < count {
                 cursor.leftover.push((block.clone(), end));
@@ -564,7 +550,8 @@ fn run_slice(
     stats.unpack_secs += t.elapsed().as_secs_f64();
 
     // Merge, fused with gc, the kept entries' sizes for the boundary scan
-    // and the grandparents each key passes (see `merge.rs`).
+    // and the grandparents each key passes (see `merge.rs`); gc's time is
+    // counted as the merge's.
     let t = Instant::now();
     let pieces = {
         let previous = carry.previous.as_ref().map(|(k, s)| (k.as_slice(), *s));

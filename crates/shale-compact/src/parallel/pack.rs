@@ -25,7 +25,7 @@ use super::Buffers;
 use crate::job::{JobIo, OutputSink, OutputTable, PhaseStats};
 use crate::pool::Pool;
 
-pub use super::merge::Kept;
+use super::merge::Kept;
 
 #[inline]
 fn key(blocks: &[Arc<ParsedBlock>], k: Kept) -> &[u8] {

@@ -40,8 +40,13 @@ impl ParsedBlock {
     /// The internal key of entry `i`.
     #[inline]
     pub fn key(&self, i: usize) -> &[u8] {
-        let e = self.entries[i];
-        &self.keys[e.key_offset as usize..(e.key_offset + e.key_len) as usize]
+        self.entry_key(&self.entries[i])
+    }
+
+    /// The internal key of `entry`, one of this block's entries.
+    #[inline]
+    pub fn entry_key(&self, entry: &EntryRef) -> &[u8] {
+        &self.keys[entry.key_offset as usize..(entry.key_offset + entry.key_len) as usize]
     }
 
     /// The value of entry `i`.
@@ -56,17 +61,12 @@ impl ParsedBlock {
     /// [`crate::job::CompactionJob::range`]). Two binary searches, no
     /// allocation. REQUIRES: the entries are in key order.
     pub fn retain_range(&mut self, range: &KeyRange) {
-        let keys = &self.keys;
-        let user_key = |e: &EntryRef| {
-            extract_user_key(&keys[e.key_offset as usize..(e.key_offset + e.key_len) as usize])
-        };
+        let user_key = |e: &EntryRef| extract_user_key(self.entry_key(e));
         let end = self
             .entries
             .partition_point(|e| !range.is_above(user_key(e)));
+        let start = self.entries[..end].partition_point(|e| range.is_below(user_key(e)));
         self.entries.truncate(end);
-        let start = self
-            .entries
-            .partition_point(|e| range.is_below(user_key(e)));
         self.entries.drain(..start);
     }
 
