@@ -12,6 +12,18 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// `db` holds the big value under "big-value" and "big-key" under the big key.
+fn reads_both(db: &DB, big_key: &[u8], big_value: &[u8]) {
+    assert_eq!(
+        db.get(&ReadOptions::new(), b"big-value").unwrap().unwrap(),
+        big_value
+    );
+    assert_eq!(
+        db.get(&ReadOptions::new(), big_key).unwrap().as_deref(),
+        Some(&b"big-key"[..])
+    );
+}
+
 #[test]
 fn a_64_mib_value_and_a_1_mib_key_survive_flush_compaction_and_reopen() {
     let tmp = tempfile::tempdir().unwrap();
@@ -36,14 +48,7 @@ fn a_64_mib_value_and_a_1_mib_key_survive_flush_compaction_and_reopen() {
     // Reopen: both come back from the WAL.
     {
         let db = DB::open(tmp.path(), options()).unwrap();
-        assert_eq!(
-            db.get(&ReadOptions::new(), b"big-value").unwrap().unwrap(),
-            big_value
-        );
-        assert_eq!(
-            db.get(&ReadOptions::new(), &big_key).unwrap().as_deref(),
-            Some(&b"big-key"[..])
-        );
+        reads_both(&db, &big_key, &big_value);
         db.flush().unwrap();
         db.compact_range(None, None).unwrap();
         let mut iter = db.iter(&ReadOptions::new()).unwrap();
@@ -61,14 +66,7 @@ fn a_64_mib_value_and_a_1_mib_key_survive_flush_compaction_and_reopen() {
     }
     // Reopen: both come back from the tables.
     let db = DB::open(tmp.path(), options()).unwrap();
-    assert_eq!(
-        db.get(&ReadOptions::new(), b"big-value").unwrap().unwrap(),
-        big_value
-    );
-    assert_eq!(
-        db.get(&ReadOptions::new(), &big_key).unwrap().as_deref(),
-        Some(&b"big-key"[..])
-    );
+    reads_both(&db, &big_key, &big_value);
     drop(db);
     shale::verify::verify_db(tmp.path(), &options()).unwrap();
 }
