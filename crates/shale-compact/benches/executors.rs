@@ -2,9 +2,10 @@
 //! compaction work, `streaming` vs `parallel`, side by side in one run.
 //! A job like an L0->L1 compaction of db_bench data: `--runs` overlapping
 //! L0 tables of `--entries` random 16-byte keys each, values of
-//! `--value-size` bytes, half compressible, Snappy on.
+//! `--value-size` bytes, half compressible, Snappy on (`--snappy 0`: off,
+//! as in the LevelDB-written database of the compaction bench).
 //!
-//! `cargo bench -p shale-compact --bench executors -- [--runs 5] [--entries 200000] [--value-size 128] [--repeats 5] [--only parallel-1]`
+//! `cargo bench -p shale-compact --bench executors -- [--runs 5] [--entries 200000] [--value-size 128] [--snappy 1] [--repeats 5] [--only parallel-1]`
 
 #![allow(clippy::unwrap_used, reason = "benchmark program")]
 #![allow(clippy::print_stdout, reason = "benchmark program")]
@@ -37,7 +38,10 @@ fn main() {
         arg("--value-size", 128),
         arg("--repeats", 5),
     );
-    let settings = TableSettings::default();
+    let settings = TableSettings {
+        snappy: arg("--snappy", 1) != 0,
+        ..TableSettings::default()
+    };
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
         state ^= state << 13;
@@ -96,12 +100,13 @@ fn main() {
         max_grandparent_overlap_bytes: 20 << 20,
         smallest_snapshot: sequence,
         deeper_levels: vec![],
-        table: settings,
+        table: settings.clone(),
         range: Default::default(),
     };
     let io = MemIo::discarding(inputs.into_iter().collect());
     println!(
-        "job: {runs} runs x {entries} entries, {value_size}-byte values, {:.1} MB of input, {} threads available",
+        "job: {runs} runs x {entries} entries, {value_size}-byte values, snappy {}, {:.1} MB of input, {} threads available",
+        settings.snappy,
         input_bytes as f64 / 1e6,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );

@@ -80,13 +80,14 @@ fn run_iterators(
 struct OpenOutput {
     number: u64,
     builder: TableBuilder<Box<dyn OutputSink>>,
-    smallest: Vec<u8>,
-    largest: Vec<u8>,
 }
 
 impl OpenOutput {
     fn finish(self, stats: &mut PhaseStats) -> Result<OutputTable> {
         let entries = self.builder.num_entries();
+        // A file is opened at its first entry, so both keys exist.
+        let smallest = self.builder.smallest_key().unwrap_or_default().to_vec();
+        let largest = self.builder.largest_key().unwrap_or_default().to_vec();
         let (sink, file_size) = self.builder.finish()?;
         let started = Instant::now();
         sink.finish()?;
@@ -96,8 +97,8 @@ impl OpenOutput {
         Ok(OutputTable {
             number: self.number,
             file_size,
-            smallest: self.smallest,
-            largest: self.largest,
+            smallest,
+            largest,
             entries,
         })
     }
@@ -149,14 +150,10 @@ impl<'a> TablePacker<'a> {
                 self.current.insert(OpenOutput {
                     number,
                     builder: TableBuilder::new(self.options.clone(), sink),
-                    smallest: key.to_vec(),
-                    largest: Vec::new(),
                 })
             }
         };
         output.builder.add(key, value)?;
-        output.largest.clear();
-        output.largest.extend_from_slice(key);
         if output_file_full(output.builder.raw_data_bytes(), self.max_output_file_size) {
             self.cut()?;
         }

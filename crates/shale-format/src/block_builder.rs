@@ -83,9 +83,16 @@ impl BlockBuilder {
             0
         };
         let non_shared = key.len() - shared;
-        put_varint32(&mut self.buffer, shared as u32);
-        put_varint32(&mut self.buffer, non_shared as u32);
-        put_varint32(&mut self.buffer, value.len() as u32);
+        if (shared | non_shared | value.len()) < 0x80 {
+            // Three one-byte varints: the common case for small entries.
+            self.buffer.reserve(3 + non_shared + value.len());
+            self.buffer
+                .extend_from_slice(&[shared as u8, non_shared as u8, value.len() as u8]);
+        } else {
+            put_varint32(&mut self.buffer, shared as u32);
+            put_varint32(&mut self.buffer, non_shared as u32);
+            put_varint32(&mut self.buffer, value.len() as u32);
+        }
         self.buffer.extend_from_slice(&key[shared..]);
         self.buffer.extend_from_slice(value);
         self.last_key.truncate(shared);

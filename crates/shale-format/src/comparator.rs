@@ -39,6 +39,13 @@ pub trait Comparator: Send + Sync + Debug {
     fn bytewise_part<'a>(&self, _key: &'a [u8]) -> Option<&'a [u8]> {
         None
     }
+    /// True only for [`InternalKeyComparator`] (internal keys over bytewise
+    /// user keys): a hot loop may then compare with
+    /// [`compare_internal_keys`], inlined, instead of through a trait
+    /// object. False (the default) for every other order.
+    fn is_bytewise_internal(&self) -> bool {
+        false
+    }
 }
 
 /// Lexicographic order of unsigned bytes (`memcmp`).
@@ -151,6 +158,10 @@ impl Comparator for InternalKeyComparator {
     #[inline]
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
         compare_internal_keys(a, b)
+    }
+
+    fn is_bytewise_internal(&self) -> bool {
+        true
     }
 
     fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {

@@ -22,6 +22,9 @@ pub struct FilterBlockBuilder {
     keys: Vec<u8>,
     /// Start of each key in `keys`.
     starts: Vec<usize>,
+    /// Hashes of the current filter's keys, instead of `keys` and `starts`,
+    /// for a policy that hashes keys ([`FilterPolicy::hashed`]).
+    hashes: Vec<u32>,
     result: Vec<u8>,
     filter_offsets: Vec<u32>,
 }
@@ -33,6 +36,7 @@ impl FilterBlockBuilder {
             policy,
             keys: Vec::new(),
             starts: Vec::new(),
+            hashes: Vec::new(),
             result: Vec::new(),
             filter_offsets: Vec::new(),
         }
@@ -49,13 +53,18 @@ impl FilterBlockBuilder {
 
     /// Adds a key of the current data block.
     pub fn add_key(&mut self, key: &[u8]) {
-        self.starts.push(self.keys.len());
-        self.keys.extend_from_slice(key);
+        match self.policy.hashed() {
+            Some(hashed) => self.hashes.push(hashed.key_hash(key)),
+            None => {
+                self.starts.push(self.keys.len());
+                self.keys.extend_from_slice(key);
+            }
+        }
     }
 
     /// Emits the last filter and the offset array; returns the block contents.
     pub fn finish(mut self) -> Vec<u8> {
-        if !self.starts.is_empty() {
+        if !self.starts.is_empty() || !self.hashes.is_empty() {
             self.generate_filter();
         }
         append_filter_trailer(self.result, &self.filter_offsets)
@@ -63,6 +72,13 @@ impl FilterBlockBuilder {
 
     fn generate_filter(&mut self) {
         self.filter_offsets.push(self.result.len() as u32);
+        if !self.hashes.is_empty() {
+            if let Some(hashed) = self.policy.hashed() {
+                hashed.create_filter_from_hashes(&self.hashes, &mut self.result);
+            }
+            self.hashes.clear();
+            return;
+        }
         if self.starts.is_empty() {
             return;
         }
@@ -302,5 +318,42 @@ mod tests {
             let reader = FilterBlockReader::new(Arc::new(HashListPolicy), bytes.to_vec());
             assert!(reader.key_may_match(0, b"x"));
         }
+    }
+
+    /// The Bloom policy with its hashing hidden, so the builder keeps keys.
+    #[derive(Debug)]
+    struct KeysOnly(crate::bloom::InternalFilterPolicy<crate::bloom::BloomFilterPolicy>);
+
+    impl FilterPolicy for KeysOnly {
+        fn name(&self) -> &'static str {
+            self.0.name()
+        }
+        fn create_filter(&self, keys: &[&[u8]], dst: &mut Vec<u8>) {
+            self.0.create_filter(keys, dst);
+        }
+        fn key_may_match(&self, key: &[u8], filter: &[u8]) -> bool {
+            self.0.key_may_match(key, filter)
+        }
+    }
+
+    #[test]
+    fn hashing_keys_as_they_come_builds_the_same_block() {
+        use crate::bloom::{BloomFilterPolicy, InternalFilterPolicy};
+        let policy = || InternalFilterPolicy::new(BloomFilterPolicy::new(10));
+        let mut hashed = FilterBlockBuilder::new(Arc::new(policy()));
+        let mut kept = FilterBlockBuilder::new(Arc::new(KeysOnly(policy())));
+        let mut offset = 0;
+        for block in 0u64..40 {
+            hashed.start_block(offset);
+            kept.start_block(offset);
+            for i in 0..block % 7 {
+                let mut key = format!("key{block:04}{i}").into_bytes();
+                key.extend_from_slice(&(block * 8 + i).to_le_bytes());
+                hashed.add_key(&key);
+                kept.add_key(&key);
+            }
+            offset += 700 + block * 97;
+        }
+        assert_eq!(hashed.finish(), kept.finish());
     }
 }

@@ -3,8 +3,12 @@
 //! and the tables of a version through it, and the streaming compaction
 //! executor merges its input runs through it.
 //!
-//! Children are kept in a binary heap ordered by their current key, so a step
-//! costs `O(log n)` comparisons: compactions can merge 40 runs and more.
+//! Children are kept in a tournament (loser) tree over their current keys,
+//! so a step costs one comparison per level of the tree (`log2 n`): a binary
+//! heap costs two, and compactions merge 40 runs and more. Each child's
+//! current key is copied into the merge when the child moves, so that
+//! comparisons and [`KvIterator::key`] read it directly instead of going
+//! down the child's cursors (a table in a level is three cursors deep).
 //!
 //! The merge is deterministic even when two children hold equal keys: going
 //! forward, equal keys come out in child order (lower index first); going
@@ -14,7 +18,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::comparator::Comparator;
+use crate::comparator::{compare_internal_keys, Comparator};
 use crate::error::Error;
 use crate::iterator::KvIterator;
 
@@ -52,11 +56,25 @@ pub fn merging_iterator(
 /// sequence.
 pub struct MergingIterator {
     comparator: Arc<dyn Comparator>,
+    /// `comparator` is [`crate::comparator::InternalKeyComparator`]:
+    /// compare inline.
+    bytewise_internal: bool,
     children: Vec<Box<dyn KvIterator + Send>>,
-    /// Indices of the valid children, a binary heap ordered by
-    /// [`MergingIterator::goes_before`]; `heap[0]` is the current child.
-    /// Empty when the cursor is not valid.
-    heap: Vec<usize>,
+    /// The current key of each valid child (stale for an invalid one).
+    keys: Vec<Vec<u8>>,
+    /// Whether each child is valid, as of its last move.
+    live: Vec<bool>,
+    /// The loser tree, laid out as a binary heap over `n` leaves (child
+    /// `i` is leaf `n + i`): `tree[node]` for `1 <= node < n` is the child
+    /// that lost the match at that node, `tree[0]` the overall winner, the
+    /// current child. Dead children lose every match they play.
+    tree: Vec<usize>,
+    /// Winners of each node while the tree is rebuilt (kept to reuse).
+    winners: Vec<usize>,
+    /// True when a child stopped with an error (the cursor is invalid).
+    stopped: bool,
+    /// The current child: `tree[0]` when the cursor is valid.
+    winner: Option<usize>,
     direction: Direction,
     /// Holds the current key while the other children are repositioned.
     scratch: Vec<u8>,
@@ -67,7 +85,7 @@ impl std::fmt::Debug for MergingIterator {
         f.debug_struct("MergingIterator")
             .field("comparator", &self.comparator)
             .field("children", &self.children.len())
-            .field("current", &self.heap.first())
+            .field("current", &self.current())
             .field("direction", &self.direction)
             .finish()
     }
@@ -80,10 +98,17 @@ impl MergingIterator {
         comparator: Arc<dyn Comparator>,
         children: Vec<Box<dyn KvIterator + Send>>,
     ) -> MergingIterator {
+        let n = children.len();
         MergingIterator {
+            bytewise_internal: comparator.is_bytewise_internal(),
             comparator,
-            heap: Vec::with_capacity(children.len()),
+            keys: vec![Vec::new(); n],
+            live: vec![false; n],
+            tree: vec![0; n.max(1)],
+            winners: Vec::with_capacity(2 * n),
             children,
+            stopped: false,
+            winner: None,
             direction: Direction::Forward,
             scratch: Vec::new(),
         }
@@ -94,70 +119,104 @@ impl MergingIterator {
         self.children.len()
     }
 
+    /// The current child, if the cursor is valid.
+    #[inline]
+    fn current(&self) -> Option<usize> {
+        self.winner
+    }
+
+    /// Records `tree[0]` as the current child if it is valid (a dead winner
+    /// means every child is dead).
+    #[inline]
+    fn crown(&mut self, winner: usize) {
+        self.tree[0] = winner;
+        self.winner = (!self.stopped && self.live.get(winner) == Some(&true)).then_some(winner);
+    }
+
     /// True when child `a`'s entry comes out before child `b`'s in the
-    /// current direction. Both must be valid.
+    /// current direction; a valid child goes before an invalid one.
     #[inline]
     fn goes_before(&self, a: usize, b: usize) -> bool {
-        let order = self
-            .comparator
-            .compare(self.children[a].key(), self.children[b].key());
+        match (self.live[a], self.live[b]) {
+            (true, true) => {}
+            (live_a, _) => return live_a,
+        }
+        let order = if self.bytewise_internal {
+            compare_internal_keys(&self.keys[a], &self.keys[b])
+        } else {
+            self.comparator.compare(&self.keys[a], &self.keys[b])
+        };
         match self.direction {
             Direction::Forward => order == Ordering::Less || (order == Ordering::Equal && a < b),
             Direction::Reverse => order == Ordering::Greater || (order == Ordering::Equal && a > b),
         }
     }
 
-    fn sift_down(&mut self, mut pos: usize) {
-        let len = self.heap.len();
-        loop {
-            let left = 2 * pos + 1;
-            if left >= len {
-                return;
-            }
-            let right = left + 1;
-            let mut best = left;
-            if right < len && self.goes_before(self.heap[right], self.heap[left]) {
-                best = right;
-            }
-            if !self.goes_before(self.heap[best], self.heap[pos]) {
-                return;
-            }
-            self.heap.swap(pos, best);
-            pos = best;
+    /// Copies child `child`'s position into `keys` and `live`; stops the
+    /// cursor when the child is invalid because of an error.
+    #[inline]
+    fn refresh(&mut self, child: usize) {
+        let iter = &self.children[child];
+        let live = iter.valid();
+        self.live[child] = live;
+        if live {
+            let key = &mut self.keys[child];
+            key.clear();
+            key.extend_from_slice(iter.key());
+        } else if iter.status().is_err() {
+            self.stopped = true;
         }
     }
 
-    /// Rebuilds the heap from every valid child; stops the cursor when a
-    /// child is invalid because of an error.
-    fn rebuild_heap(&mut self) {
-        self.heap.clear();
-        for (index, child) in self.children.iter().enumerate() {
-            if child.valid() {
-                self.heap.push(index);
-            } else if child.status().is_err() {
-                self.heap.clear();
-                return;
-            }
+    /// Rebuilds the tree from every child's position; stops the cursor when
+    /// a child is invalid because of an error.
+    fn rebuild(&mut self) {
+        self.stopped = false;
+        let n = self.children.len();
+        for child in 0..n {
+            self.refresh(child);
         }
-        for pos in (0..self.heap.len() / 2).rev() {
-            self.sift_down(pos);
-        }
-    }
-
-    /// Restores the heap after the current child (the top) moved.
-    fn fix_top(&mut self) {
-        let Some(&top) = self.heap.first() else {
+        if n <= 1 {
+            self.crown(0);
             return;
-        };
-        let child = &self.children[top];
-        if child.valid() {
-            self.sift_down(0);
-        } else if child.status().is_err() {
-            self.heap.clear();
-        } else {
-            self.heap.swap_remove(0);
-            self.sift_down(0);
         }
+        let mut winners = std::mem::take(&mut self.winners);
+        winners.clear();
+        winners.resize(2 * n, 0);
+        for child in 0..n {
+            winners[n + child] = child;
+        }
+        for node in (1..n).rev() {
+            let (left, right) = (winners[2 * node], winners[2 * node + 1]);
+            if self.goes_before(left, right) {
+                winners[node] = left;
+                self.tree[node] = right;
+            } else {
+                winners[node] = right;
+                self.tree[node] = left;
+            }
+        }
+        self.winners = winners;
+        self.crown(self.winners[1]);
+    }
+
+    /// Restores the tree after the current child `moved` stepped: replays
+    /// its matches from its leaf up to the root.
+    #[inline]
+    fn replay(&mut self, moved: usize) {
+        self.refresh(moved);
+        let n = self.children.len();
+        let mut winner = moved;
+        let mut node = (n + moved) / 2;
+        while node >= 1 {
+            let loser = self.tree[node];
+            if self.goes_before(loser, winner) {
+                self.tree[node] = winner;
+                winner = loser;
+            }
+            node /= 2;
+        }
+        self.crown(winner);
     }
 
     /// Copies the current key into `scratch` and returns it (taken out of
@@ -165,7 +224,7 @@ impl MergingIterator {
     fn take_current_key(&mut self, current: usize) -> Vec<u8> {
         let mut key = std::mem::take(&mut self.scratch);
         key.clear();
-        key.extend_from_slice(self.children[current].key());
+        key.extend_from_slice(&self.keys[current]);
         key
     }
 
@@ -195,7 +254,7 @@ impl MergingIterator {
         }
         self.scratch = key;
         self.direction = Direction::Forward;
-        self.rebuild_heap();
+        self.rebuild();
     }
 
     /// Repositions every non-current child before the current entry.
@@ -240,14 +299,14 @@ impl MergingIterator {
         }
         self.scratch = key;
         self.direction = Direction::Reverse;
-        self.rebuild_heap();
+        self.rebuild();
     }
 }
 
 impl KvIterator for MergingIterator {
     #[inline]
     fn valid(&self) -> bool {
-        !self.heap.is_empty()
+        self.current().is_some()
     }
 
     fn seek_to_first(&mut self) {
@@ -255,7 +314,7 @@ impl KvIterator for MergingIterator {
             child.seek_to_first();
         }
         self.direction = Direction::Forward;
-        self.rebuild_heap();
+        self.rebuild();
     }
 
     fn seek_to_last(&mut self) {
@@ -263,7 +322,7 @@ impl KvIterator for MergingIterator {
             child.seek_to_last();
         }
         self.direction = Direction::Reverse;
-        self.rebuild_heap();
+        self.rebuild();
     }
 
     fn seek(&mut self, target: &[u8]) {
@@ -271,46 +330,46 @@ impl KvIterator for MergingIterator {
             child.seek(target);
         }
         self.direction = Direction::Forward;
-        self.rebuild_heap();
+        self.rebuild();
     }
 
     fn next(&mut self) {
         debug_assert!(self.valid(), "next() on an invalid MergingIterator");
-        let Some(&current) = self.heap.first() else {
+        let Some(current) = self.current() else {
             return;
         };
         if self.direction != Direction::Forward {
             self.switch_to_forward(current);
             // The current child is the smallest after the switch, so it is
-            // still the top unless an error stopped the cursor.
-            if self.heap.first() != Some(&current) {
+            // still the winner unless an error stopped the cursor.
+            if self.current() != Some(current) {
                 return;
             }
         }
         self.children[current].next();
-        self.fix_top();
+        self.replay(current);
     }
 
     fn prev(&mut self) {
         debug_assert!(self.valid(), "prev() on an invalid MergingIterator");
-        let Some(&current) = self.heap.first() else {
+        let Some(current) = self.current() else {
             return;
         };
         if self.direction != Direction::Reverse {
             self.switch_to_reverse(current);
-            if self.heap.first() != Some(&current) {
+            if self.current() != Some(current) {
                 return;
             }
         }
         self.children[current].prev();
-        self.fix_top();
+        self.replay(current);
     }
 
     #[inline]
     fn key(&self) -> &[u8] {
         debug_assert!(self.valid(), "key() on an invalid MergingIterator");
-        match self.heap.first() {
-            Some(&current) => self.children[current].key(),
+        match self.current() {
+            Some(current) => &self.keys[current],
             None => &[],
         }
     }
@@ -318,8 +377,8 @@ impl KvIterator for MergingIterator {
     #[inline]
     fn value(&self) -> &[u8] {
         debug_assert!(self.valid(), "value() on an invalid MergingIterator");
-        match self.heap.first() {
-            Some(&current) => self.children[current].value(),
+        match self.current() {
+            Some(current) => self.children[current].value(),
             None => &[],
         }
     }

@@ -485,6 +485,11 @@ impl KvIterator for TableIter {
     fn next(&mut self) {
         if let Some(data) = &mut self.data {
             data.next();
+            // Within a block (the common case) there is nothing to skip: a
+            // block cursor that stopped on an error is not valid.
+            if data.valid() {
+                return;
+            }
         }
         self.skip_empty_blocks_forward();
     }

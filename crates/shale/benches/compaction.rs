@@ -15,8 +15,12 @@
 //!
 //! ```sh
 //! cargo bench -p shale --bench compaction -- [--num N] [--repeats R] [--values 32,128,256] [--snappy 0|1]
-//!     [--engines leveldb,streaming,parallel] [--writer shale|leveldb]
+//!     [--engines leveldb,streaming,parallel] [--writer shale|leveldb] [--keep DIR]
 //! ```
+//!
+//! `--keep DIR` keeps the filled databases in `DIR` (one per value size and
+//! writer) and reuses them on the next run, so repeated measurements and
+//! profiles of one change skip the fill.
 
 #![allow(clippy::unwrap_used, reason = "benchmark program")]
 #![allow(clippy::print_stdout, reason = "benchmark program")]
@@ -33,6 +37,7 @@ struct Args {
     snappy: bool,
     engines: Vec<String>,
     leveldb_writes: bool,
+    keep: Option<std::path::PathBuf>,
 }
 
 fn parse_args() -> Args {
@@ -43,6 +48,7 @@ fn parse_args() -> Args {
         snappy: true,
         engines: vec!["leveldb".into(), "streaming".into(), "parallel".into()],
         leveldb_writes: false,
+        keep: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -58,6 +64,7 @@ fn parse_args() -> Args {
                     .collect()
             }
             "--snappy" => args.snappy = value == "1",
+            "--keep" => args.keep = Some(value.into()),
             "--engines" => args.engines = value.split(',').map(String::from).collect(),
             "--writer" => {
                 args.leveldb_writes = match value.as_str() {
@@ -289,15 +296,28 @@ fn main() {
         "value", "engine", "seconds", "read MB", "write MB", "MB/s", "cpu s/GB in"
     );
     for &value_size in &args.values {
-        let source = tmp.path().join(format!("source-{value_size}"));
-        if args.leveldb_writes {
-            if !leveldb_shim::available() {
-                println!("--writer leveldb: LevelDB is not available");
-                return;
-            }
-            fill_with_leveldb(&source, args.num, value_size, args.snappy);
+        let writer = if args.leveldb_writes {
+            "leveldb"
         } else {
-            fill(&source, args.num, value_size, args.snappy);
+            "shale"
+        };
+        let name = format!("source-{writer}-{}-{value_size}-{}", args.num, args.snappy);
+        let source = args.keep.as_deref().unwrap_or(tmp.path()).join(name);
+        if !source.exists() {
+            // Filled under another name and renamed when complete, so a
+            // kept database is never a half-filled one.
+            let filling = source.with_extension("filling");
+            let _ = std::fs::remove_dir_all(&filling);
+            if args.leveldb_writes {
+                if !leveldb_shim::available() {
+                    println!("--writer leveldb: LevelDB is not available");
+                    return;
+                }
+                fill_with_leveldb(&filling, args.num, value_size, args.snappy);
+            } else {
+                fill(&filling, args.num, value_size, args.snappy);
+            }
+            std::fs::rename(&filling, &source).unwrap();
         }
         // Rounds: every engine once per round, starting one further along,
         // so a change in the machine's load touches them all alike.
