@@ -15,6 +15,7 @@ pub(crate) mod pool;
 pub mod priority;
 pub mod streaming;
 pub mod subcompaction;
+pub(crate) mod syncer;
 
 pub use job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, KeyRange, OutputSink};
 pub use parallel::ParallelExecutor;

@@ -21,6 +21,7 @@ use crate::gc::GcDecider;
 use crate::job::{
     CompactionJob, CompactionOutput, Executor, JobFile, JobIo, OutputSink, OutputTable, PhaseStats,
 };
+use crate::syncer::Syncer;
 
 /// Name of the reference executor.
 pub const STREAMING: &str = "streaming";
@@ -83,15 +84,14 @@ struct OpenOutput {
 }
 
 impl OpenOutput {
-    fn finish(self, stats: &mut PhaseStats) -> Result<OutputTable> {
+    /// Writes the table's last blocks and hands the file to `syncer`.
+    fn finish(self, syncer: &Syncer<'_>, stats: &mut PhaseStats) -> Result<OutputTable> {
         let entries = self.builder.num_entries();
         // A file is opened at its first entry, so both keys exist.
         let smallest = self.builder.smallest_key().unwrap_or_default().to_vec();
         let largest = self.builder.largest_key().unwrap_or_default().to_vec();
         let (sink, file_size) = self.builder.finish()?;
-        let started = Instant::now();
-        sink.finish()?;
-        stats.write_secs += started.elapsed().as_secs_f64();
+        syncer.submit(sink, Vec::new())?;
         stats.bytes_written += file_size;
         stats.entries_out += entries;
         Ok(OutputTable {
@@ -107,10 +107,12 @@ impl OpenOutput {
 /// Writes kept entries, in order, into output tables as the reference
 /// does: a file opens at its first entry, closes when its data blocks reach
 /// the job's size limit ([`output_file_full`]) or when the caller cuts it
-/// (the grandparent cut). Shared with the keys-only remote mode, whose data
-/// side packs the order the key side decided.
+/// (the grandparent cut). A closed file is flushed and synced by `syncer`'s
+/// thread while the next one is filled. Shared with the keys-only remote
+/// mode, whose data side packs the order the key side decided.
 pub(crate) struct TablePacker<'a> {
     io: &'a dyn JobIo,
+    syncer: &'a Syncer<'a>,
     options: TableOptions,
     max_output_file_size: u64,
     current: Option<OpenOutput>,
@@ -119,9 +121,14 @@ pub(crate) struct TablePacker<'a> {
 }
 
 impl<'a> TablePacker<'a> {
-    pub(crate) fn new(job: &CompactionJob, io: &'a dyn JobIo) -> TablePacker<'a> {
+    pub(crate) fn new(
+        job: &CompactionJob,
+        io: &'a dyn JobIo,
+        syncer: &'a Syncer<'a>,
+    ) -> TablePacker<'a> {
         TablePacker {
             io,
+            syncer,
             options: job.table.table_options_in(&io.key_order()),
             max_output_file_size: job.max_output_file_size,
             current: None,
@@ -136,7 +143,8 @@ impl<'a> TablePacker<'a> {
     /// Closes the open file, if any.
     pub(crate) fn cut(&mut self) -> Result<()> {
         if let Some(output) = self.current.take() {
-            self.outputs.push(output.finish(&mut self.stats)?);
+            self.outputs
+                .push(output.finish(self.syncer, &mut self.stats)?);
         }
         Ok(())
     }
@@ -161,7 +169,8 @@ impl<'a> TablePacker<'a> {
     }
 
     /// Closes the last file; the tables written and the packer's stats
-    /// (`bytes_read`, `bytes_written`, `entries_out`, `write_secs`).
+    /// (`bytes_read`, `bytes_written`, `entries_out`). The files are durable
+    /// once the syncer's scope has ended.
     pub(crate) fn finish(mut self) -> Result<(Vec<OutputTable>, PhaseStats)> {
         self.cut()?;
         Ok((self.outputs, self.stats))
@@ -185,45 +194,12 @@ impl Executor for StreamingExecutor {
                 order.name()
             )));
         }
-        let mut iter =
-            merging_iterator(order.internal_comparator(), run_iterators(job, io, &order)?);
-        let mut cutter = GrandparentCutter::with_order(job, order.clone());
-        let mut gc = GcDecider::with_order(job, order.clone());
-        let mut packer = TablePacker::new(job, io);
-        let mut entries_in = 0;
-
-        // The job's range: from the first entry of its lower bound (the
-        // newest version sorts first) to the first user key at or past its
-        // upper bound.
-        match &job.range.lower {
-            Some(lower) => iter.seek(
-                InternalKey::new(lower, MAX_SEQUENCE_NUMBER, ValueType::VALUE_FOR_SEEK).encoded(),
-            ),
-            None => iter.seek_to_first(),
-        }
-        while iter.valid() {
-            let key = iter.key();
-            if job.range.is_above(extract_user_key(key)) {
-                break;
-            }
-            entries_in += 1;
-            if cutter.should_stop_before(key) {
-                packer.cut()?;
-            }
-            let parsed = ParsedInternalKey::parse(key).map_err(|e| {
-                Error::corruption(0, format!("compaction input has a bad internal key: {e}"))
-            })?;
-            if gc.keep(&parsed) {
-                packer.add(key, iter.value())?;
-            }
-            iter.next();
-        }
-        iter.status()?;
-        drop(iter);
-        let (outputs, mut stats) = packer.finish()?;
-        stats.entries_in = entries_in;
+        let ((outputs, mut stats), io_time) =
+            Syncer::scope(None, |syncer| merge_into_tables(job, io, &order, syncer))?;
+        stats.write_secs = io_time.busy;
+        stats.overlapped_secs = io_time.overlapped();
         stats.total_secs = started.elapsed().as_secs_f64();
-        stats.merge_secs = stats.total_secs - stats.write_secs;
+        stats.merge_secs = stats.total_secs - io_time.waited;
         Ok(CompactionOutput {
             executor: STREAMING.to_string(),
             outputs,
@@ -231,4 +207,52 @@ impl Executor for StreamingExecutor {
             fallback: None,
         })
     }
+}
+
+/// The reference compaction: merges the inputs, drops what gc drops, cuts
+/// files where the grandparent rule says, and writes the rest through a
+/// [`TablePacker`].
+fn merge_into_tables(
+    job: &CompactionJob,
+    io: &dyn JobIo,
+    order: &KeyOrder,
+    syncer: &Syncer<'_>,
+) -> Result<(Vec<OutputTable>, PhaseStats)> {
+    let mut iter = merging_iterator(order.internal_comparator(), run_iterators(job, io, order)?);
+    let mut cutter = GrandparentCutter::with_order(job, order.clone());
+    let mut gc = GcDecider::with_order(job, order.clone());
+    let mut packer = TablePacker::new(job, io, syncer);
+    let mut entries_in = 0;
+
+    // The job's range: from the first entry of its lower bound (the
+    // newest version sorts first) to the first user key at or past its
+    // upper bound.
+    match &job.range.lower {
+        Some(lower) => iter.seek(
+            InternalKey::new(lower, MAX_SEQUENCE_NUMBER, ValueType::VALUE_FOR_SEEK).encoded(),
+        ),
+        None => iter.seek_to_first(),
+    }
+    while iter.valid() {
+        let key = iter.key();
+        if job.range.is_above(extract_user_key(key)) {
+            break;
+        }
+        entries_in += 1;
+        if cutter.should_stop_before(key) {
+            packer.cut()?;
+        }
+        let parsed = ParsedInternalKey::parse(key).map_err(|e| {
+            Error::corruption(0, format!("compaction input has a bad internal key: {e}"))
+        })?;
+        if gc.keep(&parsed) {
+            packer.add(key, iter.value())?;
+        }
+        iter.next();
+    }
+    iter.status()?;
+    drop(iter);
+    let (outputs, mut stats) = packer.finish()?;
+    stats.entries_in = entries_in;
+    Ok((outputs, stats))
 }

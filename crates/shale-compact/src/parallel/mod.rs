@@ -49,9 +49,9 @@ use crate::inputs::{
 };
 use crate::job::{CompactionJob, CompactionOutput, Executor, JobIo, PhaseStats};
 use crate::pool::Pool;
+use crate::syncer::Syncer;
 use merge::{item_key, merge_and_decide, user_key_prefix, Item, Kept};
-pub use pack::IoTime;
-use pack::{write_planned, OpenFile, Syncer};
+use pack::{write_planned, OpenFile};
 use plan::{plan_boundaries_from_sizes, EntrySize, PlannedFile, ScanState};
 use unpack::{unpack_block_into, EntryRef, ParsedBlock};
 
@@ -276,7 +276,7 @@ fn run_job(
     // Two stages overlap (the pipeline): this thread reads, unpacks, merges
     // and decides one slice while the packer encodes and lays out the one
     // before; finished files go to the I/O thread of the syncer.
-    let result = Syncer::scope(Some(buffers), |syncer| {
+    let result = Syncer::scope(Some(&buffers.files), |syncer| {
         let (sender, receiver) = std::sync::mpsc::sync_channel::<PackWork>(1);
         std::thread::scope(|scope| {
             let (options, bloom) = (&options, bloom.as_ref());
@@ -296,6 +296,7 @@ fn run_job(
                         bloom,
                         file_capacity,
                         io,
+                        buffers,
                         syncer,
                         pack_stats,
                     )?;
@@ -347,7 +348,7 @@ fn run_job(
         Ok((outputs, io)) => {
             stats.accumulate(&pack_stats);
             stats.write_secs += io.busy;
-            stats.overlapped_secs += (io.busy - io.waited).max(0.0);
+            stats.overlapped_secs += io.overlapped();
             // Waiting in the queue was counted inside pack; it was I/O.
             stats.pack_secs = (stats.pack_secs - io.waited).max(0.0);
             outputs

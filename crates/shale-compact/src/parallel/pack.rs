@@ -24,6 +24,7 @@ use super::unpack::ParsedBlock;
 use super::Buffers;
 use crate::job::{JobIo, OutputSink, OutputTable, PhaseStats};
 use crate::pool::Pool;
+use crate::syncer::Syncer;
 
 use super::merge::Kept;
 
@@ -123,109 +124,6 @@ pub struct OpenFile {
     block_hashes: Vec<Vec<u32>>,
 }
 
-/// Files assembled in memory, waiting to be written and synced.
-const WRITE_QUEUE_FILES: usize = 4;
-
-/// Writes finished output files and makes them durable on a thread of its
-/// own, so file I/O overlaps the computation of later files (the pipeline
-/// mechanism). At most a few files wait, which bounds the memory it holds.
-pub struct Syncer<'p> {
-    sender: std::sync::mpsc::SyncSender<(Box<dyn OutputSink>, Vec<u8>)>,
-    /// Nanoseconds the computation waited for a place in the queue.
-    blocked_nanos: std::sync::atomic::AtomicU64,
-    /// Where written files' and encoded blocks' buffers go back to.
-    buffers: Option<&'p Buffers>,
-}
-
-/// What the I/O thread did.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct IoTime {
-    /// Seconds writing and syncing.
-    pub busy: f64,
-    /// Seconds the computation waited for it (queue full, or at the end).
-    pub waited: f64,
-}
-
-impl<'p> Syncer<'p> {
-    /// Runs `body` with a syncer; returns the first error of either and the
-    /// time spent writing and syncing. Buffers of written files go back to
-    /// `buffers`, when given.
-    pub fn scope<T>(
-        buffers: Option<&'p Buffers>,
-        body: impl FnOnce(&Syncer<'p>) -> Result<T>,
-    ) -> Result<(T, IoTime)> {
-        let (sender, receiver) =
-            std::sync::mpsc::sync_channel::<(Box<dyn OutputSink>, Vec<u8>)>(WRITE_QUEUE_FILES);
-        std::thread::scope(|scope| {
-            let worker = scope.spawn(move || -> Result<f64> {
-                let mut seconds = 0.0;
-                let mut first_error = None;
-                for (mut sink, bytes) in receiver {
-                    let started = Instant::now();
-                    let written = std::io::Write::write_all(&mut sink, &bytes)
-                        .and_then(|()| std::io::Write::flush(&mut sink))
-                        .map_err(|e| shale_format::Error::io("writing a compaction output", e));
-                    if let Err(err) = written.and_then(|()| sink.finish()) {
-                        first_error.get_or_insert(err);
-                    }
-                    if let Some(buffers) = buffers {
-                        buffers.files.give(bytes);
-                    }
-                    seconds += started.elapsed().as_secs_f64();
-                }
-                first_error.map_or(Ok(seconds), Err)
-            });
-            let syncer = Syncer {
-                sender,
-                blocked_nanos: std::sync::atomic::AtomicU64::new(0),
-                buffers,
-            };
-            let result = body(&syncer);
-            let blocked = syncer
-                .blocked_nanos
-                .load(std::sync::atomic::Ordering::Relaxed) as f64
-                / 1e9;
-            drop(syncer);
-            let joined = Instant::now();
-            let busy = worker.join().unwrap_or_else(|_| {
-                Err(shale_format::Error::InvalidArgument(
-                    "the sync thread panicked".into(),
-                ))
-            });
-            let waited = blocked + joined.elapsed().as_secs_f64();
-            let value = result?;
-            Ok((
-                value,
-                IoTime {
-                    busy: busy?,
-                    waited,
-                },
-            ))
-        })
-    }
-
-    /// An empty buffer for an output file, with room for `capacity` bytes.
-    fn file_buffer(&self, capacity: usize) -> Vec<u8> {
-        let mut buffer = self.buffers.map(|b| b.files.take()).unwrap_or_default();
-        buffer.clear();
-        buffer.reserve(capacity);
-        buffer
-    }
-
-    fn submit(&self, sink: Box<dyn OutputSink>, bytes: Vec<u8>) -> Result<()> {
-        let started = Instant::now();
-        let sent = self
-            .sender
-            .send((sink, bytes))
-            .map_err(|_| shale_format::Error::InvalidArgument("the sync thread stopped".into()));
-        self.blocked_nanos.fetch_add(
-            started.elapsed().as_nanos() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        sent
-    }
-}
-
 /// Encodes the planned blocks in parallel and writes them, finishing files
 /// as planned. `open` is the file carried between slices.
 #[allow(
@@ -243,6 +141,7 @@ pub fn write_planned(
     bloom: Option<&BloomFilterPolicy>,
     file_capacity: usize,
     io: &dyn JobIo,
+    buffers: &Buffers,
     syncer: &Syncer<'_>,
     stats: &mut PhaseStats,
 ) -> Result<()> {
@@ -257,8 +156,14 @@ pub fn write_planned(
         ranges
             .into_par_iter()
             .map(|range| {
-                let pool = syncer.buffers.map(|b| &b.encoded);
-                encode_block(blocks, kept, range, options, bloom.is_some(), pool)
+                encode_block(
+                    blocks,
+                    kept,
+                    range,
+                    options,
+                    bloom.is_some(),
+                    Some(&buffers.encoded),
+                )
             })
             .collect()
     });
@@ -299,9 +204,7 @@ pub fn write_planned(
             file.block_hashes.push(block.hashes);
             file.largest = block.last_key;
             file.entries += block.entries;
-            if let Some(buffers) = syncer.buffers {
-                buffers.encoded.give(block.contents);
-            }
+            buffers.encoded.give(block.contents);
         }
         if planned.finish {
             if let Some(file) = open.take() {

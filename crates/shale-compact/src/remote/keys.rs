@@ -25,8 +25,9 @@ use shale_format::{Error, Result};
 
 use crate::boundaries::GrandparentCutter;
 use crate::gc::GcDecider;
-use crate::job::{CompactionJob, CompactionOutput, JobIo};
+use crate::job::{CompactionJob, CompactionOutput, JobIo, OutputTable, PhaseStats};
 use crate::streaming::{open_input_table, TablePacker};
+use crate::syncer::Syncer;
 
 /// Name the keys-only path reports as its executor.
 pub const KEYS_ONLY: &str = "keys-only";
@@ -195,8 +196,31 @@ pub fn pack(
             codes.len()
         )));
     }
+    let ((outputs, mut stats), io_time) =
+        Syncer::scope(None, |syncer| pack_in_order(job, runs, codes, io, syncer))?;
+    stats.entries_in = total as u64;
+    stats.write_secs = io_time.busy;
+    stats.overlapped_secs = io_time.overlapped();
+    stats.total_secs = started.elapsed().as_secs_f64();
+    stats.pack_secs = stats.total_secs - io_time.waited;
+    Ok(CompactionOutput {
+        executor: KEYS_ONLY.to_string(),
+        outputs,
+        stats,
+        fallback: None,
+    })
+}
+
+/// [`pack`]'s loop: the entries `codes` keeps into a [`TablePacker`].
+fn pack_in_order(
+    job: &CompactionJob,
+    runs: &[RunEntries],
+    codes: &[u32],
+    io: &dyn JobIo,
+    syncer: &Syncer<'_>,
+) -> Result<(Vec<OutputTable>, PhaseStats)> {
     let mut cursors = vec![0usize; runs.len()];
-    let mut packer = TablePacker::new(job, io);
+    let mut packer = TablePacker::new(job, io, syncer);
     for &code in codes {
         let (run, keep, cut_before) = decode(code);
         let (Some(entries), Some(cursor)) = (runs.get(run), cursors.get_mut(run)) else {
@@ -220,14 +244,5 @@ pub fn pack(
             packer.add(key, value)?;
         }
     }
-    let (outputs, mut stats) = packer.finish()?;
-    stats.entries_in = total as u64;
-    stats.total_secs = started.elapsed().as_secs_f64();
-    stats.pack_secs = stats.total_secs - stats.write_secs;
-    Ok(CompactionOutput {
-        executor: KEYS_ONLY.to_string(),
-        outputs,
-        stats,
-        fallback: None,
-    })
+    packer.finish()
 }
