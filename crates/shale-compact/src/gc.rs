@@ -10,7 +10,7 @@
 
 use std::cmp::Ordering;
 
-use shale_format::comparator::KeyOrder;
+use shale_format::comparator::{compare_bytes, KeyOrder};
 use shale_format::internal_key::{ParsedInternalKey, SequenceNumber, ValueType};
 
 use crate::job::{CompactionJob, UserKeyRange};
@@ -81,7 +81,9 @@ pub fn keep_entry(
     is_base_level: impl FnOnce(&[u8]) -> bool,
 ) -> bool {
     if let Some((prev_user_key, prev_sequence)) = previous {
-        if prev_user_key == entry.user_key && prev_sequence <= smallest_snapshot {
+        if prev_sequence <= smallest_snapshot
+            && compare_bytes(prev_user_key, entry.user_key).is_eq()
+        {
             return false;
         }
     }

@@ -9,7 +9,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use shale_format::comparator::KeyOrder;
+use shale_format::comparator::{compare_bytes, KeyOrder};
 use shale_format::format::{CompressionType, RandomAccess};
 use shale_format::internal_key::{extract_user_key, SequenceNumber};
 use shale_format::options::TableOptions;
@@ -136,7 +136,10 @@ impl KeyRange {
     /// True when `user_key` sorts after the range (`user_key >= upper`).
     #[inline]
     pub fn is_above(&self, user_key: &[u8]) -> bool {
-        self.upper.as_deref().is_some_and(|u| user_key >= u)
+        // Inlined: asked for every entry of a sub-compaction.
+        self.upper
+            .as_deref()
+            .is_some_and(|u| compare_bytes(user_key, u).is_ge())
     }
 
     /// True when `lower <= user_key < upper`.

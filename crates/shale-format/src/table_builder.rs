@@ -7,6 +7,7 @@ use std::cmp::Ordering;
 use std::io::Write;
 
 use crate::block_builder::BlockBuilder;
+use crate::comparator::compare_internal_keys;
 use crate::error::{Error, Result};
 use crate::format::maybe_compress;
 use crate::options::TableOptions;
@@ -29,8 +30,12 @@ pub struct TableBuilder<W: Write> {
     data_block: BlockBuilder,
     /// First key of the data block being filled.
     block_first_key: Vec<u8>,
-    /// Key of the last entry added.
+    /// Key of the last entry of the last data block written (the open
+    /// block's last key is the block builder's).
     last_key: Vec<u8>,
+    /// The comparator is [`crate::comparator::InternalKeyComparator`]: keys
+    /// are checked in order inline.
+    bytewise_internal: bool,
     first_key: Option<Vec<u8>>,
     num_entries: u64,
     /// Sum of the uncompressed sizes of the data blocks written so far.
@@ -41,12 +46,14 @@ pub struct TableBuilder<W: Write> {
 impl<W: Write> TableBuilder<W> {
     /// A builder writing to `dest`, which must be empty (offsets start at 0).
     pub fn new(options: TableOptions, dest: W) -> TableBuilder<W> {
+        let bytewise_internal = options.comparator.is_bytewise_internal();
         TableBuilder {
             data_block: BlockBuilder::new(options.block_restart_interval),
             block_size: options.block_size,
             assembler: TableAssembler::new(options, dest),
             block_first_key: Vec::new(),
             last_key: Vec::new(),
+            bytewise_internal,
             first_key: None,
             num_entries: 0,
             raw_data_bytes: 0,
@@ -57,19 +64,20 @@ impl<W: Write> TableBuilder<W> {
     /// Adds an entry. An `InvalidArgument` error if `key` is not after the
     /// previous key.
     pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        if self.num_entries > 0
-            && self
-                .assembler
-                .options()
-                .comparator
-                .compare(key, &self.last_key)
-                != Ordering::Greater
-        {
-            return Err(Error::InvalidArgument(format!(
-                "table keys out of order: {:?} after {:?}",
-                key.escape_ascii().to_string(),
-                self.last_key.escape_ascii().to_string()
-            )));
+        if self.num_entries > 0 {
+            let last = self.largest_key().unwrap_or_default();
+            let order = if self.bytewise_internal {
+                compare_internal_keys(key, last)
+            } else {
+                self.assembler.options().comparator.compare(key, last)
+            };
+            if order != Ordering::Greater {
+                return Err(Error::InvalidArgument(format!(
+                    "table keys out of order: {:?} after {:?}",
+                    key.escape_ascii().to_string(),
+                    last.escape_ascii().to_string()
+                )));
+            }
         }
         if u32::try_from(key.len()).is_err() || u32::try_from(value.len()).is_err() {
             return Err(Error::InvalidArgument(
@@ -84,8 +92,6 @@ impl<W: Write> TableBuilder<W> {
             self.block_first_key.clear();
             self.block_first_key.extend_from_slice(key);
         }
-        self.last_key.clear();
-        self.last_key.extend_from_slice(key);
         self.num_entries += 1;
         self.data_block.add(key, value);
         if block_is_full(self.data_block.current_size_estimate(), self.block_size) {
@@ -101,6 +107,8 @@ impl<W: Write> TableBuilder<W> {
             return Ok(());
         }
         self.raw_data_bytes += self.data_block.current_size_estimate() as u64;
+        self.last_key.clear();
+        self.last_key.extend_from_slice(self.data_block.last_key());
         let compression = self.assembler.options().compression;
         let (contents, kind) = maybe_compress(
             self.data_block.finish(),
@@ -151,6 +159,52 @@ impl<W: Write> TableBuilder<W> {
 
     /// The last key added.
     pub fn largest_key(&self) -> Option<&[u8]> {
-        (self.num_entries > 0).then_some(self.last_key.as_slice())
+        if self.num_entries == 0 {
+            None
+        } else if self.data_block.is_empty() {
+            Some(&self.last_key)
+        } else {
+            Some(self.data_block.last_key())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::internal_key::{InternalKey, ValueType};
+
+    fn key(user_key: &str, sequence: u64) -> Vec<u8> {
+        InternalKey::new(user_key.as_bytes(), sequence, ValueType::Value).into_encoded()
+    }
+
+    #[test]
+    fn keys_out_of_order_are_refused_within_and_across_blocks() {
+        let options = TableOptions {
+            block_size: 64,
+            ..TableOptions::internal(Some(10))
+        };
+        let mut builder = TableBuilder::new(options, Vec::new());
+        builder.add(&key("a", 5), b"value").unwrap();
+        // Within the open block: an equal key, an older key first.
+        assert!(builder.add(&key("a", 5), b"again").is_err());
+        assert!(builder.add(&key("a", 6), b"newer").is_err());
+        for i in 0..20 {
+            builder
+                .add(&key(&format!("b{i:02}"), 1), &[b'x'; 40])
+                .unwrap();
+            assert_eq!(
+                builder.largest_key(),
+                Some(key(&format!("b{i:02}"), 1).as_slice())
+            );
+        }
+        // The last block was just written out: the previous key is kept.
+        builder.flush().unwrap();
+        assert_eq!(builder.largest_key(), Some(key("b19", 1).as_slice()));
+        assert!(builder.add(&key("b19", 1), b"equal").is_err());
+        assert!(builder.add(&key("b00", 1), b"smaller").is_err());
+        builder.add(&key("b19", 0), b"older version").unwrap();
+        assert_eq!(builder.smallest_key(), Some(key("a", 5).as_slice()));
+        assert_eq!(builder.num_entries(), 22);
     }
 }
