@@ -197,7 +197,8 @@ impl Repairer<'_> {
             }
         }
         tables.sort_unstable_by_key(|t| t.meta.number);
-        self.report.out_of_order_overlaps = search_order::out_of_order_overlaps(&tables);
+        self.report.out_of_order_overlaps =
+            search_order::out_of_order_overlaps(&tables, &self.options.key_order());
         self.write_descriptor(&tables)?;
         self.created.clear();
 

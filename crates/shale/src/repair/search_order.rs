@@ -17,20 +17,24 @@
 
 use std::cmp::Ordering;
 
+use shale_format::comparator::KeyOrder;
+
 use super::TableInfo;
 
-/// Pairs of `tables` whose user-key ranges overlap and whose search order
-/// (number) may disagree with their sequence numbers.
-pub(super) fn out_of_order_overlaps(tables: &[TableInfo]) -> u64 {
+/// Pairs of `tables` whose user-key ranges overlap (user keys in `order`,
+/// the database's) and whose search order (number) may disagree with their
+/// sequence numbers.
+pub(super) fn out_of_order_overlaps(tables: &[TableInfo], order: &KeyOrder) -> u64 {
     let mut by_start: Vec<&TableInfo> = tables.iter().collect();
-    by_start.sort_by(|a, b| a.meta.smallest.user_key().cmp(b.meta.smallest.user_key()));
+    by_start
+        .sort_by(|a, b| order.compare_user(a.meta.smallest.user_key(), b.meta.smallest.user_key()));
     // Tables whose range may still overlap the next ones: a sweep over the
     // ranges in order of their first keys.
     let mut active: Vec<&TableInfo> = Vec::new();
     let mut pairs = 0;
     for table in by_start {
         let start = table.meta.smallest.user_key();
-        active.retain(|a| a.meta.largest.user_key().cmp(start) != Ordering::Less);
+        active.retain(|a| order.compare_user(a.meta.largest.user_key(), start) != Ordering::Less);
         for other in &active {
             let (older, newer) = if other.meta.number < table.meta.number {
                 (*other, table)
@@ -73,7 +77,7 @@ mod tests {
             table(5, ("c", "z"), (101, 200)),
             table(7, ("b", "d"), (201, 250)),
         ];
-        assert_eq!(out_of_order_overlaps(&tables), 0);
+        assert_eq!(out_of_order_overlaps(&tables, &KeyOrder::bytewise()), 0);
     }
 
     #[test]
@@ -83,7 +87,7 @@ mod tests {
             table(4, ("d", "f"), (100, 900)),
             table(2, ("g", "k"), (50, 60)),
         ];
-        assert_eq!(out_of_order_overlaps(&tables), 0);
+        assert_eq!(out_of_order_overlaps(&tables, &KeyOrder::bytewise()), 0);
     }
 
     #[test]
@@ -94,12 +98,45 @@ mod tests {
             table(12, ("a", "z"), (1, 300)),
             table(13, ("x", "y"), (301, 310)),
         ];
-        assert_eq!(out_of_order_overlaps(&tables), 1);
+        assert_eq!(out_of_order_overlaps(&tables, &KeyOrder::bytewise()), 1);
     }
 
     #[test]
     fn touching_ranges_overlap() {
         let tables = [table(2, ("a", "k"), (10, 20)), table(3, ("k", "z"), (1, 5))];
-        assert_eq!(out_of_order_overlaps(&tables), 1);
+        assert_eq!(out_of_order_overlaps(&tables, &KeyOrder::bytewise()), 1);
+    }
+
+    /// Orders user keys backwards.
+    #[derive(Debug)]
+    struct Reverse;
+
+    impl shale_format::comparator::Comparator for Reverse {
+        fn name(&self) -> &str {
+            "test.Reverse"
+        }
+        fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+            b.cmp(a)
+        }
+        fn find_shortest_separator(&self, _start: &mut Vec<u8>, _limit: &[u8]) {}
+        fn find_short_successor(&self, _key: &mut Vec<u8>) {}
+    }
+
+    #[test]
+    fn ranges_are_in_the_database_order() {
+        // In reverse order each table runs from its largest byte string to
+        // its smallest: "z".."m" and "n".."a" overlap, "z".."m" and "l".."a"
+        // do not, whatever bytewise order says.
+        let reverse = KeyOrder::custom(std::sync::Arc::new(Reverse));
+        let overlapping = [
+            table(10, ("z", "m"), (150, 200)),
+            table(12, ("n", "a"), (1, 300)),
+        ];
+        assert_eq!(out_of_order_overlaps(&overlapping, &reverse), 1);
+        let disjoint = [
+            table(10, ("z", "m"), (150, 200)),
+            table(12, ("l", "a"), (1, 300)),
+        ];
+        assert_eq!(out_of_order_overlaps(&disjoint, &reverse), 0);
     }
 }
