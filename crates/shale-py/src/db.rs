@@ -3,11 +3,13 @@
 //! The engine handle lives in a shared slot that `close()` empties; every
 //! call clones the handle out (cheap) and works on the clone with the GIL
 //! released, so a `close()` from another thread never pulls the database
-//! out from under a running call: the engine closes when the last clone
-//! goes.
+//! out from under a running call. `close()` waits for the calls under way
+//! to finish, so that when it returns the engine is closed and its LOCK
+//! released (the path can be opened again at once).
 
+use std::ops::Deref;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -29,6 +31,39 @@ use crate::write_batch::WriteBatch as PyWriteBatch;
 pub struct DbShared {
     db: RwLock<Option<shale::DB>>,
     cursors: Mutex<CursorRegistry>,
+    /// Calls holding a [`DbHandle`], and the signal `close()` waits on.
+    in_flight: Mutex<usize>,
+    idle: Condvar,
+}
+
+/// The engine handle for one call: `close()` waits until every one of these
+/// is dropped.
+#[derive(Debug)]
+pub struct DbHandle<'a> {
+    db: shale::DB,
+    shared: &'a DbShared,
+}
+
+impl Deref for DbHandle<'_> {
+    type Target = shale::DB;
+
+    fn deref(&self) -> &shale::DB {
+        &self.db
+    }
+}
+
+impl Drop for DbHandle<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self
+            .shared
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *in_flight -= 1;
+        if *in_flight == 0 {
+            self.shared.idle.notify_all();
+        }
+    }
 }
 
 /// The last handle of a database that was not closed: dropping it joins
@@ -44,13 +79,15 @@ impl Drop for DbShared {
 }
 
 impl DbShared {
-    /// A clone of the engine handle, or plyvel's `RuntimeError` when closed.
-    pub fn handle(&self) -> PyResult<shale::DB> {
-        self.db
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or_else(database_closed)
+    /// A clone of the engine handle for one call, or plyvel's
+    /// `RuntimeError` when closed.
+    pub fn handle(&self) -> PyResult<DbHandle<'_>> {
+        let slot = self.db.read().unwrap_or_else(|e| e.into_inner());
+        let db = slot.clone().ok_or_else(database_closed)?;
+        // Counted while the slot is read-locked, so `close()` (which empties
+        // the slot under the write lock first) sees every call that got one.
+        *self.in_flight.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        Ok(DbHandle { db, shared: self })
     }
 
     /// True once `close()` ran.
@@ -79,7 +116,13 @@ impl DbShared {
             lock(&cursor).iter = None;
         }
         let db = self.db.write().unwrap_or_else(|e| e.into_inner()).take();
-        // Dropping the last clone stops and joins the background threads.
+        // Calls under way hold clones: wait for them, so that ours is the
+        // last and dropping it stops and joins the background threads.
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        while *in_flight > 0 {
+            in_flight = self.idle.wait(in_flight).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(in_flight);
         drop(db);
     }
 
@@ -191,6 +234,8 @@ impl Db {
             shared: Arc::new(DbShared {
                 db: RwLock::new(Some(db)),
                 cursors: Mutex::default(),
+                in_flight: Mutex::new(0),
+                idle: Condvar::new(),
             }),
             name: name.clone().unbind(),
         })

@@ -26,8 +26,10 @@ impl Snapshot {
     /// A snapshot of the database as it is now. Takes the engine's state
     /// lock, so the GIL is released meanwhile.
     pub fn new(py: Python<'_>, shared: Arc<DbShared>, prefix: Vec<u8>) -> PyResult<Snapshot> {
-        let db = shared.handle()?;
-        let snapshot = py.allow_threads(|| db.snapshot());
+        let snapshot = {
+            let db = shared.handle()?;
+            py.allow_threads(|| db.snapshot())
+        };
         Ok(Snapshot {
             shared,
             prefix,

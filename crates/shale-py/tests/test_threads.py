@@ -165,3 +165,35 @@ def test_close_while_other_threads_work(tmp_path):
 
         run_threads([worker("write"), worker("read"), worker("iterate"), closer])
         assert db.closed
+
+
+def test_close_returns_once_the_database_is_closed(tmp_path):
+    """close() waits for the calls other threads have under way, so the
+    path can be opened again as soon as it returns (the LOCK is free)."""
+    path = str(tmp_path / "db")
+    for attempt in range(20):
+        db = shaledb.DB(path, create_if_missing=True)
+        started = threading.Barrier(3)
+        stop = threading.Event()
+
+        def writer():
+            started.wait()
+            try:
+                i = 0
+                while not stop.is_set():
+                    db.put(b"%06d" % (i % 5000), b"x" * 100)
+                    i += 1
+            except RuntimeError:
+                pass
+
+        def closer():
+            started.wait()
+            time.sleep(0.02)
+            db.close()
+            try:
+                again = shaledb.DB(path)
+            finally:
+                stop.set()
+            again.close()
+
+        run_threads([writer, writer, closer])
