@@ -121,11 +121,7 @@ pub(crate) struct TablePacker<'a> {
 }
 
 impl<'a> TablePacker<'a> {
-    pub(crate) fn new(
-        job: &CompactionJob,
-        io: &'a dyn JobIo,
-        syncer: &'a Syncer<'a>,
-    ) -> TablePacker<'a> {
+    fn new(job: &CompactionJob, io: &'a dyn JobIo, syncer: &'a Syncer<'a>) -> TablePacker<'a> {
         TablePacker {
             io,
             syncer,
@@ -168,10 +164,36 @@ impl<'a> TablePacker<'a> {
         Ok(())
     }
 
+    /// Runs `fill` on a packer for `job` whose finished files an I/O thread
+    /// makes durable meanwhile; `fill` returns the number of entries it
+    /// read. Returns the tables (all durable), the stats (`bytes_read`,
+    /// `bytes_written`, `entries_in`, `entries_out`, `write_secs`,
+    /// `overlapped_secs`, and `total_secs` from `started`) and the seconds
+    /// of computation: the wall time less the waits for the I/O thread.
+    pub(crate) fn run(
+        job: &CompactionJob,
+        io: &dyn JobIo,
+        started: Instant,
+        fill: impl FnOnce(&mut TablePacker<'_>) -> Result<u64>,
+    ) -> Result<(Vec<OutputTable>, PhaseStats, f64)> {
+        let ((outputs, mut stats), io_time) = Syncer::scope(None, |syncer| {
+            let mut packer = TablePacker::new(job, io, syncer);
+            let entries_in = fill(&mut packer)?;
+            let (outputs, mut stats) = packer.finish()?;
+            stats.entries_in = entries_in;
+            Ok((outputs, stats))
+        })?;
+        stats.write_secs = io_time.busy;
+        stats.overlapped_secs = io_time.overlapped();
+        stats.total_secs = started.elapsed().as_secs_f64();
+        let compute_secs = stats.total_secs - io_time.waited;
+        Ok((outputs, stats, compute_secs))
+    }
+
     /// Closes the last file; the tables written and the packer's stats
     /// (`bytes_read`, `bytes_written`, `entries_out`). The files are durable
     /// once the syncer's scope has ended.
-    pub(crate) fn finish(mut self) -> Result<(Vec<OutputTable>, PhaseStats)> {
+    fn finish(mut self) -> Result<(Vec<OutputTable>, PhaseStats)> {
         self.cut()?;
         Ok((self.outputs, self.stats))
     }
@@ -194,12 +216,10 @@ impl Executor for StreamingExecutor {
                 order.name()
             )));
         }
-        let ((outputs, mut stats), io_time) =
-            Syncer::scope(None, |syncer| merge_into_tables(job, io, &order, syncer))?;
-        stats.write_secs = io_time.busy;
-        stats.overlapped_secs = io_time.overlapped();
-        stats.total_secs = started.elapsed().as_secs_f64();
-        stats.merge_secs = stats.total_secs - io_time.waited;
+        let (outputs, mut stats, compute_secs) = TablePacker::run(job, io, started, |packer| {
+            merge_into(job, io, &order, packer)
+        })?;
+        stats.merge_secs = compute_secs;
         Ok(CompactionOutput {
             executor: STREAMING.to_string(),
             outputs,
@@ -210,18 +230,17 @@ impl Executor for StreamingExecutor {
 }
 
 /// The reference compaction: merges the inputs, drops what gc drops, cuts
-/// files where the grandparent rule says, and writes the rest through a
-/// [`TablePacker`].
-fn merge_into_tables(
+/// files where the grandparent rule says, and writes the rest through
+/// `packer`. Returns the number of entries read.
+fn merge_into(
     job: &CompactionJob,
     io: &dyn JobIo,
     order: &KeyOrder,
-    syncer: &Syncer<'_>,
-) -> Result<(Vec<OutputTable>, PhaseStats)> {
+    packer: &mut TablePacker<'_>,
+) -> Result<u64> {
     let mut iter = merging_iterator(order.internal_comparator(), run_iterators(job, io, order)?);
     let mut cutter = GrandparentCutter::with_order(job, order.clone());
     let mut gc = GcDecider::with_order(job, order.clone());
-    let mut packer = TablePacker::new(job, io, syncer);
     let mut entries_in = 0;
 
     // The job's range: from the first entry of its lower bound (the
@@ -251,8 +270,5 @@ fn merge_into_tables(
         iter.next();
     }
     iter.status()?;
-    drop(iter);
-    let (outputs, mut stats) = packer.finish()?;
-    stats.entries_in = entries_in;
-    Ok((outputs, stats))
+    Ok(entries_in)
 }

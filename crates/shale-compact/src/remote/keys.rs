@@ -25,9 +25,8 @@ use shale_format::{Error, Result};
 
 use crate::boundaries::GrandparentCutter;
 use crate::gc::GcDecider;
-use crate::job::{CompactionJob, CompactionOutput, JobIo, OutputTable, PhaseStats};
+use crate::job::{CompactionJob, CompactionOutput, JobIo};
 use crate::streaming::{open_input_table, TablePacker};
-use crate::syncer::Syncer;
 
 /// Name the keys-only path reports as its executor.
 pub const KEYS_ONLY: &str = "keys-only";
@@ -196,13 +195,11 @@ pub fn pack(
             codes.len()
         )));
     }
-    let ((outputs, mut stats), io_time) =
-        Syncer::scope(None, |syncer| pack_in_order(job, runs, codes, io, syncer))?;
-    stats.entries_in = total as u64;
-    stats.write_secs = io_time.busy;
-    stats.overlapped_secs = io_time.overlapped();
-    stats.total_secs = started.elapsed().as_secs_f64();
-    stats.pack_secs = stats.total_secs - io_time.waited;
+    let (outputs, mut stats, compute_secs) = TablePacker::run(job, io, started, |packer| {
+        pack_in_order(runs, codes, packer)?;
+        Ok(total as u64)
+    })?;
+    stats.pack_secs = compute_secs;
     Ok(CompactionOutput {
         executor: KEYS_ONLY.to_string(),
         outputs,
@@ -211,16 +208,9 @@ pub fn pack(
     })
 }
 
-/// [`pack`]'s loop: the entries `codes` keeps into a [`TablePacker`].
-fn pack_in_order(
-    job: &CompactionJob,
-    runs: &[RunEntries],
-    codes: &[u32],
-    io: &dyn JobIo,
-    syncer: &Syncer<'_>,
-) -> Result<(Vec<OutputTable>, PhaseStats)> {
+/// [`pack`]'s loop: the entries `codes` keeps into `packer`.
+fn pack_in_order(runs: &[RunEntries], codes: &[u32], packer: &mut TablePacker<'_>) -> Result<()> {
     let mut cursors = vec![0usize; runs.len()];
-    let mut packer = TablePacker::new(job, io, syncer);
     for &code in codes {
         let (run, keep, cut_before) = decode(code);
         let (Some(entries), Some(cursor)) = (runs.get(run), cursors.get_mut(run)) else {
@@ -244,5 +234,5 @@ fn pack_in_order(
             packer.add(key, value)?;
         }
     }
-    packer.finish()
+    Ok(())
 }
