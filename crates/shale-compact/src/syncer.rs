@@ -118,3 +118,91 @@ impl<'p> Syncer<'p> {
         sent
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A sink that records what reached it and fails its sync on demand.
+    struct Sink {
+        written: Arc<std::sync::Mutex<Vec<u8>>>,
+        fail_sync: bool,
+    }
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.written
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl OutputSink for Sink {
+        fn finish(self: Box<Self>) -> Result<()> {
+            if self.fail_sync {
+                return Err(Error::io(
+                    "syncing 000007.ldb",
+                    std::io::Error::other("injected"),
+                ));
+            }
+            Ok(())
+        }
+    }
+
+    fn sink(fail_sync: bool) -> (Box<dyn OutputSink>, Arc<std::sync::Mutex<Vec<u8>>>) {
+        let written = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = Sink {
+            written: written.clone(),
+            fail_sync,
+        };
+        (Box::new(sink), written)
+    }
+
+    #[test]
+    fn files_are_written_and_their_buffers_come_back() {
+        let pool = Pool::<Vec<u8>>::new(1 << 20);
+        let (first, first_bytes) = sink(false);
+        let (second, second_bytes) = sink(false);
+        let (value, io) = Syncer::scope(Some(&pool), |syncer| {
+            let mut buffer = syncer.file_buffer(16);
+            buffer.extend_from_slice(b"table one");
+            syncer.submit(first, buffer)?;
+            syncer.submit(second, b"table two".to_vec())?;
+            Ok(7)
+        })
+        .unwrap();
+        assert_eq!(value, 7);
+        assert!(io.busy >= 0.0 && io.overlapped() >= 0.0);
+        assert_eq!(*first_bytes.lock().unwrap(), b"table one");
+        assert_eq!(*second_bytes.lock().unwrap(), b"table two");
+        // Both buffers went back to the pool, emptied by the next taker.
+        assert!(pool.take().capacity() >= 9);
+    }
+
+    #[test]
+    fn a_failed_sync_fails_the_scope_and_the_body_error_wins() {
+        let (good, _) = sink(false);
+        let (bad, _) = sink(true);
+        let err = Syncer::scope(None, |syncer| {
+            syncer.submit(bad, Vec::new())?;
+            syncer.submit(good, Vec::new())?;
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("000007.ldb"), "{err}");
+
+        let (bad, _) = sink(true);
+        let err = Syncer::scope(None, |syncer| -> Result<()> {
+            syncer.submit(bad, Vec::new())?;
+            Err(Error::corruption(0, "bad input block".to_string()))
+        })
+        .unwrap_err();
+        assert!(err.is_corruption(), "{err}");
+    }
+}
