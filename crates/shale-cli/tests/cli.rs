@@ -365,6 +365,27 @@ fn compact_prints_executor_lines_and_one_summary() {
     assert_eq!(read.fract(), 0.0);
     assert!(seconds >= 0.0 && speed >= 0.0, "{summary}");
 
+    // The line before it counts from the open on, so at least as much.
+    let whole = lines[lines.len() - 2];
+    let fields: Vec<&str> = whole
+        .strip_prefix("compact, open included: ")
+        .unwrap_or_else(|| panic!("{text}"))
+        .split(", ")
+        .collect();
+    assert_eq!(fields.len(), 4, "{whole}");
+    let number = |field: &str, prefix: &str, suffix: &str| -> f64 {
+        field
+            .strip_prefix(prefix)
+            .and_then(|f| f.strip_suffix(suffix))
+            .unwrap_or_else(|| panic!("{field:?} in {whole}"))
+            .parse()
+            .unwrap_or_else(|e| panic!("{field:?} in {whole}: {e}"))
+    };
+    assert!(number(fields[0], "read ", " bytes") >= read, "{text}");
+    assert!(number(fields[1], "wrote ", " bytes") >= written, "{text}");
+    assert!(number(fields[2], "", " s") >= seconds, "{text}");
+    assert!(number(fields[3], "", " MB/s") >= 0.0, "{text}");
+
     // Everything is still there.
     let scan = shale(&["scan", "--db", &db]);
     assert_eq!(stdout(&scan).lines().count(), 5000);

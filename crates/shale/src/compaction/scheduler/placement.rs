@@ -29,9 +29,11 @@ pub const DEVICE_MAX_AVERAGE_ENTRY_BYTES: f64 = 1024.0;
 /// skipped until its executor is rebuilt (the database reopened).
 pub const DEVICE_REST_AFTER_FAILURES: u64 = 3;
 
-/// Below this many cores for one job, `auto` prefers `streaming` until
-/// both CPU executors have been measured (the data-parallel phases pay off
-/// from three cores on; `docs/benchmarks.md`).
+/// Below this many cores for one job (one part of it), `auto` runs it on
+/// `streaming`, neither choosing nor measuring `parallel`: the data-parallel
+/// phases pay off from three cores on (`docs/benchmarks.md`: on one thread
+/// `parallel` takes 1.3-2x `streaming`'s time, and its first, cold jobs
+/// ran at a seventh of `streaming`'s speed on a 2-core machine).
 pub const PARALLEL_MIN_CORES: usize = 3;
 
 /// Every `EXPLORE_EVERY`-th job under `auto` runs on the CPU executor that
@@ -106,12 +108,22 @@ pub fn passes_to_next_executor(error: &shale_format::Error) -> bool {
     )
 }
 
-/// The CPU executor for a job under `auto`: the one with the higher
-/// measured throughput (each slower one still gets every
-/// [`EXPLORE_EVERY`]-th job), or before both are measured, `parallel` when
-/// a part of the job has [`PARALLEL_MIN_CORES`] cores, else `streaming`.
+/// The CPU executor for a job under `auto`: `streaming` when a part of the
+/// job has fewer than [`PARALLEL_MIN_CORES`] cores; otherwise the one with
+/// the higher measured throughput (each slower one still gets every
+/// [`EXPLORE_EVERY`]-th job), or before both are measured, `parallel`
+/// (measuring `streaming` on every other job until it has a number).
 pub fn choose_cpu(book: &ExecutorBook, load: &Load) -> (&'static str, String) {
     let cores = load.cores_per_part();
+    if cores < PARALLEL_MIN_CORES {
+        return (
+            STREAMING,
+            format!(
+                "{cores} core(s) for this job; the data-parallel phases pay off from \
+                 {PARALLEL_MIN_CORES} on"
+            ),
+        );
+    }
     match (book.throughput(PARALLEL), book.throughput(STREAMING)) {
         (Some(parallel), Some(streaming)) => {
             let (faster, slower) = if parallel >= streaming {
@@ -135,16 +147,10 @@ pub fn choose_cpu(book: &ExecutorBook, load: &Load) -> (&'static str, String) {
             )
         }
         (parallel, streaming) => {
-            let by_cores = if cores >= PARALLEL_MIN_CORES {
-                PARALLEL
-            } else {
-                STREAMING
-            };
             // Measure the other one once its first job is done.
             let pick = match (parallel, streaming) {
                 (Some(_), None) if load.job_sequence % 2 == 0 => STREAMING,
-                (None, Some(_)) if load.job_sequence % 2 == 0 => PARALLEL,
-                _ => by_cores,
+                _ => PARALLEL,
             };
             (
                 pick,
@@ -322,6 +328,25 @@ mod tests {
             ..load(16)
         };
         assert_eq!(choose_cpu(&book, &split).0, STREAMING);
+    }
+
+    #[test]
+    fn auto_keeps_jobs_with_few_cores_on_streaming_whatever_was_measured() {
+        let mut book = ExecutorBook::default();
+        for sequence in 0..2 * EXPLORE_EVERY {
+            let few = Load {
+                job_sequence: sequence,
+                ..load(3)
+            };
+            assert_eq!(choose_cpu(&book, &few).0, STREAMING, "job {sequence}");
+        }
+        // Even when `parallel` measured faster (on jobs with more cores).
+        book.record_job(PARALLEL, 300 << 20, 1.0, 1000);
+        book.record_job(STREAMING, 100 << 20, 1.0, 1000);
+        let (pick, reason) = choose_cpu(&book, &load(3));
+        assert_eq!(pick, STREAMING);
+        assert!(reason.contains("pay off from 3"), "{reason}");
+        assert_eq!(choose_cpu(&book, &load(4)).0, PARALLEL);
     }
 
     #[test]
