@@ -348,13 +348,14 @@ fn compact_prints_executor_lines_and_one_summary() {
         .split(", ")
         .collect();
     assert_eq!(fields.len(), 5, "{summary}");
+    // A number between `prefix` and `suffix` in `field`.
     let number = |field: &str, prefix: &str, suffix: &str| -> f64 {
         field
             .strip_prefix(prefix)
             .and_then(|f| f.strip_suffix(suffix))
-            .unwrap_or_else(|| panic!("{field:?} in {summary}"))
+            .unwrap_or_else(|| panic!("{field:?} in {text}"))
             .parse()
-            .unwrap_or_else(|e| panic!("{field:?} in {summary}: {e}"))
+            .unwrap_or_else(|e| panic!("{field:?} in {text}: {e}"))
     };
     let read = number(fields[0], "read ", " bytes");
     let written = number(fields[1], "wrote ", " bytes");
@@ -373,14 +374,6 @@ fn compact_prints_executor_lines_and_one_summary() {
         .split(", ")
         .collect();
     assert_eq!(fields.len(), 4, "{whole}");
-    let number = |field: &str, prefix: &str, suffix: &str| -> f64 {
-        field
-            .strip_prefix(prefix)
-            .and_then(|f| f.strip_suffix(suffix))
-            .unwrap_or_else(|| panic!("{field:?} in {whole}"))
-            .parse()
-            .unwrap_or_else(|e| panic!("{field:?} in {whole}: {e}"))
-    };
     assert!(number(fields[0], "read ", " bytes") >= read, "{text}");
     assert!(number(fields[1], "wrote ", " bytes") >= written, "{text}");
     assert!(number(fields[2], "", " s") >= seconds, "{text}");
