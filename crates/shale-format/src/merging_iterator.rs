@@ -85,7 +85,7 @@ impl std::fmt::Debug for MergingIterator {
         f.debug_struct("MergingIterator")
             .field("comparator", &self.comparator)
             .field("children", &self.children.len())
-            .field("current", &self.current())
+            .field("current", &self.winner)
             .field("direction", &self.direction)
             .finish()
     }
@@ -117,12 +117,6 @@ impl MergingIterator {
     /// Number of children merged.
     pub fn num_children(&self) -> usize {
         self.children.len()
-    }
-
-    /// The current child, if the cursor is valid.
-    #[inline]
-    fn current(&self) -> Option<usize> {
-        self.winner
     }
 
     /// Records `tree[0]` as the current child if it is valid (a dead winner
@@ -306,7 +300,7 @@ impl MergingIterator {
 impl KvIterator for MergingIterator {
     #[inline]
     fn valid(&self) -> bool {
-        self.current().is_some()
+        self.winner.is_some()
     }
 
     fn seek_to_first(&mut self) {
@@ -335,14 +329,14 @@ impl KvIterator for MergingIterator {
 
     fn next(&mut self) {
         debug_assert!(self.valid(), "next() on an invalid MergingIterator");
-        let Some(current) = self.current() else {
+        let Some(current) = self.winner else {
             return;
         };
         if self.direction != Direction::Forward {
             self.switch_to_forward(current);
             // The current child is the smallest after the switch, so it is
             // still the winner unless an error stopped the cursor.
-            if self.current() != Some(current) {
+            if self.winner != Some(current) {
                 return;
             }
         }
@@ -352,12 +346,12 @@ impl KvIterator for MergingIterator {
 
     fn prev(&mut self) {
         debug_assert!(self.valid(), "prev() on an invalid MergingIterator");
-        let Some(current) = self.current() else {
+        let Some(current) = self.winner else {
             return;
         };
         if self.direction != Direction::Reverse {
             self.switch_to_reverse(current);
-            if self.current() != Some(current) {
+            if self.winner != Some(current) {
                 return;
             }
         }
@@ -368,7 +362,7 @@ impl KvIterator for MergingIterator {
     #[inline]
     fn key(&self) -> &[u8] {
         debug_assert!(self.valid(), "key() on an invalid MergingIterator");
-        match self.current() {
+        match self.winner {
             Some(current) => &self.keys[current],
             None => &[],
         }
@@ -377,7 +371,7 @@ impl KvIterator for MergingIterator {
     #[inline]
     fn value(&self) -> &[u8] {
         debug_assert!(self.valid(), "value() on an invalid MergingIterator");
-        match self.current() {
+        match self.winner {
             Some(current) => self.children[current].value(),
             None => &[],
         }
