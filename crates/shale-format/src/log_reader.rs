@@ -305,13 +305,7 @@ impl<R: Read, P: Reporter> LogReader<R, P> {
                 // The previous read filled a whole block, so what is left is
                 // a trailer of zeros: skip it.
                 self.clear_buffer();
-                let read = self.fill_block()?;
-                self.end_of_buffer_offset += read as u64;
-                self.buffer_start = 0;
-                self.buffer_end = read;
-                if read < BLOCK_SIZE {
-                    self.eof = true;
-                }
+                self.refill()?;
                 continue;
             }
 
@@ -344,8 +338,17 @@ impl<R: Read, P: Reporter> LogReader<R, P> {
             }
 
             if type_byte == RecordType::Zero as u8 && length == 0 {
-                // Preallocated (mmap-extended) space: skip it unreported.
+                // Preallocated space: the rest of the block is skipped
+                // unreported, as LevelDB does. When every block after it is
+                // zeros too, this is the log's preallocated tail and the end
+                // of the log: a fragmented record cut off here is a write
+                // the writer never finished (it copies a header last), not
+                // damage. LevelDB reaches the same end block by block, and
+                // drops the same records, but reports such a record.
                 self.clear_buffer();
+                if self.only_zeros_remain()? {
+                    return Ok(Physical::Eof);
+                }
                 return Ok(Physical::Bad);
             }
 
@@ -380,6 +383,35 @@ impl<R: Read, P: Reporter> LogReader<R, P> {
                 len: length,
             });
         }
+    }
+
+    /// Reads the blocks after the current one while they hold nothing but
+    /// zeros; true when that reaches the end of the file. Otherwise the
+    /// first block with data is in the buffer, to be read next.
+    /// REQUIRES: the buffer is empty.
+    fn only_zeros_remain(&mut self) -> Result<bool> {
+        loop {
+            if self.eof {
+                return Ok(true);
+            }
+            self.refill()?;
+            if self.block[..self.buffer_end].iter().any(|&byte| byte != 0) {
+                return Ok(false);
+            }
+            self.clear_buffer();
+        }
+    }
+
+    /// Reads the next block into the (empty) buffer.
+    fn refill(&mut self) -> Result<()> {
+        let read = self.fill_block()?;
+        self.end_of_buffer_offset += read as u64;
+        self.buffer_start = 0;
+        self.buffer_end = read;
+        if read < BLOCK_SIZE {
+            self.eof = true;
+        }
+        Ok(())
     }
 
     /// Reads up to one block into the buffer; short only at the end of the

@@ -2,7 +2,7 @@
 //! each record is cut into fragments that never cross a 32 KiB block
 //! boundary. See `docs/format/log.md` and [`crate::log_format`].
 
-use std::io::Write;
+use std::io::{self, Write};
 
 use crate::crc;
 use crate::error::{Error, Result};
@@ -11,16 +11,55 @@ use crate::log_format::{RecordType, BLOCK_SIZE, HEADER_SIZE};
 /// Zeros that fill the end of a block too short for a header.
 const TRAILER_ZEROS: [u8; HEADER_SIZE - 1] = [0; HEADER_SIZE - 1];
 
-/// Writes log records to `dest`.
+/// Where a [`LogWriter`] puts its bytes.
 ///
-/// The writer only appends and calls [`Write::flush`] after each record, as
-/// LevelDB's writer calls `WritableFile::Flush`; making the data durable
-/// (`fsync`) is the caller's decision.
+/// Every [`Write`] is a sink that writes a fragment's header, then its
+/// payload, and flushes after each record, as LevelDB's writer calls
+/// `WritableFile::Flush`. A sink over preallocated, zero-filled space (the
+/// engine's memory-mapped WAL) copies the payload first and the header
+/// last, so that a copy cut short by a crash leaves a zero header, which
+/// readers take for preallocated space rather than damage
+/// (`docs/format/log.md`, "Zero fragment").
+pub trait LogSink {
+    /// Makes room for `bytes` more bytes (an upper bound of what the next
+    /// record takes), failing before anything of it is written: a full disk
+    /// fails the record whole, never half of it.
+    fn reserve(&mut self, _bytes: usize) -> io::Result<()> {
+        Ok(())
+    }
+    /// Appends one fragment: its header, then its payload.
+    fn append_fragment(&mut self, header: &[u8; HEADER_SIZE], payload: &[u8]) -> io::Result<()>;
+    /// Appends `len` zero bytes (the trailer of a block too short for a
+    /// header).
+    fn append_zeros(&mut self, len: usize) -> io::Result<()>;
+    /// Called after each record: buffered bytes go to the file (not an
+    /// `fsync`).
+    fn end_record(&mut self) -> io::Result<()>;
+}
+
+impl<W: Write + ?Sized> LogSink for W {
+    fn append_fragment(&mut self, header: &[u8; HEADER_SIZE], payload: &[u8]) -> io::Result<()> {
+        self.write_all(header)?;
+        self.write_all(payload)
+    }
+
+    fn append_zeros(&mut self, len: usize) -> io::Result<()> {
+        self.write_all(&TRAILER_ZEROS[..len])
+    }
+
+    fn end_record(&mut self) -> io::Result<()> {
+        self.flush()
+    }
+}
+
+/// Writes log records to a [`LogSink`] (any [`Write`]).
+///
+/// Making the data durable (`fsync`) is the caller's decision.
 ///
 /// After an error from `dest` the log may end in a partial fragment; readers
 /// treat that as a torn write, but nothing more should be appended to it.
 #[derive(Debug)]
-pub struct LogWriter<W: Write> {
+pub struct LogWriter<W: LogSink> {
     dest: W,
     /// Offset of the next byte within the current block.
     block_offset: usize,
@@ -28,7 +67,7 @@ pub struct LogWriter<W: Write> {
     file_len: u64,
 }
 
-impl<W: Write> LogWriter<W> {
+impl<W: LogSink> LogWriter<W> {
     /// A writer for a new, empty log.
     pub fn new(dest: W) -> LogWriter<W> {
         LogWriter::with_offset(dest, 0)
@@ -50,6 +89,9 @@ impl<W: Write> LogWriter<W> {
     /// Appends one logical record (any length, including zero) and flushes
     /// `dest`.
     pub fn add_record(&mut self, record: &[u8]) -> Result<()> {
+        self.dest
+            .reserve(physical_len_bound(record.len()))
+            .map_err(|err| Error::io("reserving log space", err))?;
         let mut left = record;
         let mut begin = true;
         // An empty record still gets one (empty) fragment: the loop runs once.
@@ -58,7 +100,10 @@ impl<W: Write> LogWriter<W> {
             if leftover < HEADER_SIZE {
                 // Too short for a header: fill with zeros, switch blocks.
                 if leftover > 0 {
-                    self.write(&TRAILER_ZEROS[..leftover])?;
+                    self.dest
+                        .append_zeros(leftover)
+                        .map_err(|err| Error::io("appending to log", err))?;
+                    self.file_len += leftover as u64;
                 }
                 self.block_offset = 0;
             }
@@ -80,7 +125,7 @@ impl<W: Write> LogWriter<W> {
             }
         }
         self.dest
-            .flush()
+            .end_record()
             .map_err(|err| Error::io("flushing log", err))
     }
 
@@ -88,13 +133,6 @@ impl<W: Write> LogWriter<W> {
     /// this writer was made.
     pub fn file_len(&self) -> u64 {
         self.file_len
-    }
-
-    /// Flushes `dest` (not an `fsync`).
-    pub fn flush(&mut self) -> Result<()> {
-        self.dest
-            .flush()
-            .map_err(|err| Error::io("flushing log", err))
     }
 
     /// The destination.
@@ -129,17 +167,20 @@ impl<W: Write> LogWriter<W> {
         // Advance before writing, as LevelDB does, so a failed write leaves
         // the writer at the block position it would have reached.
         self.block_offset += HEADER_SIZE + fragment.len();
-        self.write(&header)?;
-        self.write(fragment)
-    }
-
-    fn write(&mut self, bytes: &[u8]) -> Result<()> {
         self.dest
-            .write_all(bytes)
+            .append_fragment(&header, fragment)
             .map_err(|err| Error::io("appending to log", err))?;
-        self.file_len += bytes.len() as u64;
+        self.file_len += (HEADER_SIZE + fragment.len()) as u64;
         Ok(())
     }
+}
+
+/// At least the bytes a record of `len` bytes takes in the log, wherever it
+/// starts: a header per started block, and a trailer of fewer than
+/// [`HEADER_SIZE`] zeros before the first.
+pub fn physical_len_bound(len: usize) -> usize {
+    let fragments = len / (BLOCK_SIZE - HEADER_SIZE) + 2;
+    len.saturating_add(fragments * HEADER_SIZE + HEADER_SIZE)
 }
 
 #[cfg(test)]

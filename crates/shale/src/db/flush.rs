@@ -101,12 +101,14 @@ impl DbInner {
             let mut state = self.lock_state();
             self.install_version(&mut state, version);
             state.imm = None;
-            // Its WAL is obsolete now: the table holds its writes.
-            state.retired_log = None;
+            // Its WAL is obsolete now: the table holds its writes. Closed
+            // (its preallocated tail trimmed) without the state lock.
+            let retired = state.retired_log.take();
             state.pending_outputs.remove(&number);
             let bytes = meta.as_ref().map_or(0, |m| m.file_size);
             state.level_stats[level].add(started.elapsed().as_secs_f64(), 0, bytes);
             drop(state);
+            drop(retired);
             shale_log!(
                 self.info_log,
                 "Level-0 table #{number}: {bytes} bytes, placed at level {level}, {:.3} s",

@@ -20,7 +20,7 @@ mod resume;
 mod table_writer;
 mod write;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
@@ -33,7 +33,6 @@ use shale_format::internal_key::{
     InternalKey, ParsedInternalKey, SequenceNumber, ValueType, MAX_SEQUENCE_NUMBER,
 };
 use shale_format::iterator::KvIterator;
-use shale_format::log_writer::LogWriter;
 use shale_format::merging_iterator::merging_iterator;
 use shale_format::table::BlockReadOptions;
 use shale_format::version_edit::NUM_LEVELS;
@@ -42,7 +41,7 @@ use shale_format::{Error, Result};
 
 use crate::compaction::scheduler::Scheduler;
 use crate::db_iter::DbIterator;
-use crate::env::{FileLock, WritableFile};
+use crate::env::FileLock;
 use crate::filename;
 use crate::info_log::InfoLog;
 use crate::memtable::{MemGet, MemTable};
@@ -110,13 +109,13 @@ pub(crate) struct State {
     mem: Arc<MemTable>,
     imm: Option<Arc<MemTable>>,
     /// The WAL writer; `None` while the leading writer has it out.
-    log: Option<LogWriter<Box<dyn WritableFile>>>,
+    log: Option<write::Wal>,
     /// The WAL retired at the last memtable switch while it may still hold
     /// unsynced writes (the immutable memtable's). A synced write syncs it
     /// first, so a synced write never outlives an earlier write in a crash;
     /// dropped, unsynced, once its memtable is a table. Syncing it at the
     /// switch instead would stall the writer for the whole file's fdatasync.
-    retired_log: Option<LogWriter<Box<dyn WritableFile>>>,
+    retired_log: Option<write::Wal>,
     /// Number of the WAL `log` writes to.
     log_number: u64,
     last_sequence: SequenceNumber,
@@ -127,10 +126,7 @@ pub(crate) struct State {
     bg_error: Option<Error>,
     /// How the database gets over `bg_error` (see `resume.rs`).
     resume: resume::Resume,
-    writers: VecDeque<u64>,
-    pending_writes: HashMap<u64, write::PendingWrite>,
-    finished_writes: HashMap<u64, Result<()>>,
-    next_writer_id: u64,
+    write_queue: write::WriteQueue,
     /// Table numbers being written by a flush or compaction.
     pending_outputs: HashSet<u64>,
     /// Bumped whenever something changes that may create compaction work.
@@ -249,10 +245,7 @@ impl DB {
                 live_versions: Vec::new(),
                 bg_error: None,
                 resume: resume::Resume::default(),
-                writers: VecDeque::new(),
-                pending_writes: HashMap::new(),
-                finished_writes: HashMap::new(),
-                next_writer_id: 0,
+                write_queue: write::WriteQueue::default(),
                 pending_outputs: HashSet::new(),
                 work_epoch: 1,
                 flushing: false,

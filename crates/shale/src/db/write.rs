@@ -1,13 +1,24 @@
 //! The write path: group commit, the memtable switch and write throttling.
 //!
-//! Writers queue up; the one at the front leads: it makes room (maybe
-//! switching to a new memtable and WAL), merges the batches of the writers
-//! behind it into one, takes the WAL writer out of the state, and — without
-//! the state lock — appends one record, syncs once if any writer asked, and
-//! inserts into the memtable. Then it publishes the new last sequence and
-//! wakes the writers it served.
+//! Writers queue up; the one at the front leads a group: it makes room
+//! (maybe switching to a new memtable and WAL), takes the batches of the
+//! writers queued behind it, gives them consecutive sequence numbers, takes
+//! the WAL writer out of the state and — without the state lock — appends
+//! one record per batch (no batch is copied into another), syncs once if
+//! the group asked, and inserts the batches into the memtable. Then it
+//! publishes the new last sequence, makes the next writer in the queue the
+//! leader, and tells each writer of its group its result.
+//!
+//! A writer waits on a slot of its own (one per thread, reused: no
+//! allocation and no map entry per write) and is told its result through
+//! it: a follower never takes the state lock again, so a group's writers do
+//! not queue for it one after another when they wake (no lock convoy).
 
-use std::sync::{Arc, Condvar, MutexGuard};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use shale_format::internal_key::ValueType;
@@ -17,24 +28,110 @@ use shale_format::{Error, Result};
 
 use super::{DbInner, State};
 use crate::compaction::priority;
+use crate::env::LogFile;
 use crate::filename;
 use crate::kill_point;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 
+/// The WAL being appended to.
+pub(crate) type Wal = LogWriter<LogFile>;
+
 /// A queued write.
-pub(crate) struct PendingWrite {
+pub(crate) struct QueuedWrite {
     /// `None` asks only for a memtable switch (used by flush).
     batch: Option<WriteBatch>,
     sync: bool,
-    /// Signalled when this write is done or its writer leads: each writer
-    /// is woken on its own, not with every flush and compaction.
-    wakeup: Arc<Condvar>,
+    /// Where its writer waits.
+    slot: Arc<WriterSlot>,
+}
+
+/// The writers waiting to write, in order; the first leads the next group.
+#[derive(Default)]
+pub(crate) struct WriteQueue {
+    writers: VecDeque<QueuedWrite>,
+    /// A leader is at work: its group may be out of the queue already.
+    leading: bool,
+}
+
+/// Where a writer waits: what it waits for, and the thread to wake.
+struct WriterSlot {
+    status: AtomicU8,
+    thread: Thread,
+    /// The group's error, set before `status` turns `DONE` (a lock taken
+    /// only by this writer and its leader, once).
+    error: Mutex<Option<Error>>,
+}
+
+/// [`WriterSlot::status`]: queued, its write not done.
+const WAITING: u8 = 0;
+/// It is at the front of the queue: it leads the next group.
+const LEADING: u8 = 1;
+/// A leader wrote it; the result is in the slot.
+const DONE: u8 = 2;
+
+/// Spins of a waiting writer before it yields, and yields before it sleeps:
+/// a group takes a few microseconds, and a writer that sleeps costs a
+/// system call to sleep and one to be woken.
+const SPINS: u32 = 64;
+const YIELDS: u32 = 16;
+
+impl WriterSlot {
+    /// Waits until the slot leaves `WAITING`; returns the new status.
+    fn wait(&self) -> u8 {
+        for round in 0..SPINS + YIELDS {
+            let status = self.status.load(Ordering::Acquire);
+            if status != WAITING {
+                return status;
+            }
+            if round < SPINS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        loop {
+            let status = self.status.load(Ordering::Acquire);
+            if status != WAITING {
+                return status;
+            }
+            // Wakes at the `unpark` of `set`, or spuriously: look again.
+            std::thread::park();
+        }
+    }
+
+    /// Moves the slot out of `WAITING` and wakes its writer.
+    fn set(&self, status: u8) {
+        self.status.store(status, Ordering::Release);
+        self.thread.unpark();
+    }
+
+    /// Hands the writer its result.
+    fn finish(&self, result: &Result<()>) {
+        if let Err(err) = result {
+            *self.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(err.clone());
+        }
+        self.set(DONE);
+    }
+
+    /// The result a leader handed over.
+    fn result(&self) -> Result<()> {
+        match self.error.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
 }
 
 thread_local! {
-    /// A thread has at most one write queued: its wake-up is reused.
-    static WAKEUP: Arc<Condvar> = Arc::new(Condvar::new());
+    /// A thread has at most one write queued: its slot is reused.
+    static SLOT: Arc<WriterSlot> = Arc::new(WriterSlot {
+        status: AtomicU8::new(WAITING),
+        thread: std::thread::current(),
+        error: Mutex::new(None),
+    });
+    /// The leader's list of the group it writes, reused.
+    static GROUP: RefCell<Vec<QueuedWrite>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Largest group a leader builds, in bytes of batch data.
@@ -51,64 +148,79 @@ const MIN_DELAY_SLEEP: Duration = Duration::from_millis(1);
 impl DbInner {
     pub(super) fn write(&self, options: &WriteOptions, batch: Option<WriteBatch>) -> Result<()> {
         let force_switch = batch.is_none();
-        let wakeup = WAKEUP.with(Arc::clone);
+        let slot = SLOT.with(Arc::clone);
+        slot.status.store(WAITING, Ordering::Relaxed);
+        let write_bytes = batch.as_ref().map_or(0, WriteBatch::approximate_size);
         let mut state = self.lock_state();
-        let id = state.next_writer_id;
-        state.next_writer_id += 1;
-        state.writers.push_back(id);
-        state.pending_writes.insert(
-            id,
-            PendingWrite {
-                batch,
-                sync: options.sync,
-                wakeup: wakeup.clone(),
-            },
-        );
-        loop {
-            if let Some(result) = state.finished_writes.remove(&id) {
-                return result;
+        state.write_queue.writers.push_back(QueuedWrite {
+            batch,
+            sync: options.sync,
+            slot: slot.clone(),
+        });
+        if state.write_queue.leading {
+            drop(state);
+            if slot.wait() == DONE {
+                return slot.result();
             }
-            if state.writers.front() == Some(&id) {
-                break;
-            }
-            state = self.wait(&wakeup, state);
+            state = self.lock_state();
         }
 
-        // This writer leads.
-        let write_bytes = state
-            .pending_writes
-            .get(&id)
-            .and_then(|w| w.batch.as_ref())
-            .map_or(0, WriteBatch::approximate_size);
+        // This writer leads: it is at the front of the queue.
+        state.write_queue.leading = true;
         let (guard, room) = self.make_room_for_write(state, force_switch, write_bytes);
         state = guard;
-        let (group, last_id, sync) = match room {
-            Ok(()) => self.build_group(&mut state),
-            Err(err) => {
-                state.writers.pop_front();
-                state.pending_writes.remove(&id);
-                wake_next_leader(&state);
-                return Err(err);
+        if let Err(err) = room {
+            state.write_queue.writers.pop_front();
+            wake_next_leader(&mut state);
+            return Err(err);
+        }
+        GROUP.with(|group| {
+            let mut group = group.borrow_mut();
+            let result = self.write_group(state, &mut group);
+            // The leader's own entry is first; the rest learn their result.
+            for follower in group.drain(..).skip(1) {
+                follower.slot.finish(&result);
             }
-        };
+            result
+        })
+    }
+
+    /// Takes the group led by the front of the queue out of it, writes it
+    /// to the WAL and the memtable, publishes its sequence numbers and
+    /// hands the lead to the next writer. The group is left in `group`.
+    /// REQUIRES: the caller leads the write queue and made room.
+    fn write_group<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        group: &mut Vec<QueuedWrite>,
+    ) -> Result<()> {
+        let sync = take_group(&mut state.write_queue, group);
+        let batches = group.iter_mut().filter_map(|w| w.batch.as_mut());
+        let mut next_sequence = state.last_sequence + 1;
+        let mut any = false;
+        for batch in batches {
+            batch.set_sequence(next_sequence);
+            next_sequence += u64::from(batch.count());
+            any = true;
+        }
         let mut result = Ok(());
-        if let Some(mut batch) = group {
-            let first_sequence = state.last_sequence + 1;
-            batch.set_sequence(first_sequence);
-            let last_sequence = state.last_sequence + u64::from(batch.count());
+        if any {
+            let last_sequence = next_sequence - 1;
             let mem = state.mem.clone();
             let mut log = state.log.take();
-            let wal_name = format!("{:06}.log", state.log_number);
+            let wal_number = state.log_number;
             // Once synced, the retired WAL needs no more syncs: it is dropped.
             let retired = if sync { state.retired_log.take() } else { None };
             drop(state);
+            let batches = || group.iter().filter_map(|w| w.batch.as_ref());
             result = sync_retired_wal(retired)
                 .and_then(|()| {
-                    append_to_wal(log.as_mut(), &batch, sync).map_err(|e| e.in_file(&wal_name))
+                    append_to_wal(log.as_mut(), batches(), sync)
+                        .map_err(|e| e.in_file(&format!("{wal_number:06}.log")))
                 })
                 .and_then(|()| {
                     kill_point::maybe_kill(kill_point::WAL_WRITTEN_BEFORE_MEMTABLE);
-                    insert_into(&mem, &batch)
+                    batches().try_for_each(|batch| insert_into(&mem, batch))
                 });
             state = self.lock_state();
             // Used up even when the write failed: its record may be in the
@@ -122,69 +234,8 @@ impl DbInner {
                 Err(err) => self.record_wal_error(&mut state, err),
             }
         }
-        // Hand the result to every writer in the group and wake each; then
-        // the next leader. A lone writer wakes nobody.
-        while let Some(writer) = state.writers.pop_front() {
-            let served = state.pending_writes.remove(&writer);
-            if writer != id {
-                state.finished_writes.insert(writer, result.clone());
-                if let Some(served) = served {
-                    served.wakeup.notify_one();
-                }
-            }
-            if writer == last_id {
-                break;
-            }
-        }
-        wake_next_leader(&state);
+        wake_next_leader(&mut state);
         result
-    }
-
-    /// Merges the batches of the queued writers into one, starting with the
-    /// leader's. Stops before a sync write when the leader does not sync (its
-    /// caller did not ask to wait for a sync) and at the size limit. Returns
-    /// the merged batch, the id of the last writer included and whether to
-    /// sync.
-    fn build_group(&self, state: &mut State) -> (Option<WriteBatch>, u64, bool) {
-        let leader = state.writers.front().copied().unwrap_or_default();
-        let (mut group, sync) = match state.pending_writes.get_mut(&leader) {
-            Some(w) => (w.batch.take(), w.sync),
-            None => (None, false),
-        };
-        let mut last = leader;
-        let Some(first) = group.as_ref() else {
-            return (None, leader, sync);
-        };
-        // A small leader should not wait behind a huge group.
-        let limit = if first.approximate_size() <= 128 << 10 {
-            first.approximate_size() + (128 << 10)
-        } else {
-            MAX_GROUP_BYTES
-        };
-        let followers: Vec<u64> = state.writers.iter().skip(1).copied().collect();
-        for writer in followers {
-            let Some(pending) = state.pending_writes.get_mut(&writer) else {
-                break;
-            };
-            if pending.sync && !sync {
-                break;
-            }
-            let Some(batch) = pending.batch.as_ref() else {
-                break; // a memtable switch request leads its own group
-            };
-            let merged = group.as_mut().map(|g| {
-                if g.approximate_size() + batch.approximate_size() > limit {
-                    return false;
-                }
-                g.append(batch).is_ok()
-            });
-            if merged != Some(true) {
-                break;
-            }
-            pending.batch = None;
-            last = writer;
-        }
-        (group, last, sync)
     }
 
     /// Makes sure the memtable has room, throttling when L0 is backed up
@@ -268,9 +319,9 @@ impl DbInner {
 
     /// Creates WAL `number` and makes its name durable: a synced write to
     /// it must survive a power loss.
-    pub(super) fn create_wal(&self, number: u64) -> Result<Box<dyn crate::env::WritableFile>> {
+    pub(super) fn create_wal(&self, number: u64) -> Result<LogFile> {
         let path = filename::log_file_name(&self.dir, number);
-        let file = self.options.env.new_writable_file(&path)?;
+        let file = self.options.env.new_log_file(&path)?;
         if let Err(err) = self.options.env.sync_dir(&self.dir) {
             drop(file);
             let _ = self.options.env.remove_file(&path);
@@ -286,7 +337,7 @@ impl DbInner {
         &self,
         state: &mut State,
         number: u64,
-        file: Box<dyn crate::env::WritableFile>,
+        file: LogFile,
     ) {
         // Writes before a later synced write must be durable too, even when
         // they sit in the WAL being retired: the first synced write syncs it
@@ -320,18 +371,56 @@ impl DbInner {
     }
 }
 
-/// Wakes the writer now at the front of the queue: it leads the next group.
-fn wake_next_leader(state: &State) {
-    if let Some(next) = state.writers.front() {
-        if let Some(pending) = state.pending_writes.get(next) {
-            pending.wakeup.notify_one();
+/// Moves the group the front writer leads from `queue` to `group`: the
+/// leader, then the writers behind it up to the size limit, stopping before
+/// a sync write when the leader does not sync (its caller did not ask to
+/// wait for a sync) and before a memtable switch. Returns whether to sync.
+fn take_group(queue: &mut WriteQueue, group: &mut Vec<QueuedWrite>) -> bool {
+    let Some(leader) = queue.writers.pop_front() else {
+        return false;
+    };
+    let sync = leader.sync;
+    let Some(first) = leader.batch.as_ref() else {
+        // A memtable switch leads its own group.
+        group.push(leader);
+        return sync;
+    };
+    // A small leader should not wait behind a huge group.
+    let limit = if first.approximate_size() <= 128 << 10 {
+        first.approximate_size() + (128 << 10)
+    } else {
+        MAX_GROUP_BYTES
+    };
+    let mut size = first.approximate_size();
+    group.push(leader);
+    while let Some(next) = queue.writers.front() {
+        let Some(batch) = next.batch.as_ref() else {
+            break;
+        };
+        if (next.sync && !sync) || size + batch.approximate_size() > limit {
+            break;
         }
+        size += batch.approximate_size();
+        if let Some(next) = queue.writers.pop_front() {
+            group.push(next);
+        }
+    }
+    sync
+}
+
+/// Tells the writer now at the front of the queue that it leads the next
+/// group; with none, the next writer to come leads.
+fn wake_next_leader(state: &mut State) {
+    let queue = &mut state.write_queue;
+    match queue.writers.front() {
+        Some(next) => next.slot.set(LEADING),
+        None => queue.leading = false,
     }
 }
 
 /// Syncs the WAL retired at the last memtable switch, if a synced write
 /// found it still unsynced.
-fn sync_retired_wal(retired: Option<LogWriter<Box<dyn crate::env::WritableFile>>>) -> Result<()> {
+fn sync_retired_wal(retired: Option<Wal>) -> Result<()> {
     match retired {
         Some(mut log) => log
             .get_mut()
@@ -341,13 +430,16 @@ fn sync_retired_wal(retired: Option<LogWriter<Box<dyn crate::env::WritableFile>>
     }
 }
 
-fn append_to_wal(
-    log: Option<&mut LogWriter<Box<dyn crate::env::WritableFile>>>,
-    batch: &WriteBatch,
+/// Appends one record per batch, then syncs if asked.
+fn append_to_wal<'a>(
+    log: Option<&mut Wal>,
+    batches: impl Iterator<Item = &'a WriteBatch>,
     sync: bool,
 ) -> Result<()> {
     let log = log.ok_or_else(|| Error::InvalidArgument("no WAL is open".into()))?;
-    log.add_record(batch.data())?;
+    for batch in batches {
+        log.add_record(batch.data())?;
+    }
     if sync {
         log.get_mut()
             .sync()

@@ -19,11 +19,13 @@ use shale_format::{Error, Result};
 
 mod direct;
 mod fault;
+mod log_file;
 mod mem;
 mod posix;
 
 pub use direct::{probe_direct_io, DIRECT_IO_ALIGNMENT};
 pub use fault::FaultInjectionEnv;
+pub use log_file::{LogFile, MappedLog};
 pub use mem::MemEnv;
 pub use posix::PosixEnv;
 
@@ -44,6 +46,12 @@ pub trait FileLock: Send + Sync + std::fmt::Debug {}
 pub trait Env: Send + Sync + std::fmt::Debug + 'static {
     /// Creates `path`, or truncates it when it exists, for writing.
     fn new_writable_file(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Creates `path`, or truncates it when it exists, for a write-ahead
+    /// log. By default a [`WritableFile`] flushed after each record;
+    /// [`PosixEnv`] maps and preallocates it ([`MappedLog`]).
+    fn new_log_file(&self, path: &Path) -> Result<LogFile> {
+        Ok(LogFile::Buffered(self.new_writable_file(path)?))
+    }
     /// Opens `path` for appending, creating it when it does not exist.
     fn new_appendable_file(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Opens `path` for reading from the start.

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
-use super::{io_error, lock, Env, FileLock, WritableFile};
+use super::{io_error, lock, Env, FileLock, LogFile, MappedLog, WritableFile};
 
 /// Size of the write buffer of every writable file.
 const WRITE_BUFFER_SIZE: usize = 64 * 1024;
@@ -158,6 +158,21 @@ impl Env for PosixEnv {
     fn new_writable_file(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let file = File::create(path).map_err(|e| io_error("creating", path, e))?;
         Ok(writable(file))
+    }
+
+    fn new_log_file(&self, path: &Path) -> Result<LogFile> {
+        match MappedLog::create(path) {
+            Ok(log) => Ok(LogFile::Mapped(log)),
+            // A file system that cannot preallocate: write(2) per record.
+            Err(err) if err.kind() == std::io::ErrorKind::Unsupported => {
+                self.new_writable_file(path).map(LogFile::Buffered)
+            }
+            Err(err) => {
+                // Best effort: the creation already failed.
+                let _ = std::fs::remove_file(path);
+                Err(io_error("creating", path, err))
+            }
+        }
     }
 
     fn new_direct_writable_file(&self, path: &Path) -> Result<Box<dyn WritableFile>> {

@@ -1,0 +1,416 @@
+//! The file a write-ahead log is appended to ([`LogFile`]): memory-mapped
+//! and preallocated on a real file system ([`MappedLog`]), or any
+//! [`WritableFile`] (in memory, under fault injection, or where the file
+//! system cannot preallocate).
+//!
+//! Why a mapping: a small write then costs a copy into the page cache and
+//! no system call, where `write(2)` per record was the largest single cost
+//! of a small `Put` (`docs/benchmarks.md`, "The write path"). What an
+//! acknowledged write survives does not change: it is in the page cache
+//! either way, so it outlives the process being killed, and only a sync
+//! makes it outlive the machine.
+//!
+//! The layout of the file: the records LevelDB's log writer would write,
+//! followed while it is being written by zeros up to the space reserved
+//! ahead with `fallocate`. LevelDB 1.23's log reader skips a zero header and
+//! the rest of its block without a report (its reader was written for the
+//! mmap-based writer LevelDB once had), so the file stays readable by
+//! LevelDB; ours also takes an all-zero rest of file for the end of the log
+//! (`docs/format/log.md`). The tail is trimmed when the log is finished:
+//! at a memtable switch, and when the database closes.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{compiler_fence, Ordering};
+
+use memmap2::{MmapMut, MmapOptions};
+use shale_format::log_format::{BLOCK_SIZE, HEADER_SIZE};
+use shale_format::log_writer::LogSink;
+
+use super::WritableFile;
+
+/// Bytes mapped at a time. A multiple of the log's block size, and mapped at
+/// multiples of itself, so that no fragment (which never crosses a block)
+/// crosses a window.
+const WINDOW_BYTES: u64 = 32 * BLOCK_SIZE as u64;
+/// Space reserved with each `fallocate`, at least. A system call per
+/// this many bytes of log.
+const RESERVE_BYTES: u64 = WINDOW_BYTES;
+
+/// A write-ahead log's file.
+pub enum LogFile {
+    /// Memory-mapped and preallocated.
+    Mapped(MappedLog),
+    /// Written through a [`WritableFile`], flushed after each record.
+    Buffered(Box<dyn WritableFile>),
+}
+
+impl std::fmt::Debug for LogFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogFile::Mapped(log) => f.debug_tuple("Mapped").field(log).finish(),
+            LogFile::Buffered(_) => f.write_str("Buffered"),
+        }
+    }
+}
+
+impl LogFile {
+    /// Makes everything appended durable.
+    pub fn sync(&mut self) -> io::Result<()> {
+        match self {
+            LogFile::Mapped(log) => log.sync(),
+            LogFile::Buffered(file) => file.sync(),
+        }
+    }
+
+    /// Ends appending: a mapped log gives back its preallocated tail. The
+    /// file stays open, so it can still be synced.
+    pub fn finish(&mut self) -> io::Result<()> {
+        match self {
+            LogFile::Mapped(log) => log.finish(),
+            LogFile::Buffered(file) => file.flush(),
+        }
+    }
+}
+
+impl LogSink for LogFile {
+    fn reserve(&mut self, bytes: usize) -> io::Result<()> {
+        match self {
+            LogFile::Mapped(log) => log.reserve(bytes as u64),
+            LogFile::Buffered(_) => Ok(()),
+        }
+    }
+
+    fn append_fragment(&mut self, header: &[u8; HEADER_SIZE], payload: &[u8]) -> io::Result<()> {
+        match self {
+            LogFile::Mapped(log) => log.append_fragment(header, payload),
+            LogFile::Buffered(file) => file.append_fragment(header, payload),
+        }
+    }
+
+    fn append_zeros(&mut self, len: usize) -> io::Result<()> {
+        match self {
+            LogFile::Mapped(log) => log.append_zeros(len as u64),
+            LogFile::Buffered(file) => file.append_zeros(len),
+        }
+    }
+
+    fn end_record(&mut self) -> io::Result<()> {
+        match self {
+            // The bytes are in the page cache already.
+            LogFile::Mapped(_) => Ok(()),
+            LogFile::Buffered(file) => file.end_record(),
+        }
+    }
+}
+
+/// A log file written through a shared memory mapping of space reserved
+/// ahead with `fallocate`: an append is a copy, a full disk fails the
+/// reservation before any byte of a record is written, and what is not
+/// written reads as zeros.
+pub struct MappedLog {
+    file: File,
+    /// The mapped window, `WINDOW_BYTES` long (less at the end of the
+    /// reserved space), starting at `window_start`.
+    window: Option<MmapMut>,
+    window_start: u64,
+    /// Bytes of log written.
+    len: u64,
+    /// Bytes reserved: the file's size while it is being written.
+    reserved: u64,
+    /// True once the tail is trimmed: nothing more may be appended.
+    finished: bool,
+}
+
+impl std::fmt::Debug for MappedLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedLog")
+            .field("len", &self.len)
+            .field("reserved", &self.reserved)
+            .finish()
+    }
+}
+
+impl MappedLog {
+    /// Creates (or truncates) `path` and reserves its first stretch. An
+    /// error of kind [`io::ErrorKind::Unsupported`] means the file system
+    /// cannot preallocate: write the log another way.
+    pub fn create(path: &Path) -> io::Result<MappedLog> {
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        let mut log = MappedLog {
+            file,
+            window: None,
+            window_start: 0,
+            len: 0,
+            reserved: 0,
+            finished: false,
+        };
+        log.reserve(1)?;
+        Ok(log)
+    }
+
+    /// Bytes of log written.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when nothing is written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Makes sure `bytes` more bytes can be written without a system call
+    /// that could fail for lack of space.
+    fn reserve(&mut self, bytes: u64) -> io::Result<()> {
+        if self.finished {
+            return Err(io::Error::other("appending to a finished log"));
+        }
+        let needed = self
+            .len
+            .checked_add(bytes)
+            .ok_or_else(|| io::Error::other("log length overflows"))?;
+        if needed <= self.reserved {
+            return Ok(());
+        }
+        let target = needed.max(self.reserved + RESERVE_BYTES);
+        let target = target.next_multiple_of(RESERVE_BYTES);
+        allocate(&self.file, self.reserved, target - self.reserved)?;
+        self.reserved = target;
+        Ok(())
+    }
+
+    fn append_fragment(&mut self, header: &[u8; HEADER_SIZE], payload: &[u8]) -> io::Result<()> {
+        let total = (HEADER_SIZE + payload.len()) as u64;
+        self.reserve(total)?;
+        // The payload first and the header last: a copy cut short by a
+        // crash leaves a zero header, which readers take for the end of
+        // the log, never a header whose payload is half there. The fence
+        // keeps the compiler from reordering the two copies; the CPU
+        // stores in program order up to the instruction a signal stops.
+        self.copy_at(self.len + HEADER_SIZE as u64, payload)?;
+        compiler_fence(Ordering::Release);
+        self.copy_at(self.len, header)?;
+        self.len += total;
+        Ok(())
+    }
+
+    fn append_zeros(&mut self, len: u64) -> io::Result<()> {
+        // Reserved space reads as zeros: the file was created empty, and
+        // nothing is written past `len`.
+        self.reserve(len)?;
+        self.len += len;
+        Ok(())
+    }
+
+    /// Copies `bytes` to `offset`, inside the reserved space.
+    fn copy_at(&mut self, mut offset: u64, mut bytes: &[u8]) -> io::Result<()> {
+        if offset.saturating_add(bytes.len() as u64) > self.reserved {
+            return Err(io::Error::other("log copy past the reserved space"));
+        }
+        while !bytes.is_empty() {
+            let (window_start, window) = self.window_at(offset)?;
+            // Below WINDOW_BYTES: `window_at` maps the window holding it.
+            let at = (offset - window_start) as usize;
+            let n = bytes.len().min(window.len() - at);
+            window[at..at + n].copy_from_slice(&bytes[..n]);
+            offset += n as u64;
+            bytes = &bytes[n..];
+        }
+        Ok(())
+    }
+
+    /// The mapped window holding `offset`, mapping it if needed, and where
+    /// it starts. REQUIRES: `offset < self.reserved`.
+    fn window_at(&mut self, offset: u64) -> io::Result<(u64, &mut MmapMut)> {
+        let start = offset - offset % WINDOW_BYTES;
+        let mapped = self.window.as_ref().is_some_and(|w| {
+            self.window_start == start && offset - start < w.len() as u64
+        });
+        if !mapped {
+            // Unmapping leaves what was copied in the page cache.
+            self.window = None;
+            let len = WINDOW_BYTES.min(self.reserved - start) as usize;
+            // SAFETY: the mapping covers reserved space of a file this log
+            // created and alone writes; it is never truncated below the
+            // mapping while mapped (`finish` unmaps first). Another process
+            // truncating it would be a bug outside this program's control,
+            // as with any mapping.
+            let window = unsafe { MmapOptions::new().offset(start).len(len).map_mut(&self.file)? };
+            self.window_start = start;
+            self.window = Some(window);
+        }
+        let window = self
+            .window
+            .as_mut()
+            .ok_or_else(|| io::Error::other("log window not mapped"))?;
+        Ok((self.window_start, window))
+    }
+
+    /// `fdatasync`: on Linux it writes back pages dirtied through a
+    /// mapping as well as by `write(2)`, and the file's size.
+    fn sync(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// Unmaps the file and cuts it at the end of the log.
+    fn finish(&mut self) -> io::Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        self.finished = true;
+        self.window = None;
+        self.file.set_len(self.len)?;
+        self.reserved = self.len;
+        Ok(())
+    }
+}
+
+impl Drop for MappedLog {
+    fn drop(&mut self) {
+        // Best effort: an untrimmed tail reads as the end of the log.
+        let _ = self.finish();
+    }
+}
+
+/// Reserves `len` bytes at `offset` of `file`, growing it.
+fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let offset = libc::off_t::try_from(offset).map_err(io::Error::other)?;
+    let len = libc::off_t::try_from(len).map_err(io::Error::other)?;
+    loop {
+        // SAFETY: a plain system call on a descriptor `file` keeps open.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => {
+                return Err(io::Error::new(io::ErrorKind::Unsupported, err))
+            }
+            _ => return Err(err),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shale_format::log_reader::LogReader;
+    use shale_format::log_writer::LogWriter;
+
+    fn records(path: &Path) -> (Vec<Vec<u8>>, Vec<String>) {
+        let mut dropped = Vec::new();
+        let file = File::open(path).unwrap();
+        let mut reader = LogReader::new(
+            file,
+            |bytes: u64, reason: shale_format::Error| dropped.push(format!("{bytes}: {reason}")),
+            true,
+            0,
+        );
+        let mut out = Vec::new();
+        while let Some(record) = reader.read_record().unwrap() {
+            out.push(record);
+        }
+        drop(reader);
+        (out, dropped)
+    }
+
+    fn sample(i: usize) -> Vec<u8> {
+        // Sizes from empty to several blocks, so records cross blocks and
+        // windows.
+        let len = [0, 1, 50, 7000, 40_000, 33_000, 200_000][i % 7];
+        (0..len).map(|b| (b * 31 + i) as u8).collect()
+    }
+
+    #[test]
+    fn records_read_back_and_the_tail_is_trimmed_on_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000001.log");
+        let mut expected = Vec::new();
+        let mut writer = LogWriter::new(LogFile::Mapped(MappedLog::create(&path).unwrap()));
+        let mut buffered = LogWriter::new(Vec::new());
+        for i in 0..40 {
+            let record = sample(i);
+            writer.add_record(&record).unwrap();
+            buffered.add_record(&record).unwrap();
+            expected.push(record);
+        }
+        let len = writer.file_len();
+        // While open, the file is longer than the log, and reads the same.
+        assert!(std::fs::metadata(&path).unwrap().len() > len);
+        let (read, dropped) = records(&path);
+        assert_eq!(read, expected);
+        assert!(dropped.is_empty(), "{dropped:?}");
+        drop(writer);
+        // Closed: exactly the bytes a buffered writer writes.
+        assert_eq!(std::fs::read(&path).unwrap(), buffered.into_inner());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
+    }
+
+    #[test]
+    fn a_record_cut_short_reads_as_the_end_of_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000001.log");
+        let mut log = MappedLog::create(&path).unwrap();
+        let mut writer = LogWriter::new(Vec::new());
+        writer.add_record(b"first").unwrap();
+        // Two fragments: the first fills block 0, the second starts block 1.
+        writer.add_record(&vec![7u8; 50_000]).unwrap();
+        let bytes = writer.into_inner();
+        let second_record = HEADER_SIZE + 5;
+        let second_fragment = BLOCK_SIZE;
+        let zero = |log: &mut MappedLog, range: std::ops::Range<usize>| {
+            log.copy_at(range.start as u64, &vec![0; range.len()]).unwrap();
+        };
+        // What a crash leaves when it stops the copy of the second record:
+        // fragments are copied in order, each payload before its header.
+        let cases = [
+            // the first fragment's payload, not its header
+            vec![
+                second_record..second_record + HEADER_SIZE,
+                second_fragment..bytes.len(),
+            ],
+            // the first fragment whole, the second's payload only
+            vec![second_fragment..second_fragment + HEADER_SIZE],
+        ];
+        for (case, zeroed) in cases.into_iter().enumerate() {
+            log.copy_at(0, &bytes).unwrap();
+            for range in zeroed {
+                zero(&mut log, range);
+            }
+            let (read, dropped) = records(&path);
+            assert_eq!(read, vec![b"first".to_vec()], "case {case}");
+            assert!(dropped.is_empty(), "case {case}: {dropped:?}");
+        }
+        // Damage that is not a tail is still reported: the second
+        // fragment's header zero but data in a later block.
+        log.copy_at(0, &bytes).unwrap();
+        zero(&mut log, second_fragment..second_fragment + HEADER_SIZE);
+        log.copy_at(3 * BLOCK_SIZE as u64, &bytes[..second_record])
+            .unwrap();
+        let (read, dropped) = records(&path);
+        assert_eq!(read, vec![b"first".to_vec(), b"first".to_vec()]);
+        assert_eq!(dropped.len(), 1, "{dropped:?}");
+        assert!(dropped[0].contains("error in middle of record"), "{dropped:?}");
+    }
+
+    #[test]
+    fn finished_logs_refuse_appends_and_still_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000001.log");
+        let mut file = LogFile::Mapped(MappedLog::create(&path).unwrap());
+        file.append_fragment(&[1; HEADER_SIZE], b"x").unwrap();
+        file.finish().unwrap();
+        file.sync().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 8);
+        assert!(file.reserve(1).is_err());
+    }
+}
