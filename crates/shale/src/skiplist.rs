@@ -50,6 +50,31 @@ impl KeyOrder {
             KeyOrder::Internal(order) => order.compare_internal(a, b),
         }
     }
+
+    /// True when keys order first by [`KeyOrder::prefix`]: internal keys
+    /// over bytewise user keys, whose first eight bytes, zero-padded and
+    /// read big-endian, order as the keys do whenever they differ.
+    fn has_prefix(&self) -> bool {
+        matches!(self, KeyOrder::Internal(order) if order.is_bytewise())
+    }
+
+    /// The first eight bytes of the user key of internal key `key`.
+    /// REQUIRES: [`KeyOrder::has_prefix`].
+    #[inline]
+    fn prefix(key: &[u8]) -> u64 {
+        let user_key = &key[..key.len().saturating_sub(INTERNAL_KEY_TRAILER_LEN)];
+        shale_format::comparator::bytewise_window(user_key)
+    }
+}
+
+/// The tag of an internal key: 8 bytes after the user key.
+const INTERNAL_KEY_TRAILER_LEN: usize = 8;
+
+/// A key being looked for, with its prefix when the order has one.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    key: &'a [u8],
+    prefix: u64,
 }
 
 /// A node header, followed in the arena by `height` links and then the
@@ -60,6 +85,9 @@ struct Node {
     value_len: u32,
     height: u32,
     _reserved: u32,
+    /// [`KeyOrder::prefix`] of the key (0 when the order has none): most
+    /// steps of a search compare it and stop, without reading the key.
+    prefix: u64,
     next: [AtomicPtr<Node>; 0],
 }
 
@@ -154,10 +182,15 @@ impl Arena {
     }
 }
 
-/// The writer's side: the arena and the height generator.
+/// The writer's side: the arena, the height generator and the splice.
 struct Writer {
     arena: Arena,
     rng: u32,
+    /// Per level, the node the last insert went after (or the head): the
+    /// next insert starts its search there when its key lands close by, as
+    /// RocksDB's `InlineSkipList` splice (sequential keys then cost one
+    /// comparison instead of a search from the top).
+    splice: [*const Node; MAX_HEIGHT],
 }
 
 impl Writer {
@@ -181,6 +214,8 @@ impl Writer {
 pub struct SkipList {
     head: NonNull<Node>,
     order: KeyOrder,
+    /// `order.has_prefix()`, once.
+    has_prefix: bool,
     max_height: AtomicUsize,
     len: AtomicUsize,
     entry_bytes: AtomicUsize,
@@ -217,6 +252,7 @@ impl SkipList {
         unsafe { init_node(head, MAX_HEIGHT, 0, 0) };
         SkipList {
             head,
+            has_prefix: order.has_prefix(),
             order,
             max_height: AtomicUsize::new(1),
             len: AtomicUsize::new(0),
@@ -224,6 +260,7 @@ impl SkipList {
             writer: Mutex::new(Writer {
                 arena,
                 rng: 0xdead_beef,
+                splice: [head.as_ptr() as *const Node; MAX_HEIGHT],
             }),
         }
     }
@@ -271,8 +308,12 @@ impl SkipList {
             fill(entry);
             &entry[..key_len]
         };
-        let mut prev = [self.head.as_ptr() as *const Node; MAX_HEIGHT];
-        self.find_greater_or_equal(key, Some(&mut prev));
+        let target = self.target(key);
+        // SAFETY: the node is not linked yet; only this writer touches it.
+        unsafe { (*node.as_ptr()).prefix = target.prefix };
+        let mut prev = writer.splice;
+        let (start, start_level) = self.splice_start(&prev, target);
+        self.find_from(target, start, start_level, Some(&mut prev));
         // Readers may see the new height before the links: they then find
         // null links from the head at the new levels and move down.
         let max_height = self.max_height.load(AtomicOrdering::Relaxed);
@@ -288,8 +329,39 @@ impl SkipList {
                 Node::link(before, level).store(node.as_ptr(), AtomicOrdering::Release);
             }
         }
+        for (level, splice) in writer.splice.iter_mut().enumerate() {
+            *splice = if level < height { node.as_ptr() } else { prev[level] };
+        }
         self.len.fetch_add(1, AtomicOrdering::Relaxed);
         self.entry_bytes.fetch_add(size, AtomicOrdering::Relaxed);
+    }
+
+    /// Where the search for `target` may start given the last insert's
+    /// `splice`: the lowest level at which the splice node is before the key
+    /// and its successor is not, with that node; the head and the top level
+    /// when the key is before the splice or beyond every successor.
+    fn splice_start(
+        &self,
+        splice: &[*const Node; MAX_HEIGHT],
+        target: Target<'_>,
+    ) -> (*const Node, usize) {
+        let head = self.head.as_ptr() as *const Node;
+        let top = self.max_height.load(AtomicOrdering::Relaxed) - 1;
+        let first = splice[0];
+        if !ptr::eq(first, head) && self.compare_node(first, target) != Ordering::Less {
+            return (head, top);
+        }
+        // The splice node of a higher level is at or before the one below,
+        // so it is before the key too.
+        for (level, &before) in splice.iter().enumerate().take(top + 1) {
+            // SAFETY: splice nodes are nodes of this list (or its head), at
+            // least `level + 1` tall.
+            let after = unsafe { Node::link(before, level).load(AtomicOrdering::Acquire) };
+            if after.is_null() || self.compare_node(after, target) != Ordering::Less {
+                return (before, level);
+            }
+        }
+        (head, top)
     }
 
     /// The first entry whose key is `>= key`.
@@ -363,24 +435,71 @@ impl SkipList {
         }
     }
 
+    /// `key` with its prefix.
+    #[inline]
+    fn target<'a>(&self, key: &'a [u8]) -> Target<'a> {
+        let prefix = if self.has_prefix {
+            KeyOrder::prefix(key)
+        } else {
+            0
+        };
+        Target { key, prefix }
+    }
+
+    /// Compares the key of `node` with `target`: by prefix when they differ
+    /// there, else in full.
+    #[inline]
+    fn compare_node(&self, node: *const Node, target: Target<'_>) -> Ordering {
+        if self.has_prefix {
+            // SAFETY: `node` is a node of this list, header written before
+            // it was published.
+            let prefix = unsafe { (*node).prefix };
+            if prefix != target.prefix {
+                return prefix.cmp(&target.prefix);
+            }
+        }
+        self.order.compare(self.node_key(node), target.key)
+    }
+
     /// The first node with key `>= key` (null at the end), recording in
     /// `prev` the last node before it at each level.
     fn find_greater_or_equal(
         &self,
         key: &[u8],
+        prev: Option<&mut [*const Node; MAX_HEIGHT]>,
+    ) -> *mut Node {
+        let top = self.max_height.load(AtomicOrdering::Relaxed) - 1;
+        self.find_from(self.target(key), self.head.as_ptr(), top, prev)
+    }
+
+    /// [`SkipList::find_greater_or_equal`] starting at `start` on `level`.
+    /// REQUIRES: `start` is the head or a node before `target`, at least
+    /// `level + 1` tall; `prev` above `level` already holds nodes before
+    /// the target.
+    fn find_from(
+        &self,
+        target: Target<'_>,
+        start: *const Node,
+        mut level: usize,
         mut prev: Option<&mut [*const Node; MAX_HEIGHT]>,
     ) -> *mut Node {
-        let mut x = self.head.as_ptr() as *const Node;
-        let mut level = self.max_height.load(AtomicOrdering::Relaxed) - 1;
+        let mut x = start;
         // The last node found not below `key`: when a lower level leads to
         // it again it need not be compared again (as RocksDB's skip list).
         let mut not_below: *mut Node = ptr::null_mut();
         loop {
             // SAFETY: `x` is the head or a node at least `level + 1` tall.
             let next = unsafe { Node::link(x, level).load(AtomicOrdering::Acquire) };
+            if !next.is_null() && next != not_below {
+                // The node after `next` is the likely next step: fetch it
+                // while `next`'s key is compared.
+                // SAFETY: `next` is a node of this list at least `level + 1`
+                // tall (it was linked at `level`).
+                prefetch(unsafe { Node::link(next, level).load(AtomicOrdering::Relaxed) });
+            }
             if !next.is_null()
                 && next != not_below
-                && self.order.compare(self.node_key(next), key) == Ordering::Less
+                && self.compare_node(next, target) == Ordering::Less
             {
                 x = next;
                 continue;
@@ -401,6 +520,18 @@ fn position(node: *mut Node) -> Option<Position> {
     NonNull::new(node).map(Position)
 }
 
+/// Asks the CPU to bring the cache line at `node` in (a hint; null is fine).
+#[inline(always)]
+fn prefetch(node: *const Node) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(node as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = node;
+}
+
 /// Writes a node header with null links.
 ///
 /// # Safety
@@ -418,6 +549,7 @@ unsafe fn init_node(node: NonNull<Node>, height: usize, key_len: u32, value_len:
                 value_len,
                 height: height as u32,
                 _reserved: 0,
+                prefix: 0,
                 next: [],
             },
         );

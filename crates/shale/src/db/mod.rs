@@ -118,6 +118,10 @@ pub(crate) struct State {
     retired_log: Option<write::Wal>,
     /// Number of the WAL `log` writes to.
     log_number: u64,
+    /// A WAL was created since the directory was last synced: the next
+    /// synced write syncs the directory first, so that the WAL's name (and
+    /// the retired one's) survives a power loss with the write.
+    wal_name_unsynced: bool,
     last_sequence: SequenceNumber,
     current: Arc<Version>,
     /// Versions handed to readers; their files are not deleted.
@@ -240,6 +244,7 @@ impl DB {
                 log: None,
                 retired_log: None,
                 log_number: 0,
+                wal_name_unsynced: false,
                 last_sequence: 0,
                 current: Arc::new(Version::empty(options.key_order())),
                 live_versions: Vec::new(),

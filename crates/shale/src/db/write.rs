@@ -211,9 +211,16 @@ impl DbInner {
             let wal_number = state.log_number;
             // Once synced, the retired WAL needs no more syncs: it is dropped.
             let retired = if sync { state.retired_log.take() } else { None };
+            let sync_name = sync && state.wal_name_unsynced;
             drop(state);
             let batches = || group.iter().filter_map(|w| w.batch.as_ref());
-            result = sync_retired_wal(retired)
+            let name_synced = if sync_name {
+                self.options.env.sync_dir(&self.dir)
+            } else {
+                Ok(())
+            };
+            result = name_synced
+                .and_then(|()| sync_retired_wal(retired))
                 .and_then(|()| {
                     append_to_wal(log.as_mut(), batches(), sync)
                         .map_err(|e| e.in_file(&format!("{wal_number:06}.log")))
@@ -227,7 +234,10 @@ impl DbInner {
             // WAL, and no later write may share its sequence numbers.
             state.last_sequence = last_sequence;
             match &result {
-                Ok(()) => state.log = log,
+                Ok(()) => {
+                    state.log = log;
+                    state.wal_name_unsynced &= !sync_name;
+                }
                 // The WAL may now end in a torn record or hold one we could
                 // not acknowledge: it is dropped, never appended to again,
                 // and writes stop until a new one replaces it (`resume.rs`).
@@ -317,17 +327,12 @@ impl DbInner {
         }
     }
 
-    /// Creates WAL `number` and makes its name durable: a synced write to
-    /// it must survive a power loss.
+    /// Creates WAL `number`. Its name is made durable by the first synced
+    /// write to it (see `State::wal_name_unsynced`): a directory sync at
+    /// every memtable switch stalled the writer for milliseconds.
     pub(super) fn create_wal(&self, number: u64) -> Result<LogFile> {
         let path = filename::log_file_name(&self.dir, number);
-        let file = self.options.env.new_log_file(&path)?;
-        if let Err(err) = self.options.env.sync_dir(&self.dir) {
-            drop(file);
-            let _ = self.options.env.remove_file(&path);
-            return Err(err);
-        }
-        Ok(file)
+        self.options.env.new_log_file(&path)
     }
 
     /// Starts a new memtable writing to WAL `number` (`file`, from
@@ -347,6 +352,7 @@ impl DbInner {
         // (switches wait for that).
         state.retired_log = state.log.replace(LogWriter::new(file));
         state.log_number = number;
+        state.wal_name_unsynced = true;
         let old = std::mem::replace(
             &mut state.mem,
             Arc::new(MemTable::with_order(self.order.clone())),
