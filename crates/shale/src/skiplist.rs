@@ -330,7 +330,11 @@ impl SkipList {
             }
         }
         for (level, splice) in writer.splice.iter_mut().enumerate() {
-            *splice = if level < height { node.as_ptr() } else { prev[level] };
+            *splice = if level < height {
+                node.as_ptr()
+            } else {
+                prev[level]
+            };
         }
         self.len.fetch_add(1, AtomicOrdering::Relaxed);
         self.entry_bytes.fetch_add(size, AtomicOrdering::Relaxed);

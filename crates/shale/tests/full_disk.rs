@@ -214,3 +214,43 @@ fn a_real_full_disk_is_survived() {
     drop(db);
     shale::verify::verify_db(&dir, &options(&env)).unwrap();
 }
+
+/// The disk fills while the WAL grows: the WAL reserves its space ahead
+/// (`fallocate`), so the write that needs more is refused whole, saying the
+/// disk is full, before any byte of it is written; nothing acknowledged is
+/// lost, and writes resume once there is room. The memtable is larger than
+/// the file system, so nothing but the WAL writes.
+#[test]
+fn a_disk_that_fills_while_the_wal_grows() {
+    let Some(tmpfs) = tmpfs_or_skip() else {
+        return;
+    };
+    // About 3 MiB left: the WAL reserves 1 MiB at a time.
+    let filler = tmpfs.path.join("filler");
+    std::fs::write(&filler, vec![0xA5u8; 5 << 20]).unwrap();
+    let dir = tmpfs.path.join("db");
+    let env = default_env();
+    let options = || Options {
+        write_buffer_size: 64 << 20,
+        ..options(&env)
+    };
+    let db = DB::open(&dir, options()).unwrap();
+    let (mut model, mut failed) = (Model::new(), Failed::new());
+    let mut next = 0;
+    let err = write_until_full(&db, &mut next, &mut model, &mut failed);
+    assert!(err.contains("reserving log space"), "{err}");
+    println!(
+        "the WAL found the disk full after {} acknowledged writes: {err}",
+        model.len()
+    );
+    assert_holds(&db, &model, &failed, "WAL full, still open");
+
+    std::fs::remove_file(&filler).unwrap();
+    put_when_resumed(&db, b"resumed", b"yes", Duration::from_secs(30));
+    model.insert(b"resumed".to_vec(), b"yes".to_vec());
+    assert_holds(&db, &model, &failed, "resumed");
+    drop(db);
+    let db = DB::open(&dir, options()).unwrap();
+    assert_holds(&db, &model, &failed, "reopened");
+    check_directory(&*env, &dir, &db, &mut model, "reopened");
+}

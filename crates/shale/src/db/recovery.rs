@@ -93,7 +93,10 @@ impl DbInner {
 
         // A fresh WAL; every older one is now reflected in tables.
         let log_number = versions.new_file_number();
-        let log_file = env.new_log_file(&filename::log_file_name(&self.dir, log_number))?;
+        let log_file = env.new_log_file(
+            &filename::log_file_name(&self.dir, log_number),
+            self.options.write_buffer_size as u64,
+        )?;
         edit.log_number = Some(log_number);
         edit.prev_log_number = Some(0);
         let version = versions.log_and_apply(&mut edit, last_sequence)?;

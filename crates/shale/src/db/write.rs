@@ -116,7 +116,12 @@ impl WriterSlot {
 
     /// The result a leader handed over.
     fn result(&self) -> Result<()> {
-        match self.error.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        match self
+            .error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
             Some(err) => Err(err),
             None => Ok(()),
         }
@@ -332,18 +337,15 @@ impl DbInner {
     /// every memtable switch stalled the writer for milliseconds.
     pub(super) fn create_wal(&self, number: u64) -> Result<LogFile> {
         let path = filename::log_file_name(&self.dir, number);
-        self.options.env.new_log_file(&path)
+        self.options
+            .env
+            .new_log_file(&path, self.options.write_buffer_size as u64)
     }
 
     /// Starts a new memtable writing to WAL `number` (`file`, from
     /// [`DbInner::create_wal`]); the old memtable becomes immutable and the
     /// flush thread is woken.
-    pub(super) fn switch_memtable(
-        &self,
-        state: &mut State,
-        number: u64,
-        file: LogFile,
-    ) {
+    pub(super) fn switch_memtable(&self, state: &mut State, number: u64, file: LogFile) {
         // Writes before a later synced write must be durable too, even when
         // they sit in the WAL being retired: the first synced write syncs it
         // (see `State::retired_log`). Every record is already flushed to the

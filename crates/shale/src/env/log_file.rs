@@ -31,13 +31,10 @@ use shale_format::log_writer::LogSink;
 
 use super::WritableFile;
 
-/// Bytes mapped at a time. A multiple of the log's block size, and mapped at
-/// multiples of itself, so that no fragment (which never crosses a block)
-/// crosses a window.
-const WINDOW_BYTES: u64 = 32 * BLOCK_SIZE as u64;
-/// Space reserved with each `fallocate`, at least. A system call per
-/// this many bytes of log.
-const RESERVE_BYTES: u64 = WINDOW_BYTES;
+/// The most a log reserves (and maps) at a time.
+pub const MAX_RESERVE_BYTES: u64 = 1 << 20;
+/// The least: two blocks.
+const MIN_RESERVE_BYTES: u64 = 2 * BLOCK_SIZE as u64;
 
 /// A write-ahead log's file.
 pub enum LogFile {
@@ -112,8 +109,13 @@ impl LogSink for LogFile {
 /// written reads as zeros.
 pub struct MappedLog {
     file: File,
-    /// The mapped window, `WINDOW_BYTES` long (less at the end of the
-    /// reserved space), starting at `window_start`.
+    /// Bytes reserved with each `fallocate` (a system call per this many
+    /// bytes of log), and mapped at a time: a multiple of the log's block
+    /// size, and mapped at multiples of itself, so that no fragment (which
+    /// never crosses a block) crosses a window.
+    step: u64,
+    /// The mapped window, `step` long (less at the end of the reserved
+    /// space), starting at `window_start`.
     window: Option<MmapMut>,
     window_start: u64,
     /// Bytes of log written.
@@ -134,10 +136,15 @@ impl std::fmt::Debug for MappedLog {
 }
 
 impl MappedLog {
-    /// Creates (or truncates) `path` and reserves its first stretch. An
-    /// error of kind [`io::ErrorKind::Unsupported`] means the file system
-    /// cannot preallocate: write the log another way.
-    pub fn create(path: &Path) -> io::Result<MappedLog> {
+    /// Creates (or truncates) `path` and reserves its first stretch, about
+    /// `expected_len` bytes (the log of a memtable of that size) between
+    /// 64 KiB and [`MAX_RESERVE_BYTES`]. An error of kind
+    /// [`io::ErrorKind::Unsupported`] means the file system cannot
+    /// preallocate: write the log another way.
+    pub fn create(path: &Path, expected_len: u64) -> io::Result<MappedLog> {
+        let step = expected_len
+            .clamp(MIN_RESERVE_BYTES, MAX_RESERVE_BYTES)
+            .next_multiple_of(BLOCK_SIZE as u64);
         let file = File::options()
             .read(true)
             .write(true)
@@ -146,6 +153,7 @@ impl MappedLog {
             .open(path)?;
         let mut log = MappedLog {
             file,
+            step,
             window: None,
             window_start: 0,
             len: 0,
@@ -179,8 +187,8 @@ impl MappedLog {
         if needed <= self.reserved {
             return Ok(());
         }
-        let target = needed.max(self.reserved + RESERVE_BYTES);
-        let target = target.next_multiple_of(RESERVE_BYTES);
+        let target = needed.max(self.reserved + self.step);
+        let target = target.next_multiple_of(self.step);
         allocate(&self.file, self.reserved, target - self.reserved)?;
         self.reserved = target;
         Ok(())
@@ -216,7 +224,7 @@ impl MappedLog {
         }
         while !bytes.is_empty() {
             let (window_start, window) = self.window_at(offset)?;
-            // Below WINDOW_BYTES: `window_at` maps the window holding it.
+            // Below `step`: `window_at` maps the window holding it.
             let at = (offset - window_start) as usize;
             let n = bytes.len().min(window.len() - at);
             window[at..at + n].copy_from_slice(&bytes[..n]);
@@ -229,20 +237,26 @@ impl MappedLog {
     /// The mapped window holding `offset`, mapping it if needed, and where
     /// it starts. REQUIRES: `offset < self.reserved`.
     fn window_at(&mut self, offset: u64) -> io::Result<(u64, &mut MmapMut)> {
-        let start = offset - offset % WINDOW_BYTES;
-        let mapped = self.window.as_ref().is_some_and(|w| {
-            self.window_start == start && offset - start < w.len() as u64
-        });
+        let start = offset - offset % self.step;
+        let mapped = self
+            .window
+            .as_ref()
+            .is_some_and(|w| self.window_start == start && offset - start < w.len() as u64);
         if !mapped {
             // Unmapping leaves what was copied in the page cache.
             self.window = None;
-            let len = WINDOW_BYTES.min(self.reserved - start) as usize;
+            let len = self.step.min(self.reserved - start) as usize;
             // SAFETY: the mapping covers reserved space of a file this log
             // created and alone writes; it is never truncated below the
             // mapping while mapped (`finish` unmaps first). Another process
             // truncating it would be a bug outside this program's control,
             // as with any mapping.
-            let window = unsafe { MmapOptions::new().offset(start).len(len).map_mut(&self.file)? };
+            let window = unsafe {
+                MmapOptions::new()
+                    .offset(start)
+                    .len(len)
+                    .map_mut(&self.file)?
+            };
             self.window_start = start;
             self.window = Some(window);
         }
@@ -335,7 +349,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
         let mut expected = Vec::new();
-        let mut writer = LogWriter::new(LogFile::Mapped(MappedLog::create(&path).unwrap()));
+        let mut writer = LogWriter::new(LogFile::Mapped(
+            MappedLog::create(&path, MAX_RESERVE_BYTES).unwrap(),
+        ));
         let mut buffered = LogWriter::new(Vec::new());
         for i in 0..40 {
             let record = sample(i);
@@ -359,7 +375,7 @@ mod tests {
     fn a_record_cut_short_reads_as_the_end_of_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
-        let mut log = MappedLog::create(&path).unwrap();
+        let mut log = MappedLog::create(&path, MAX_RESERVE_BYTES).unwrap();
         let mut writer = LogWriter::new(Vec::new());
         writer.add_record(b"first").unwrap();
         // Two fragments: the first fills block 0, the second starts block 1.
@@ -368,7 +384,8 @@ mod tests {
         let second_record = HEADER_SIZE + 5;
         let second_fragment = BLOCK_SIZE;
         let zero = |log: &mut MappedLog, range: std::ops::Range<usize>| {
-            log.copy_at(range.start as u64, &vec![0; range.len()]).unwrap();
+            log.copy_at(range.start as u64, &vec![0; range.len()])
+                .unwrap();
         };
         // What a crash leaves when it stops the copy of the second record:
         // fragments are copied in order, each payload before its header.
@@ -399,14 +416,17 @@ mod tests {
         let (read, dropped) = records(&path);
         assert_eq!(read, vec![b"first".to_vec(), b"first".to_vec()]);
         assert_eq!(dropped.len(), 1, "{dropped:?}");
-        assert!(dropped[0].contains("error in middle of record"), "{dropped:?}");
+        assert!(
+            dropped[0].contains("error in middle of record"),
+            "{dropped:?}"
+        );
     }
 
     #[test]
     fn finished_logs_refuse_appends_and_still_sync() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
-        let mut file = LogFile::Mapped(MappedLog::create(&path).unwrap());
+        let mut file = LogFile::Mapped(MappedLog::create(&path, MAX_RESERVE_BYTES).unwrap());
         file.append_fragment(&[1; HEADER_SIZE], b"x").unwrap();
         file.finish().unwrap();
         file.sync().unwrap();

@@ -160,8 +160,8 @@ impl Env for PosixEnv {
         Ok(writable(file))
     }
 
-    fn new_log_file(&self, path: &Path) -> Result<LogFile> {
-        match MappedLog::create(path) {
+    fn new_log_file(&self, path: &Path, expected_len: u64) -> Result<LogFile> {
+        match MappedLog::create(path, expected_len) {
             Ok(log) => Ok(LogFile::Mapped(log)),
             // A file system that cannot preallocate: write(2) per record.
             Err(err) if err.kind() == std::io::ErrorKind::Unsupported => {
