@@ -92,9 +92,10 @@ pub struct SchedulerStats {
 /// Counters of time writers spent throttled.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StallStats {
-    /// Sleeps of the write throttle (L0 at or past the slowdown trigger:
-    /// each write owes a delay that follows the compaction debt, slept once
-    /// at least 1 ms is owed).
+    /// Writes the write throttle delayed (L0 at or past the slowdown
+    /// trigger: each write owes a delay that follows the compaction debt,
+    /// waits up to 10 us of it, and what is owed beyond that is slept once
+    /// it reaches 1 ms).
     pub slowdown_count: u64,
     /// Microseconds spent in those delays.
     pub slowdown_micros: u64,
