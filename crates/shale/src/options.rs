@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shale_compact::job::TableSettings;
+use shale_format::bloom::FilterPolicy;
 use shale_format::comparator::{Comparator, KeyOrder};
 
 use crate::compaction::picker::PickStyle;
@@ -47,6 +48,13 @@ pub struct Options {
     pub block_restart_interval: usize,
     /// Bloom filter bits per key (`None`: no filter).
     pub bloom_bits_per_key: Option<u32>,
+    /// A filter policy of the caller's over user keys (LevelDB's
+    /// `Options::filter_policy`, as the C API's callbacks give one), used
+    /// instead of the Bloom filter: tables hold `filter.<its name>` blocks and
+    /// reads consult it. Like a custom comparator it restricts compactions to
+    /// the `streaming` executor (the others build Bloom filters themselves).
+    /// `None` (the default): `bloom_bits_per_key` decides.
+    pub filter_policy: Option<Arc<dyn FilterPolicy>>,
     /// Compress blocks with Snappy (kept when it saves 1/8).
     pub snappy: bool,
     /// Output tables of compactions are cut at about this size.
@@ -168,6 +176,7 @@ impl Default for Options {
             block_size: 4096,
             block_restart_interval: 16,
             bloom_bits_per_key: Some(10),
+            filter_policy: None,
             snappy: true,
             max_file_size: 2 << 20,
             l0_compaction_trigger: 4,
