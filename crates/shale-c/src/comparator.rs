@@ -9,14 +9,6 @@ use shale::format::comparator::Comparator;
 
 use crate::status::{c_str, no_errptr};
 
-/// `compare(state, a, alen, b, blen)`: negative, zero or positive.
-pub type CompareFn =
-    Option<unsafe extern "C" fn(*mut c_void, *const c_char, usize, *const c_char, usize) -> c_int>;
-/// `name(state)`: the comparator's name, a NUL-terminated string.
-pub type NameFn = Option<unsafe extern "C" fn(*mut c_void) -> *const c_char>;
-/// `destructor(state)`.
-pub type DestructorFn = Option<unsafe extern "C" fn(*mut c_void)>;
-
 /// A comparator made of C callbacks. The engine holds it through an `Arc`:
 /// the destructor runs when `leveldb_comparator_destroy` was called and no
 /// open database uses it any more.
@@ -34,7 +26,7 @@ impl leveldb_comparator_t {
 
 struct CComparator {
     state: *mut c_void,
-    destructor: DestructorFn,
+    destructor: Option<unsafe extern "C" fn(*mut c_void)>,
     compare: unsafe extern "C" fn(*mut c_void, *const c_char, usize, *const c_char, usize) -> c_int,
     /// Asked once, when the comparator is created: the engine borrows it.
     name: String,
@@ -97,9 +89,11 @@ impl Drop for CComparator {
 #[no_mangle]
 pub unsafe extern "C" fn leveldb_comparator_create(
     state: *mut c_void,
-    destructor: DestructorFn,
-    compare: CompareFn,
-    name: NameFn,
+    destructor: Option<unsafe extern "C" fn(*mut c_void)>,
+    compare: Option<
+        unsafe extern "C" fn(*mut c_void, *const c_char, usize, *const c_char, usize) -> c_int,
+    >,
+    name: Option<unsafe extern "C" fn(*mut c_void) -> *const c_char>,
 ) -> *mut leveldb_comparator_t {
     let (Some(compare), Some(name_fn)) = (compare, name) else {
         return std::ptr::null_mut();

@@ -7,23 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use shale::format::bloom::FilterPolicy;
 
-use crate::comparator::{DestructorFn, NameFn};
 use crate::status::{c_str, no_errptr};
-
-/// `create_filter(state, keys, key_lengths, num_keys, &filter_length)`:
-/// a `malloc`ed filter, freed here with `free`.
-pub type CreateFilterFn = Option<
-    unsafe extern "C" fn(
-        *mut c_void,
-        *const *const c_char,
-        *const usize,
-        c_int,
-        *mut usize,
-    ) -> *mut c_char,
->;
-/// `key_may_match(state, key, key_length, filter, filter_length)`.
-pub type KeyMayMatchFn =
-    Option<unsafe extern "C" fn(*mut c_void, *const c_char, usize, *const c_char, usize) -> u8>;
 
 /// A filter policy handle.
 #[derive(Debug)]
@@ -49,7 +33,7 @@ impl leveldb_filterpolicy_t {
 
 struct CFilterPolicy {
     state: *mut c_void,
-    destructor: DestructorFn,
+    destructor: Option<unsafe extern "C" fn(*mut c_void)>,
     create_filter: unsafe extern "C" fn(
         *mut c_void,
         *const *const c_char,
@@ -151,10 +135,20 @@ fn intern(name: String) -> &'static str {
 #[no_mangle]
 pub unsafe extern "C" fn leveldb_filterpolicy_create(
     state: *mut c_void,
-    destructor: DestructorFn,
-    create_filter: CreateFilterFn,
-    key_may_match: KeyMayMatchFn,
-    name: NameFn,
+    destructor: Option<unsafe extern "C" fn(*mut c_void)>,
+    create_filter: Option<
+        unsafe extern "C" fn(
+            *mut c_void,
+            *const *const c_char,
+            *const usize,
+            c_int,
+            *mut usize,
+        ) -> *mut c_char,
+    >,
+    key_may_match: Option<
+        unsafe extern "C" fn(*mut c_void, *const c_char, usize, *const c_char, usize) -> u8,
+    >,
+    name: Option<unsafe extern "C" fn(*mut c_void) -> *const c_char>,
 ) -> *mut leveldb_filterpolicy_t {
     let (Some(create_filter), Some(key_may_match), Some(name_fn)) =
         (create_filter, key_may_match, name)

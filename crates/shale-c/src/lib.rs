@@ -27,4 +27,5 @@ pub mod iterator;
 pub mod options;
 pub mod snapshot;
 pub mod status;
+pub mod unused_types;
 pub mod write_batch;

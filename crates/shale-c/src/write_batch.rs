@@ -16,12 +16,6 @@ pub struct leveldb_writebatch_t {
     pub(crate) error: Option<Error>,
 }
 
-/// `put(state, key, key_length, value, value_length)`.
-pub type PutFn =
-    Option<unsafe extern "C" fn(*mut c_void, *const c_char, usize, *const c_char, usize)>;
-/// `deleted(state, key, key_length)`.
-pub type DeletedFn = Option<unsafe extern "C" fn(*mut c_void, *const c_char, usize)>;
-
 fn with_batch(batch: *mut leveldb_writebatch_t, f: impl FnOnce(&mut leveldb_writebatch_t)) {
     // SAFETY: null or a pointer from leveldb_writebatch_create, used by one
     // thread at a time.
@@ -96,8 +90,8 @@ pub unsafe extern "C" fn leveldb_writebatch_delete(
 pub unsafe extern "C" fn leveldb_writebatch_iterate(
     batch: *const leveldb_writebatch_t,
     state: *mut c_void,
-    put: PutFn,
-    deleted: DeletedFn,
+    put: Option<unsafe extern "C" fn(*mut c_void, *const c_char, usize, *const c_char, usize)>,
+    deleted: Option<unsafe extern "C" fn(*mut c_void, *const c_char, usize)>,
 ) {
     // SAFETY: null or a pointer from leveldb_writebatch_create.
     let Some(batch) = (unsafe { batch.as_ref() }) else {
