@@ -48,7 +48,12 @@ pub unsafe extern "C" fn leveldb_open(
     unsafe {
         with_errptr(errptr, std::ptr::null_mut(), || {
             let options = options_ref(options)?.options.clone();
-            let db = DB::open(path(name)?, options)?;
+            let db = DB::open(path(name)?, options).map_err(|error| match error {
+                // LevelDB reports a missing database (create_if_missing
+                // off) as an invalid argument, and programs test for it.
+                Error::NotFound(message) => Error::InvalidArgument(message),
+                other => other,
+            })?;
             Ok(Box::into_raw(Box::new(leveldb_t { db })))
         })
     }
