@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shale_compact::job::TableSettings;
-use shale_format::bloom::FilterPolicy;
+use shale_format::bloom::{FilterPolicy, InternalFilterPolicy};
 use shale_format::comparator::{Comparator, KeyOrder};
+use shale_format::options::TableOptions;
 
 use crate::compaction::picker::PickStyle;
 use shale_compact::opencl::{DeviceSelector, PlacementPolicy};
@@ -226,6 +227,25 @@ impl Options {
         }
     }
 
+    /// Options for the tables this database writes (flushes, repair) and
+    /// reads: the table settings in the database's key order, with its own
+    /// filter policy in place of the Bloom filter when it has one.
+    pub fn table_options(&self) -> TableOptions {
+        let mut table = self.table_settings().table_options_in(&self.key_order());
+        if let Some(policy) = self.internal_filter_policy() {
+            table.filter_policy = Some(policy);
+        }
+        table
+    }
+
+    /// `filter_policy` over internal keys (it sees user keys), as tables
+    /// use it; `None` without one.
+    pub fn internal_filter_policy(&self) -> Option<Arc<dyn FilterPolicy>> {
+        self.filter_policy.as_ref().map(|policy| {
+            Arc::new(InternalFilterPolicy::new(policy.clone())) as Arc<dyn FilterPolicy>
+        })
+    }
+
     /// Compaction threads: `max_background_compactions`, or when it is 0,
     /// one per core with at least 2 and at most 4: two let an L0 job run
     /// beside a long deeper one even on a 2-core machine, and more than four
@@ -311,15 +331,22 @@ impl Options {
         if self.remote_timeout.is_zero() {
             return Err("remote_timeout must be above 0".into());
         }
-        if let Some(comparator) = &self.comparator {
-            let executor = self.compaction_executor.as_str();
-            if executor != crate::db::AUTO && executor != shale_compact::streaming::STREAMING {
-                return Err(format!(
-                    "compaction_executor={executor} compares key bytes and cannot use the \
-                     custom comparator {}; use auto or streaming",
-                    comparator.name()
-                ));
-            }
+        let executor = self.compaction_executor.as_str();
+        let streaming_only =
+            executor == crate::db::AUTO || executor == shale_compact::streaming::STREAMING;
+        if let Some(comparator) = self.comparator.as_ref().filter(|_| !streaming_only) {
+            return Err(format!(
+                "compaction_executor={executor} compares key bytes and cannot use the \
+                 custom comparator {}; use auto or streaming",
+                comparator.name()
+            ));
+        }
+        if let Some(policy) = self.filter_policy.as_ref().filter(|_| !streaming_only) {
+            return Err(format!(
+                "compaction_executor={executor} builds Bloom filters and cannot use the \
+                 filter policy {}; use auto or streaming",
+                policy.name()
+            ));
         }
         Ok(())
     }
