@@ -199,3 +199,80 @@ pub extern "C" fn leveldb_major_version() -> libc::c_int {
 pub extern "C" fn leveldb_minor_version() -> libc::c_int {
     23
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    /// Takes the message out of `errptr`, freeing it.
+    fn take(errptr: &mut *mut c_char) -> Option<String> {
+        if errptr.is_null() {
+            return None;
+        }
+        // SAFETY: a message this module allocated.
+        let text = unsafe { CStr::from_ptr(*errptr) }
+            .to_str()
+            .unwrap()
+            .to_string();
+        unsafe { leveldb_free((*errptr).cast()) };
+        *errptr = std::ptr::null_mut();
+        Some(text)
+    }
+
+    #[test]
+    fn a_panic_becomes_an_error_message_and_the_default() {
+        let mut err: *mut c_char = std::ptr::null_mut();
+        let value =
+            unsafe { with_errptr(&mut err, 7, || -> Result<i32, Failure> { panic!("boom") }) };
+        assert_eq!(value, 7);
+        let text = take(&mut err).unwrap();
+        assert!(
+            text.starts_with("IO error: internal error in libshaledb"),
+            "{text}"
+        );
+        assert!(text.contains("boom"), "{text}");
+        assert_eq!(no_errptr(3, || -> i32 { panic!("quiet") }), 3);
+    }
+
+    #[test]
+    fn a_second_error_replaces_the_first() {
+        let mut err: *mut c_char = std::ptr::null_mut();
+        let first = Failure::Engine(Error::NotFound("one".into()));
+        let second = Failure::Engine(Error::InvalidArgument("two".into()));
+        unsafe {
+            save_error(&mut err, &first);
+            save_error(&mut err, &second);
+        }
+        assert_eq!(
+            take(&mut err).unwrap(),
+            "Invalid argument: invalid argument: two"
+        );
+        // A null errptr drops the message instead of crashing.
+        unsafe { save_error(std::ptr::null_mut(), &first) };
+    }
+
+    #[test]
+    fn status_text_names_leveldb_s_codes() {
+        let corruption = Error::Corruption {
+            location: Default::default(),
+            reason: "bad block".into(),
+        };
+        assert!(status_text(&corruption).starts_with("Corruption: "));
+        assert!(status_text(&Error::NotSupported("x".into())).starts_with("Not implemented: "));
+        assert!(status_text(&Error::Busy("x".into())).starts_with("IO error: "));
+        assert!(status_text(&Error::NotFound("x".into())).starts_with("NotFound: "));
+    }
+
+    #[test]
+    fn copies_are_malloced_and_nul_safe() {
+        let text = malloc_c_string("a\0b");
+        // SAFETY: just allocated, NUL-terminated.
+        assert_eq!(unsafe { CStr::from_ptr(text) }.to_str().unwrap(), "a?b");
+        unsafe { leveldb_free(text.cast()) };
+        let empty = malloc_copy(b"");
+        assert!(!empty.is_null());
+        unsafe { leveldb_free(empty.cast()) };
+    }
+}

@@ -124,7 +124,10 @@ fn the_generated_header_declares_what_leveldb_s_header_declares() {
     let header = crate_dir().join("include/leveldb/c.h");
     let output = Command::new("cc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-c"])
-        .arg(format!("-DSHALEDB_GENERATED_HEADER=\"{}\"", header.display()))
+        .arg(format!(
+            "-DSHALEDB_GENERATED_HEADER=\"{}\"",
+            header.display()
+        ))
         .arg(crate_dir().join("tests/c/header_compat.c"))
         .arg("-o")
         .arg(dir.path().join("header_compat.o"))
@@ -149,7 +152,10 @@ fn the_generated_header_declares_what_leveldb_s_header_declares() {
     let ours = names(&ours);
     let theirs = names(&leveldb);
     let missing: Vec<_> = theirs.difference(&ours).collect();
-    assert!(missing.is_empty(), "missing from include/leveldb/c.h: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "missing from include/leveldb/c.h: {missing:?}"
+    );
 }
 
 #[test]
@@ -176,7 +182,11 @@ fn the_c_suite_passes_on_leveldb_and_on_shaledb() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    for library in [Library::LevelDb, Library::ShaleDb, Library::ShaleDbOwnHeaders] {
+    for library in [
+        Library::LevelDb,
+        Library::ShaleDb,
+        Library::ShaleDbOwnHeaders,
+    ] {
         let program = dir.path().join(format!("c_api_test-{library:?}"));
         compile("c_api_test.c", library, &program);
         let db = dir.path().join(format!("db-{library:?}"));
@@ -203,7 +213,11 @@ fn a_database_passes_between_leveldb_and_shaledb() {
         let db = dir.path().join(name);
         for step in 0..5 {
             let program = if step % 2 == 0 { first } else { second };
-            run(&[], program, &["interop", db.to_str().unwrap(), &step.to_string()]);
+            run(
+                &[],
+                program,
+                &["interop", db.to_str().unwrap(), &step.to_string()],
+            );
         }
     }
 }
