@@ -224,7 +224,11 @@ pub unsafe extern "C" fn leveldb_approximate_sizes(
 ) {
     let Ok(db) = db_ref(db) else { return };
     let count = usize::try_from(num_ranges).unwrap_or(0);
-    if count == 0 || sizes.is_null() {
+    let arrays_given = !(range_start_key.is_null()
+        || range_start_key_len.is_null()
+        || range_limit_key.is_null()
+        || range_limit_key_len.is_null());
+    if count == 0 || sizes.is_null() || !arrays_given {
         return;
     }
     no_errptr((), || {
