@@ -9,6 +9,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use shale_format::bloom::FilterPolicy;
 use shale_format::comparator::{compare_bytes, KeyOrder};
 use shale_format::format::{CompressionType, RandomAccess};
 use shale_format::internal_key::{extract_user_key, SequenceNumber};
@@ -424,6 +425,14 @@ pub trait JobIo: Send + Sync {
     fn key_order(&self) -> KeyOrder {
         KeyOrder::bytewise()
     }
+    /// A filter policy of the database's own (over internal keys) that
+    /// replaces the Bloom filter of the job's [`TableSettings`]; `None` (the
+    /// default): the settings decide. Like a custom key order, only
+    /// `streaming` accepts it ([`require_bytewise`]): the other executors
+    /// build Bloom filters themselves.
+    fn filter_policy(&self) -> Option<Arc<dyn FilterPolicy>> {
+        None
+    }
     /// The database directory on the file system, for executors that run
     /// elsewhere on the same storage (the `remote` executor's worker reads
     /// the inputs there and stages its outputs below it). `None` (the
@@ -445,16 +454,24 @@ pub trait JobIo: Send + Sync {
 }
 
 /// The error an executor that compares key bytes fails a job with when
-/// `io`'s keys are in a custom order; `Ok` for bytewise order.
+/// `io`'s keys are in a custom order, or when the database has a filter
+/// policy of its own (such an executor builds Bloom filters); `Ok` for
+/// bytewise order and the job's own filter settings.
 pub fn require_bytewise(executor: &str, io: &dyn JobIo) -> Result<()> {
     let order = io.key_order();
-    if order.is_bytewise() {
-        return Ok(());
+    if !order.is_bytewise() {
+        return Err(shale_format::Error::NotSupported(format!(
+            "the {executor} executor compares key bytes and cannot use the custom comparator {}",
+            order.name()
+        )));
     }
-    Err(shale_format::Error::NotSupported(format!(
-        "the {executor} executor compares key bytes and cannot use the custom comparator {}",
-        order.name()
-    )))
+    if let Some(policy) = io.filter_policy() {
+        return Err(shale_format::Error::NotSupported(format!(
+            "the {executor} executor builds Bloom filters and cannot use the filter policy {}",
+            policy.name()
+        )));
+    }
+    Ok(())
 }
 
 /// Turns a job into output tables. Every executor must write byte-identical

@@ -122,10 +122,14 @@ pub(crate) struct TablePacker<'a> {
 
 impl<'a> TablePacker<'a> {
     fn new(job: &CompactionJob, io: &'a dyn JobIo, syncer: &'a Syncer<'a>) -> TablePacker<'a> {
+        let mut options = job.table.table_options_in(&io.key_order());
+        if let Some(policy) = io.filter_policy() {
+            options.filter_policy = Some(policy);
+        }
         TablePacker {
             io,
             syncer,
-            options: job.table.table_options_in(&io.key_order()),
+            options,
             max_output_file_size: job.max_output_file_size,
             current: None,
             outputs: Vec::new(),

@@ -31,6 +31,26 @@ pub trait FilterPolicy: Send + Sync + Debug {
     }
 }
 
+/// A shared policy is a policy: lets [`InternalFilterPolicy`] wrap a
+/// caller's `Arc<dyn FilterPolicy>` (a filter policy given through the C API).
+impl<P: FilterPolicy + ?Sized> FilterPolicy for std::sync::Arc<P> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+
+    fn create_filter(&self, keys: &[&[u8]], dst: &mut Vec<u8>) {
+        (**self).create_filter(keys, dst)
+    }
+
+    fn key_may_match(&self, key: &[u8], filter: &[u8]) -> bool {
+        (**self).key_may_match(key, filter)
+    }
+
+    fn hashed(&self) -> Option<&dyn HashedFilter> {
+        (**self).hashed()
+    }
+}
+
 /// A filter policy whose filter depends on each key only through a 32-bit
 /// hash (LevelDB's Bloom filter): a table builder hashes each key as it is
 /// added instead of keeping a copy of every key until the filter is made.

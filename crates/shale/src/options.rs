@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shale_compact::job::TableSettings;
+use shale_format::bloom::{FilterPolicy, InternalFilterPolicy};
 use shale_format::comparator::{Comparator, KeyOrder};
+use shale_format::options::TableOptions;
 
 use crate::compaction::picker::PickStyle;
 use shale_compact::opencl::{DeviceSelector, PlacementPolicy};
@@ -47,6 +49,13 @@ pub struct Options {
     pub block_restart_interval: usize,
     /// Bloom filter bits per key (`None`: no filter).
     pub bloom_bits_per_key: Option<u32>,
+    /// A filter policy of the caller's over user keys (LevelDB's
+    /// `Options::filter_policy`, as the C API's callbacks give one), used
+    /// instead of the Bloom filter: tables hold `filter.<its name>` blocks and
+    /// reads consult it. Like a custom comparator it restricts compactions to
+    /// the `streaming` executor (the others build Bloom filters themselves).
+    /// `None` (the default): `bloom_bits_per_key` decides.
+    pub filter_policy: Option<Arc<dyn FilterPolicy>>,
     /// Compress blocks with Snappy (kept when it saves 1/8).
     pub snappy: bool,
     /// Output tables of compactions are cut at about this size.
@@ -168,6 +177,7 @@ impl Default for Options {
             block_size: 4096,
             block_restart_interval: 16,
             bloom_bits_per_key: Some(10),
+            filter_policy: None,
             snappy: true,
             max_file_size: 2 << 20,
             l0_compaction_trigger: 4,
@@ -215,6 +225,25 @@ impl Options {
             bloom_bits_per_key: self.bloom_bits_per_key,
             snappy: self.snappy,
         }
+    }
+
+    /// Options for the tables this database writes (flushes, repair) and
+    /// reads: the table settings in the database's key order, with its own
+    /// filter policy in place of the Bloom filter when it has one.
+    pub fn table_options(&self) -> TableOptions {
+        let mut table = self.table_settings().table_options_in(&self.key_order());
+        if let Some(policy) = self.internal_filter_policy() {
+            table.filter_policy = Some(policy);
+        }
+        table
+    }
+
+    /// `filter_policy` over internal keys (it sees user keys), as tables
+    /// use it; `None` without one.
+    pub fn internal_filter_policy(&self) -> Option<Arc<dyn FilterPolicy>> {
+        self.filter_policy.as_ref().map(|policy| {
+            Arc::new(InternalFilterPolicy::new(policy.clone())) as Arc<dyn FilterPolicy>
+        })
     }
 
     /// Compaction threads: `max_background_compactions`, or when it is 0,
@@ -302,15 +331,22 @@ impl Options {
         if self.remote_timeout.is_zero() {
             return Err("remote_timeout must be above 0".into());
         }
-        if let Some(comparator) = &self.comparator {
-            let executor = self.compaction_executor.as_str();
-            if executor != crate::db::AUTO && executor != shale_compact::streaming::STREAMING {
-                return Err(format!(
-                    "compaction_executor={executor} compares key bytes and cannot use the \
-                     custom comparator {}; use auto or streaming",
-                    comparator.name()
-                ));
-            }
+        let executor = self.compaction_executor.as_str();
+        let streaming_only =
+            executor == crate::db::AUTO || executor == shale_compact::streaming::STREAMING;
+        if let Some(comparator) = self.comparator.as_ref().filter(|_| !streaming_only) {
+            return Err(format!(
+                "compaction_executor={executor} compares key bytes and cannot use the \
+                 custom comparator {}; use auto or streaming",
+                comparator.name()
+            ));
+        }
+        if let Some(policy) = self.filter_policy.as_ref().filter(|_| !streaming_only) {
+            return Err(format!(
+                "compaction_executor={executor} builds Bloom filters and cannot use the \
+                 filter policy {}; use auto or streaming",
+                policy.name()
+            ));
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 use shale_format::block::Block;
-use shale_format::comparator::KeyOrder;
+use shale_format::options::TableOptions;
 use shale_format::table::{BlockCache, ReadTableOptions, Table};
 use shale_format::{Error, Result};
 
@@ -71,9 +71,9 @@ pub struct TableCache {
     env: Arc<dyn Env>,
     tables: Cache<u64, Table>,
     block_cache: Arc<SharedBlockCache>,
-    bloom_bits_per_key: Option<u32>,
+    /// How the tables are read: the key order and the filter policy.
+    table_options: TableOptions,
     paranoid_checks: bool,
-    order: KeyOrder,
 }
 
 impl std::fmt::Debug for TableCache {
@@ -86,25 +86,24 @@ impl std::fmt::Debug for TableCache {
 }
 
 impl TableCache {
-    /// A cache of at most `max_open` tables of the database in `dir`, whose
-    /// user keys are ordered by `order`.
+    /// A cache of at most `max_open` tables of the database in `dir`, read
+    /// with `table_options`' key order and filter policy
+    /// ([`Options::table_options`](crate::Options::table_options)).
     pub fn new(
         dir: &Path,
         env: Arc<dyn Env>,
         max_open: usize,
         block_cache: Arc<SharedBlockCache>,
-        bloom_bits_per_key: Option<u32>,
+        table_options: TableOptions,
         paranoid_checks: bool,
-        order: KeyOrder,
     ) -> TableCache {
         TableCache {
             dir: dir.to_path_buf(),
             env,
             tables: Cache::new(max_open.max(1)),
             block_cache,
-            bloom_bits_per_key,
+            table_options,
             paranoid_checks,
-            order,
         }
     }
 
@@ -142,13 +141,7 @@ impl TableCache {
             Err(other) => return Err(other),
         };
         let name = path.display().to_string();
-        let mut options = ReadTableOptions::from_table_options(
-            &shale_compact::job::TableSettings {
-                bloom_bits_per_key: self.bloom_bits_per_key,
-                ..Default::default()
-            }
-            .table_options_in(&self.order),
-        );
+        let mut options = ReadTableOptions::from_table_options(&self.table_options);
         // Data blocks are checked as each read asks (ReadOptions), and
         // always with paranoid checks; the table checks its index and
         // filter blocks when it opens.

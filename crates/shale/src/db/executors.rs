@@ -51,8 +51,9 @@ pub(crate) struct Executors {
     pub(crate) remote: Option<Arc<RemoteExecutor>>,
     /// Why `auto` has no device (for the LOG).
     pub(crate) device_unavailable: Option<String>,
-    /// The name of the custom comparator, when the keys are in one: only
-    /// `streaming` runs jobs then.
+    /// What only `streaming` can honour, when the database has it: "the
+    /// custom comparator NAME" or "the filter policy NAME". Only `streaming`
+    /// runs jobs then.
     custom_order: Option<String>,
 }
 
@@ -130,10 +131,15 @@ impl Executors {
     /// The executors `options` call for. `opencl` named but unusable is an
     /// error; under `auto` a missing device is only noted.
     pub(crate) fn from_options(options: &Options) -> Result<Executors> {
-        let custom_order = options.comparator.as_ref().map(|c| c.name().to_string());
+        let custom_order = match (&options.comparator, &options.filter_policy) {
+            (Some(comparator), _) => Some(format!("the custom comparator {}", comparator.name())),
+            (None, Some(policy)) => Some(format!("the filter policy {}", policy.name())),
+            (None, None) => None,
+        };
         let choice = match options.compaction_executor.as_str() {
-            // The other executors compare key bytes (`Options::validate`
-            // refuses them by name with a custom comparator).
+            // The other executors compare key bytes and build Bloom filters
+            // (`Options::validate` refuses them by name with a custom
+            // comparator or filter policy).
             AUTO | STREAMING if custom_order.is_some() => ExecutorChoice::Forced(STREAMING),
             AUTO => ExecutorChoice::Auto,
             STREAMING => ExecutorChoice::Forced(STREAMING),
@@ -240,8 +246,8 @@ impl Executors {
         }
         if let Some(comparator) = self.custom_order.as_ref().filter(|_| known != STREAMING) {
             return Err(Error::NotSupported(format!(
-                "compact_range cannot run on {known}: it compares key bytes, and this \
-                 database's keys are ordered by the custom comparator {comparator}"
+                "compact_range cannot run on {known}: it compares key bytes and builds \
+                 Bloom filters, and this database uses {comparator}"
             )));
         }
         if self.by_name(known).is_none() {
@@ -305,7 +311,7 @@ impl Executors {
             None => String::new(),
         };
         let order = match &self.custom_order {
-            Some(name) => format!("; keys ordered by the custom comparator {name}: streaming only"),
+            Some(what) => format!("; {what}: streaming only"),
             None => String::new(),
         };
         format!(

@@ -97,6 +97,10 @@ impl JobIo for EngineJobIo<'_> {
         self.inner.order.clone()
     }
 
+    fn filter_policy(&self) -> Option<Arc<dyn shale_format::bloom::FilterPolicy>> {
+        self.inner.options.internal_filter_policy()
+    }
+
     fn database_dir(&self) -> Option<std::path::PathBuf> {
         std::path::absolute(&self.inner.dir).ok()
     }

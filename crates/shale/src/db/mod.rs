@@ -229,9 +229,8 @@ impl DB {
             env.clone(),
             options.max_open_files.saturating_sub(10).max(16),
             block_cache,
-            options.bloom_bits_per_key,
+            options.table_options(),
             options.paranoid_checks,
-            options.key_order(),
         ));
         let versions = VersionSet::new(&dir, env.clone(), options.key_order());
         let file_numbers = versions.file_numbers();

@@ -32,7 +32,7 @@ pub(crate) struct TableWriter {
 
 impl TableWriter {
     /// Creates table `number` in `dir`, built with the table settings of
-    /// `options` (block size, restart interval, Bloom filter, compression).
+    /// `options` (block size, restart interval, filter, compression).
     pub(crate) fn create(options: &Options, dir: &Path, number: u64) -> Result<TableWriter> {
         let path = filename::table_file_name(dir, number);
         let file = options.env.new_writable_file(&path)?;
@@ -41,12 +41,7 @@ impl TableWriter {
             path: path.clone(),
         };
         Ok(TableWriter {
-            builder: Some(TableBuilder::new(
-                options
-                    .table_settings()
-                    .table_options_in(&options.key_order()),
-                sink,
-            )),
+            builder: Some(TableBuilder::new(options.table_options(), sink)),
             env: options.env.clone(),
             path,
             number,
