@@ -632,6 +632,58 @@ mod tests {
         }
     }
 
+    /// Inserts in the orders the splice and the prefix shortcut care about
+    /// (ascending, descending, ascending runs from random places, keys that
+    /// differ only after eight bytes, keys shorter than eight bytes) come
+    /// out sorted by the internal-key order, and seeks find them.
+    #[test]
+    fn insert_orders_and_shared_prefixes_sort_as_the_comparator_does() {
+        use shale_format::comparator::compare_internal_keys;
+        use shale_format::internal_key::{InternalKey, ValueType};
+        let order = shale_format::comparator::KeyOrder::bytewise();
+        let mut rng = 11u64;
+        let mut random = move |n: u64| {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (rng >> 33) % n
+        };
+        let user_keys: Vec<Vec<Vec<u8>>> = vec![
+            (0..2000u32).map(|i| i.to_be_bytes().to_vec()).collect(),
+            (0..2000u32).rev().map(|i| i.to_be_bytes().to_vec()).collect(),
+            (0..40)
+                .flat_map(|_| {
+                    let start = random(1_000_000);
+                    (start..start + 50).map(|i| format!("{i:08}").into_bytes())
+                })
+                .collect(),
+            (0..2000)
+                .map(|_| format!("shared-prefix/{}", random(500)).into_bytes())
+                .collect(),
+            (0..2000)
+                .map(|_| {
+                    let len = random(9) as usize;
+                    (0..len).map(|_| random(3) as u8).collect()
+                })
+                .collect(),
+        ];
+        for (case, keys) in user_keys.iter().enumerate() {
+            let list = SkipList::new(KeyOrder::Internal(order.clone()));
+            let mut model = Vec::new();
+            for (sequence, user_key) in keys.iter().enumerate() {
+                let key = InternalKey::new(user_key, sequence as u64 + 1, ValueType::Value);
+                insert(&list, key.encoded(), b"");
+                model.push(key.encoded().to_vec());
+            }
+            model.sort_by(|a, b| compare_internal_keys(a, b));
+            assert_eq!(keys_forward(&list), model, "case {case}");
+            for probe in model.iter().step_by(7) {
+                let found = list.seek(probe).map(|p| list.key(p).to_vec());
+                assert_eq!(found.as_ref(), Some(probe), "case {case}");
+            }
+        }
+    }
+
     #[test]
     fn large_entries_get_their_own_chunk() {
         let list = SkipList::new(KeyOrder::Plain(<[u8]>::cmp));
