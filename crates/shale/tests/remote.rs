@@ -330,6 +330,7 @@ fn tls_with_the_workers_ca() {
     let tls = TlsIdentity {
         cert_pem: certified.cert.pem().into_bytes(),
         key_pem: certified.signing_key.serialize_pem().into_bytes(),
+        client_ca_pem: None,
     };
     let root = tempfile::tempdir().unwrap();
     let ca = root.path().join("ca.pem");
