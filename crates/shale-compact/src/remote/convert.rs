@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 
 use shale_format::comparator::compare_internal_keys;
-use shale_format::internal_key::{extract_user_key, MAX_SEQUENCE_NUMBER};
+use shale_format::internal_key::MAX_SEQUENCE_NUMBER;
 
 use super::proto;
 use crate::job::{CompactionJob, InputRun, JobFile, KeyRange, TableSettings, UserKeyRange};
@@ -71,7 +71,10 @@ fn check_fields(job: &proto::Job) -> Result<(), String> {
             }
             if run.level > 0 && f > 0 {
                 let before = &run.files[f - 1];
-                if extract_user_key(&before.largest) >= extract_user_key(&file.smallest) {
+                // Internal keys: one user key may span two files of a
+                // level (its newer entries end one file, older ones begin
+                // the next), but its entries never repeat.
+                if compare_internal_keys(&before.largest, &file.smallest) != Ordering::Less {
                     return Err(format!(
                         "{field}: the run of level {} is out of order (it overlaps the file before it)",
                         run.level
@@ -264,11 +267,12 @@ mod tests {
     use super::*;
 
     fn job() -> CompactionJob {
+        // File n holds the user keys from letter 2n to letter 2n + 1.
         let file = |number: u64| JobFile {
             number,
             file_size: 100 + number,
-            smallest: vec![b'a', 1, 0, 0, 0, 0, 0, 0, 1],
-            largest: vec![b'z', 1, 0, 0, 0, 0, 0, 0, 1],
+            smallest: vec![b'a' + 2 * number as u8, 1, 0, 0, 0, 0, 0, 0, 1],
+            largest: vec![b'b' + 2 * number as u8, 1, 0, 0, 0, 0, 0, 0, 1],
         };
         CompactionJob {
             id: 7,
@@ -321,5 +325,34 @@ mod tests {
         let mut bad = job_to_proto(&job());
         bad.grandparents = vec![proto::JobFile::default(); MAX_FILES + 1];
         assert!(job_from_proto(bad).unwrap_err().contains("files"));
+    }
+
+    #[test]
+    fn malformed_fields_are_named() {
+        let refused = |change: &dyn Fn(&mut proto::Job)| {
+            let mut bad = job_to_proto(&job());
+            change(&mut bad);
+            job_from_proto(bad).unwrap_err()
+        };
+        let why = refused(&|j| j.inputs[0].files[0].smallest.clear());
+        assert!(why.starts_with("job.inputs[0].files[0].smallest"), "{why}");
+        let why = refused(&|j| j.inputs[1].files[1].largest = vec![0; MAX_KEY_BYTES + 9]);
+        assert!(why.starts_with("job.inputs[1].files[1].largest"), "{why}");
+        let why = refused(&|j| j.inputs[1].files.swap(0, 1));
+        assert!(why.starts_with("job.inputs[1].files[1]") && why.contains("out of order"), "{why}");
+        let why = refused(&|j| j.inputs[1].files[0].number = 1);
+        assert!(why.starts_with("job.inputs[1].files[0].number") && why.contains("twice"), "{why}");
+        let why = refused(&|j| {
+            j.range_lower = Some(b"q".to_vec());
+            j.range_upper = Some(b"c".to_vec());
+        });
+        assert!(why.starts_with("job.range_lower"), "{why}");
+        let why = refused(&|j| j.deeper_levels[0].ranges[0].smallest = b"zz".to_vec());
+        assert!(why.starts_with("job.deeper_levels[0].ranges[0]"), "{why}");
+        let why = refused(&|j| {
+            let file = &mut j.grandparents[0];
+            std::mem::swap(&mut file.smallest, &mut file.largest);
+        });
+        assert!(why.starts_with("job.grandparents[0]"), "{why}");
     }
 }

@@ -81,6 +81,27 @@ fn openat2_beneath(dir: RawFd, path: &CString, flags: libc::c_int) -> Option<io:
     Some(Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
 }
 
+/// True when `name` in `dir` is a symlink (not followed).
+fn is_symlink_at(dir: RawFd, name: &CString) -> bool {
+    // SAFETY: a zeroed stat is valid storage that fstatat fills in.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `name` is NUL-terminated; `stat` is valid.
+    let rc = unsafe { libc::fstatat(dir, name.as_ptr(), &mut stat, libc::AT_SYMLINK_NOFOLLOW) };
+    rc == 0 && stat.st_mode & libc::S_IFMT == libc::S_IFLNK
+}
+
+/// A symlink met where a directory was asked for answers ENOTDIR or ELOOP,
+/// depending on the call; both become ELOOP when it is a symlink, so the
+/// caller hears "a symlink".
+fn explain_not_dir(err: io::Error, dir: RawFd, name: &CString) -> io::Error {
+    let code = err.raw_os_error();
+    if (code == Some(libc::ENOTDIR) || code == Some(libc::ELOOP)) && is_symlink_at(dir, name) {
+        io::Error::from_raw_os_error(libc::ELOOP)
+    } else {
+        err
+    }
+}
+
 /// What `fstat` says of an open file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileId {
@@ -155,14 +176,17 @@ impl Dir {
             return self.open_dir(".");
         }
         let joined = cstring(relative.as_os_str().as_bytes())?;
-        if let Some(opened) = openat2_beneath(self.fd.as_raw_fd(), &joined, flags) {
-            return opened.map(|fd| Dir { fd });
+        match openat2_beneath(self.fd.as_raw_fd(), &joined, flags) {
+            Some(Ok(fd)) => return Ok(Dir { fd }),
+            // Walked again below, only to say which component failed how.
+            Some(Err(_)) | None => {}
         }
         // Walk: one component at a time, never following a symlink.
         let mut current = openat(self.fd.as_raw_fd(), &cstring(b".")?, flags, 0)?;
         for part in parts {
             let name = cstring(part.as_bytes())?;
-            current = openat(current.as_raw_fd(), &name, flags | libc::O_NOFOLLOW, 0)?;
+            current = openat(current.as_raw_fd(), &name, flags | libc::O_NOFOLLOW, 0)
+                .map_err(|e| explain_not_dir(e, current.as_raw_fd(), &name))?;
         }
         Ok(Dir { fd: current })
     }
@@ -179,7 +203,8 @@ impl Dir {
             &name,
             libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
             0,
-        )?;
+        )
+        .map_err(|e| explain_not_dir(e, self.fd.as_raw_fd(), &name))?;
         Ok(Dir { fd })
     }
 
