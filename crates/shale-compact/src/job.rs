@@ -474,10 +474,7 @@ impl VerifiedTable {
         let changed = |why: String| {
             shale_format::Error::executor_failed(
                 "remote",
-                format!(
-                    "refused by check adoption: {} {why}",
-                    installed.display()
-                ),
+                format!("refused by check adoption: {} {why}", installed.display()),
             )
         };
         let now = std::fs::symlink_metadata(installed)

@@ -301,7 +301,12 @@ fn too_many_jobs_or_too_large_a_job_is_refused() {
         .compact(Request::new(request("db", &job(6, 5))))
         .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-    assert!(status.message().starts_with("job.inputs[0].files[0].file_size"), "{status:?}");
+    assert!(
+        status
+            .message()
+            .starts_with("job.inputs[0].files[0].file_size"),
+        "{status:?}"
+    );
 
     let url = f.worker.url();
     let first = std::thread::spawn(move || {
@@ -355,10 +360,15 @@ fn a_keys_only_stream_out_of_order_is_refused() {
 #[test]
 fn unknown_tables_and_lying_sizes_are_invalid_arguments_naming_the_field() {
     let f = Fixture::new(|_| {});
-    let status = f.compact(Request::new(request("db", &job(6, 5)))).unwrap_err();
+    let status = f
+        .compact(Request::new(request("db", &job(6, 5))))
+        .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert!(
-        status.message().starts_with("job.inputs[0].files[0].number") && status.message().contains("not in"),
+        status
+            .message()
+            .starts_with("job.inputs[0].files[0].number")
+            && status.message().contains("not in"),
         "{status:?}"
     );
     // Two claims whose sum wraps a u64: the real sizes decide.
@@ -370,19 +380,29 @@ fn unknown_tables_and_lying_sizes_are_invalid_arguments_naming_the_field() {
         smallest: b"zz\x01\x01\x00\x00\x00\x00\x00\x00".to_vec(),
         largest: b"zz\x01\x01\x00\x00\x00\x00\x00\x00".to_vec(),
     });
-    let status = f.compact(Request::new(request("db", &wrapping))).unwrap_err();
+    let status = f
+        .compact(Request::new(request("db", &wrapping)))
+        .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert!(status.message().contains("file_size"), "{status:?}");
-    assert!(!f.root.path().join("db/staging").exists() || std::fs::read_dir(f.root.path().join("db/staging")).unwrap().count() == 0);
+    assert!(
+        !f.root.path().join("db/staging").exists()
+            || std::fs::read_dir(f.root.path().join("db/staging"))
+                .unwrap()
+                .count()
+                == 0
+    );
     f.hello_works();
 }
 
 #[test]
 fn a_token_reaches_only_the_databases_of_its_scope_in_both_modes() {
     let f = Fixture::new(|c| {
-        c.scoped_tokens = shale_compact::remote::parse_token_file("alpha db\nbeta other/*\n").unwrap();
+        c.scoped_tokens =
+            shale_compact::remote::parse_token_file("alpha db\nbeta other/*\n").unwrap();
     });
-    f.compact(with_token(request("db", &job(5, 5)), "alpha")).unwrap();
+    f.compact(with_token(request("db", &job(5, 5)), "alpha"))
+        .unwrap();
     let status = f
         .compact(with_token(request("db", &job(5, 5)), "beta"))
         .unwrap_err();
@@ -396,7 +416,10 @@ fn a_token_reaches_only_the_databases_of_its_scope_in_both_modes() {
     let mut call = Request::new(tokio_stream::iter(vec![start]));
     call.metadata_mut()
         .insert("authorization", "Bearer beta".parse().unwrap());
-    let status = f.runtime.block_on(client.compact_keys_only(call)).unwrap_err();
+    let status = f
+        .runtime
+        .block_on(client.compact_keys_only(call))
+        .unwrap_err();
     assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
 }
 
@@ -419,7 +442,10 @@ fn a_silent_keys_only_stream_loses_its_slot() {
             let mut client = CompactionWorkerClient::connect(url).await.unwrap();
             let (tx, rx) = tokio::sync::mpsc::channel(1);
             tx.send(KeysOnlyRequest {
-                request: Some(keys_only_request::Request::Start(request("db", &silent_job))),
+                request: Some(keys_only_request::Request::Start(request(
+                    "db",
+                    &silent_job,
+                ))),
             })
             .await
             .unwrap();
@@ -474,7 +500,16 @@ fn staged_outputs_nobody_adopts_are_removed_after_the_timeout() {
     assert_eq!(staged(), 0);
     f.compact(Request::new(request("db", &one))).unwrap();
     let metrics = f.worker_metrics();
-    assert!(metrics.contains("shale_worker_staging_removed_sessions_total{why=\"expired\"} 2"), "{metrics}");
-    assert!(metrics.contains("shale_worker_refusals_total{code=\"ResourceExhausted\"} 1"), "{metrics}");
-    assert!(metrics.contains("shale_worker_jobs_total{mode=\"near-data\",outcome=\"done\"} 3"), "{metrics}");
+    assert!(
+        metrics.contains("shale_worker_staging_removed_sessions_total{why=\"expired\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("shale_worker_refusals_total{code=\"ResourceExhausted\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("shale_worker_jobs_total{mode=\"near-data\",outcome=\"done\"} 3"),
+        "{metrics}"
+    );
 }

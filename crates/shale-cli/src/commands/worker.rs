@@ -181,9 +181,8 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         }
         None => Vec::new(),
     };
-    let read = |path: &PathBuf| {
-        std::fs::read(path).map_err(|e| usage(format!("{}: {e}", path.display())))
-    };
+    let read =
+        |path: &PathBuf| std::fs::read(path).map_err(|e| usage(format!("{}: {e}", path.display())));
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsIdentity {
             cert_pem: read(cert)?,

@@ -58,8 +58,8 @@ fn open_input(db: &Dir, file: &JobFile, field: &str) -> Result<(File, u64), Stat
             Status::permission_denied(format!("{field}.number: {ldb}: {}", describe(&e)))
         }
     })?;
-    let id = file_id(&opened)
-        .map_err(|e| Status::internal(format!("{field}: fstat of {ldb}: {e}")))?;
+    let id =
+        file_id(&opened).map_err(|e| Status::internal(format!("{field}: fstat of {ldb}: {e}")))?;
     if !id.regular {
         return Err(Status::permission_denied(format!(
             "{field}.number: {ldb} is not a regular file"

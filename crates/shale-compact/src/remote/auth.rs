@@ -138,7 +138,10 @@ pub fn authenticate(tokens: &[ScopedToken], given: &[u8]) -> Option<Scope> {
 
 /// Whether `pattern` matches `path`, component by component.
 pub fn matches(pattern: &str, path: &Path) -> bool {
-    let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+    let parts: Vec<&str> = pattern
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
     let names: Vec<String> = path
         .components()
         .filter_map(|c| match c {
@@ -154,9 +157,9 @@ fn match_components(pattern: &[&str], names: &[&str]) -> bool {
     match pattern.split_first() {
         None => names.is_empty(),
         Some((&"**", rest)) => (0..=names.len()).any(|skip| match_components(rest, &names[skip..])),
-        Some((first, rest)) => names
-            .split_first()
-            .is_some_and(|(name, names)| glob(first.as_bytes(), name.as_bytes()) && match_components(rest, names)),
+        Some((first, rest)) => names.split_first().is_some_and(|(name, names)| {
+            glob(first.as_bytes(), name.as_bytes()) && match_components(rest, names)
+        }),
     }
 }
 
@@ -165,7 +168,9 @@ fn glob(pattern: &[u8], name: &[u8]) -> bool {
     match pattern.split_first() {
         None => name.is_empty(),
         Some((b'*', rest)) => (0..=name.len()).any(|skip| glob(rest, &name[skip..])),
-        Some((c, rest)) => name.split_first().is_some_and(|(n, name)| n == c && glob(rest, name)),
+        Some((c, rest)) => name
+            .split_first()
+            .is_some_and(|(n, name)| n == c && glob(rest, name)),
     }
 }
 

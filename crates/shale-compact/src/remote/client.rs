@@ -22,8 +22,8 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 use tonic::{Request, Streaming};
 
 use super::convert::{job_to_proto, MAX_KEY_BYTES};
-use super::keys::{self, KEYS_ONLY};
 use super::fs::{file_id, Dir};
+use super::keys::{self, KEYS_ONLY};
 use super::paths::{new_session, staging_dir, STAGING_DIR};
 use super::proto::compaction_worker_client::CompactionWorkerClient;
 use super::proto::{
@@ -225,7 +225,9 @@ impl RemoteExecutor {
                     // Named CA: only it. Else the system's trust store, as
                     // any other TLS client on the host would use.
                     let mut tls = match &options.tls_ca_pem {
-                        Some(ca) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)),
+                        Some(ca) => {
+                            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca))
+                        }
                         None => ClientTlsConfig::new().with_native_roots(),
                     };
                     if let Some((cert, key)) = &options.tls_identity {
@@ -464,11 +466,9 @@ impl RemoteExecutor {
                     // measured, each no longer than a job's key may be.
                     for key in &chunk.keys {
                         if key.len() < 8 || key.len() > MAX_KEY_BYTES {
-                            return Err(format!(
-                                "the worker sent a key of {} bytes",
-                                key.len()
-                            )
-                            .into());
+                            return Err(
+                                format!("the worker sent a key of {} bytes", key.len()).into()
+                            );
                         }
                         key_bytes += key.len() as u64;
                     }
@@ -547,7 +547,10 @@ impl RemoteExecutor {
         };
         for table in &done.tables {
             if !valid_table_name(&table.name) {
-                return Err(listing(format!("the worker named a staged table {:?}", table.name)));
+                return Err(listing(format!(
+                    "the worker named a staged table {:?}",
+                    table.name
+                )));
             }
             if verified.iter().any(|v| v.path.ends_with(&table.name)) {
                 return Err(listing(format!("the worker named {} twice", table.name)));
@@ -563,7 +566,10 @@ impl RemoteExecutor {
             if low.as_ref().is_some_and(|l| user(&table.smallest) < *l)
                 || high.as_ref().is_some_and(|h| user(&table.largest) > *h)
             {
-                return Err(listing(format!("staged {} holds keys no input holds", table.name)));
+                return Err(listing(format!(
+                    "staged {} holds keys no input holds",
+                    table.name
+                )));
             }
             let Some(dir) = &staged else {
                 return Err(listing("no staging directory".to_string()));
@@ -578,7 +584,11 @@ impl RemoteExecutor {
                     "staged {} is {} bytes{}, the worker said {}",
                     table.name,
                     before.size,
-                    if before.regular { "" } else { " and not a regular file" },
+                    if before.regular {
+                        ""
+                    } else {
+                        " and not a regular file"
+                    },
                     table.file_size
                 )));
             }

@@ -203,9 +203,7 @@ pub fn job_from_proto(job: proto::Job) -> Result<CompactionJob, String> {
         return Err("job.max_output_file_size: 0".to_string());
     }
     if job.smallest_snapshot > MAX_SEQUENCE_NUMBER {
-        return Err(
-            "job.smallest_snapshot: above the largest sequence number".to_string(),
-        );
+        return Err("job.smallest_snapshot: above the largest sequence number".to_string());
     }
     let files: usize = job.inputs.iter().map(|run| run.files.len()).sum::<usize>()
         + job.grandparents.len()
@@ -215,9 +213,7 @@ pub fn job_from_proto(job: proto::Job) -> Result<CompactionJob, String> {
             .map(|l| l.ranges.len())
             .sum::<usize>();
     if files > MAX_FILES {
-        return Err(format!(
-            "job: names {files} files, more than {MAX_FILES}"
-        ));
+        return Err(format!("job: names {files} files, more than {MAX_FILES}"));
     }
     if job.inputs.is_empty() {
         return Err("job.inputs: the job has no inputs".to_string());
@@ -339,9 +335,15 @@ mod tests {
         let why = refused(&|j| j.inputs[1].files[1].largest = vec![0; MAX_KEY_BYTES + 9]);
         assert!(why.starts_with("job.inputs[1].files[1].largest"), "{why}");
         let why = refused(&|j| j.inputs[1].files.swap(0, 1));
-        assert!(why.starts_with("job.inputs[1].files[1]") && why.contains("out of order"), "{why}");
+        assert!(
+            why.starts_with("job.inputs[1].files[1]") && why.contains("out of order"),
+            "{why}"
+        );
         let why = refused(&|j| j.inputs[1].files[0].number = 1);
-        assert!(why.starts_with("job.inputs[1].files[0].number") && why.contains("twice"), "{why}");
+        assert!(
+            why.starts_with("job.inputs[1].files[0].number") && why.contains("twice"),
+            "{why}"
+        );
         let why = refused(&|j| {
             j.range_lower = Some(b"q".to_vec());
             j.range_upper = Some(b"c".to_vec());

@@ -37,10 +37,22 @@ fn component(name: &str) -> io::Result<CString> {
 }
 
 /// `openat(dir, name, flags)` for one component.
-fn openat(dir: RawFd, name: &CString, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
+fn openat(
+    dir: RawFd,
+    name: &CString,
+    flags: libc::c_int,
+    mode: libc::mode_t,
+) -> io::Result<OwnedFd> {
     // SAFETY: `name` is NUL-terminated; the returned descriptor is owned
     // by nobody else.
-    let fd = unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) };
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            name.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -145,12 +157,7 @@ impl Dir {
     /// engine owns); symlinks in `path` itself are the caller's choice.
     pub fn open(path: &Path) -> io::Result<Dir> {
         let name = cstring(path.as_os_str().as_bytes())?;
-        let fd = openat(
-            libc::AT_FDCWD,
-            &name,
-            libc::O_RDONLY | libc::O_DIRECTORY,
-            0,
-        )?;
+        let fd = openat(libc::AT_FDCWD, &name, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
         Ok(Dir { fd })
     }
 
@@ -169,7 +176,10 @@ impl Dir {
             .map_err(|()| {
                 io::Error::new(
                     io::ErrorKind::PermissionDenied,
-                    format!("{} is not a relative path without \"..\"", relative.display()),
+                    format!(
+                        "{} is not a relative path without \"..\"",
+                        relative.display()
+                    ),
                 )
             })?;
         if parts.is_empty() {
@@ -272,7 +282,10 @@ impl Dir {
         let sub = match self.open_dir(name) {
             Ok(sub) => sub,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) => {
+            Err(e)
+                if e.raw_os_error() == Some(libc::ELOOP)
+                    || e.raw_os_error() == Some(libc::ENOTDIR) =>
+            {
                 return self.remove_file(name);
             }
             Err(e) => return Err(e),
@@ -349,7 +362,8 @@ pub struct Root {
 impl Root {
     /// The root at `path`, which must be an existing directory.
     pub fn open(path: &Path) -> io::Result<Root> {
-        let with_path = |e: io::Error| io::Error::new(e.kind(), format!("worker root {}: {e}", path.display()));
+        let with_path =
+            |e: io::Error| io::Error::new(e.kind(), format!("worker root {}: {e}", path.display()));
         let dir = Dir::open(path).map_err(with_path)?;
         let canonical = path.canonicalize().map_err(with_path)?;
         let given = std::path::absolute(path).map_err(with_path)?;

@@ -172,11 +172,9 @@ pub async fn serve_metrics(
         tokio::spawn(async move {
             // Read the request head (bounded), then answer and close.
             let mut head = [0u8; 4096];
-            let read = tokio::time::timeout(
-                std::time::Duration::from_secs(5),
-                stream.read(&mut head),
-            )
-            .await;
+            let read =
+                tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut head))
+                    .await;
             if !matches!(read, Ok(Ok(n)) if n > 0) {
                 return;
             }

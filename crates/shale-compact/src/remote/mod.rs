@@ -51,8 +51,8 @@ pub mod proto {
     tonic::include_proto!("shale.worker.v1");
 }
 
-pub use client::{RemoteExecutor, RemoteOptions, WorkerStats};
 pub use auth::{parse_token_file, ScopedToken};
+pub use client::{RemoteExecutor, RemoteOptions, WorkerStats};
 pub use server::{serve, LocalWorker, TlsIdentity, Worker, WorkerConfig};
 pub use staging::StagingLimits;
 

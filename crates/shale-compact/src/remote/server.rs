@@ -210,7 +210,11 @@ impl Worker {
     }
 
     /// Admits a request or refuses it (logged and counted).
-    fn admit(&self, scope: &Scope, request: CompactRequest) -> std::result::Result<Admitted, Status> {
+    fn admit(
+        &self,
+        scope: &Scope,
+        request: CompactRequest,
+    ) -> std::result::Result<Admitted, Status> {
         let deadline = Instant::now() + self.inner.config.job_timeout;
         admit(&self.inner, scope, request, deadline).inspect_err(|status| self.refused(status))
     }
@@ -656,9 +660,7 @@ pub async fn serve(
         Ok(request)
     });
     let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<CompactionWorkerServer<Worker>>()
-        .await;
+    health.set_serving::<CompactionWorkerServer<Worker>>().await;
     let mut builder = Server::builder()
         .concurrency_limit_per_connection(256)
         .http2_keepalive_interval(Some(Duration::from_secs(10)));

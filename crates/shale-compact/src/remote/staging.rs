@@ -154,9 +154,8 @@ impl Staging {
                 "session {session} exists already"
             )));
         }
-        let io_err = |what: &str, e: std::io::Error| {
-            StagingRefusal::Io(format!("{what}: {}", describe(&e)))
-        };
+        let io_err =
+            |what: &str, e: std::io::Error| StagingRefusal::Io(format!("{what}: {}", describe(&e)));
         db.create_dir(STAGING_DIR)
             .map_err(|e| io_err("creating staging", e))?;
         let staging = Arc::new(
@@ -419,12 +418,13 @@ struct StagedSink {
 impl Write for StagedSink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         if self.io.is_cancelled() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::Interrupted,
-                "the job was cancelled",
-            ));
+            // Not `Interrupted`: `write_all` retries that for ever.
+            return Err(std::io::Error::other("the job was cancelled"));
         }
-        let total = self.io.db_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        let total = self
+            .io
+            .db_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
         if total.saturating_add(buf.len() as u64) > self.io.max_db_bytes {
             self.io
                 .db_bytes

@@ -146,7 +146,9 @@ pub fn check_hello(reply: &HelloReply) -> Result<Duration, Refusal> {
         ));
     }
     let interval = Duration::from_millis(u64::from(reply.progress_interval_ms));
-    Ok(interval.saturating_mul(PROGRESS_SLACK).max(MIN_PROGRESS_GAP))
+    Ok(interval
+        .saturating_mul(PROGRESS_SLACK)
+        .max(MIN_PROGRESS_GAP))
 }
 
 /// Checks the staged table `data` against `meta` and `job`.
@@ -170,7 +172,8 @@ pub fn check_staged(data: Vec<u8>, meta: &StagedTable, job: &CompactionJob) -> R
         block_cache: None,
     };
     let comparator = table_options.comparator.clone();
-    let table_error = |e: shale_format::Error| Refusal::new(Check::Table, format!("staged {name}: {e}"));
+    let table_error =
+        |e: shale_format::Error| Refusal::new(Check::Table, format!("staged {name}: {e}"));
     let source: Arc<dyn RandomAccess> = Arc::new(data);
     let table = Table::open(source, meta.file_size, name, options).map_err(table_error)?;
     let filter = table.filter();
@@ -232,7 +235,9 @@ pub fn check_staged(data: Vec<u8>, meta: &StagedTable, job: &CompactionJob) -> R
     if first.as_deref() != Some(meta.smallest.as_slice()) || last != meta.largest {
         return Err(Refusal::new(
             Check::Entries,
-            format!("staged {name}: its smallest or largest key is not the one the worker returned"),
+            format!(
+                "staged {name}: its smallest or largest key is not the one the worker returned"
+            ),
         ));
     }
     if !job.range.contains(extract_user_key(&meta.smallest))
@@ -284,6 +289,8 @@ mod tests {
         };
         let refusal = check_hello(&silent).unwrap_err();
         assert_eq!(refusal.check, Check::ProgressInterval);
-        assert!(refusal.to_string().starts_with("refused by check progress-interval"));
+        assert!(refusal
+            .to_string()
+            .starts_with("refused by check progress-interval"));
     }
 }
