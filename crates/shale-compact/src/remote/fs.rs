@@ -186,10 +186,10 @@ impl Dir {
             return self.open_dir(".");
         }
         let joined = cstring(relative.as_os_str().as_bytes())?;
-        match openat2_beneath(self.fd.as_raw_fd(), &joined, flags) {
-            Some(Ok(fd)) => return Ok(Dir { fd }),
-            // Walked again below, only to say which component failed how.
-            Some(Err(_)) | None => {}
+        // On failure the path is walked again below, only to say which
+        // component failed how.
+        if let Some(Ok(fd)) = openat2_beneath(self.fd.as_raw_fd(), &joined, flags) {
+            return Ok(Dir { fd });
         }
         // Walk: one component at a time, never following a symlink.
         let mut current = openat(self.fd.as_raw_fd(), &cstring(b".")?, flags, 0)?;
