@@ -513,3 +513,32 @@ fn staged_outputs_nobody_adopts_are_removed_after_the_timeout() {
         "{metrics}"
     );
 }
+
+#[test]
+fn a_client_that_goes_away_mid_job_cancels_it_at_once() {
+    let f = Fixture::new(|c| {
+        c.executor = Arc::new(Sleeper(Duration::from_secs(4)));
+        c.progress_interval = Duration::from_millis(50);
+    });
+    let message = request("db", &job(5, 5));
+    let session = f.root.path().join("db/staging").join(&message.session);
+    let mut client = f.client();
+    f.runtime.block_on(async {
+        let mut stream = client.compact(message).await.unwrap().into_inner();
+        // The first progress: the job runs.
+        stream.message().await.unwrap().unwrap();
+        assert!(session.is_dir());
+        drop(stream);
+    });
+    drop(client);
+    let started = std::time::Instant::now();
+    while session.exists() && started.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!session.exists(), "the staged session outlived its client");
+    let metrics = f.worker_metrics();
+    assert!(
+        metrics.contains("shale_worker_jobs_total{mode=\"near-data\",outcome=\"cancelled\"} 1"),
+        "{metrics}"
+    );
+}

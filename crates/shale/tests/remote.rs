@@ -361,6 +361,52 @@ fn tls_with_the_workers_ca() {
 }
 
 #[test]
+fn mutual_tls_takes_only_engines_with_a_client_certificate() {
+    let server = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let client = rcgen::generate_simple_self_signed(vec!["engine".to_string()]).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: String| {
+        let path = root.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let ca = write("ca.pem", server.cert.pem());
+    let cert = write("client.pem", client.cert.pem());
+    let key = write("client.key", client.signing_key.serialize_pem());
+    let worker = LocalWorker::start_with_tls(
+        WorkerConfig::new(root.path(), Arc::new(StreamingExecutor)),
+        Some(TlsIdentity {
+            cert_pem: server.cert.pem().into_bytes(),
+            key_pem: server.signing_key.serialize_pem().into_bytes(),
+            client_ca_pem: Some(client.cert.pem().into_bytes()),
+        }),
+    )
+    .unwrap();
+    let url = format!("https://localhost:{}", worker.address().port());
+    let (fallbacks, why, db) = write_compact_check(
+        &root.path().join("db"),
+        Options {
+            remote_tls_ca: Some(ca.clone()),
+            remote_tls_identity: Some((cert, key)),
+            ..options(vec![url.clone()])
+        },
+    );
+    assert_eq!(fallbacks, 0, "{why:?}");
+    assert!(jobs_done_by(&db, "remote") > 0);
+    drop(db);
+    // Without a client certificate the worker does not talk to it.
+    let (fallbacks, _, db) = write_compact_check(
+        &root.path().join("db2"),
+        Options {
+            remote_tls_ca: Some(ca),
+            ..options(vec![url])
+        },
+    );
+    assert!(fallbacks > 0);
+    assert_eq!(jobs_done_by(&db, "remote"), 0);
+}
+
+#[test]
 fn bad_remote_options_are_refused_at_open() {
     let root = tempfile::tempdir().unwrap();
     let open = |options: Options| {
@@ -713,5 +759,21 @@ fn a_worker_that_clears_filter_bits_is_refused() {
         Arc::new(FilterLiar::Cleared),
         "filter",
         Duration::from_secs(20),
+    );
+}
+
+#[test]
+fn destroy_removes_what_workers_staged() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("db");
+    drop(DB::open(&dir, options(vec!["127.0.0.1:1".into()])).unwrap());
+    let session = dir.join("staging/0123456789abcdef0123456789abcdef");
+    std::fs::create_dir_all(&session).unwrap();
+    std::fs::write(session.join("000001.ldb"), b"left by a worker").unwrap();
+    shale::destroy(&dir, &Options::default()).unwrap();
+    assert!(
+        !dir.exists(),
+        "{:?}",
+        std::fs::read_dir(&dir).map(|d| d.count())
     );
 }

@@ -712,6 +712,9 @@ pub async fn serve(
             health
                 .set_not_serving::<CompactionWorkerServer<Worker>>()
                 .await;
+            health
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
             let removed = inner.staging.remove_all();
             (inner.config.log)(&format!(
                 "Shutting down: no new calls; running jobs cancelled; {removed} staged sessions removed"
