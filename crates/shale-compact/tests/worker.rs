@@ -528,13 +528,14 @@ fn a_client_that_goes_away_mid_job_cancels_it_at_once() {
         // The first progress: the job runs.
         stream.message().await.unwrap().unwrap();
         assert!(session.is_dir());
+        // Gone: the runtime keeps running so the reset reaches the worker.
         drop(stream);
+        let started = std::time::Instant::now();
+        while session.exists() && started.elapsed() < Duration::from_secs(3) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     });
     drop(client);
-    let started = std::time::Instant::now();
-    while session.exists() && started.elapsed() < Duration::from_secs(3) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
     assert!(!session.exists(), "the staged session outlived its client");
     let metrics = f.worker_metrics();
     assert!(
