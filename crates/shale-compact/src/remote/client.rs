@@ -767,9 +767,11 @@ impl Executor for RemoteExecutor {
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
         crate::job::require_bytewise(REMOTE, io)?;
         let started = Instant::now();
-        // A sub-job whose range falls between the input files has nothing to
-        // read or write; the worker refuses such a job, so it never leaves.
-        if job.inputs.iter().all(|run| run.files.is_empty()) {
+        // A sub-job whose range falls between the input files, or an empty
+        // range (lower at or above upper), has nothing to read or write; the
+        // worker refuses such a job (a range with lower above upper is
+        // malformed there), so it never leaves.
+        if job.inputs.iter().all(|run| run.files.is_empty()) || job.range.is_empty() {
             return Ok(CompactionOutput {
                 executor: REMOTE.to_string(),
                 outputs: Vec::new(),
