@@ -543,3 +543,40 @@ fn a_client_that_goes_away_mid_job_cancels_it_at_once() {
         "{metrics}"
     );
 }
+
+/// Writes what `streaming` writes, without the filter block the job asks
+/// for: a worker that lies about its filter.
+#[derive(Debug)]
+struct DropsTheFilter;
+
+impl Executor for DropsTheFilter {
+    fn name(&self) -> &'static str {
+        "drops-the-filter"
+    }
+    fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> shale_format::Result<CompactionOutput> {
+        let mut job = job.clone();
+        job.table.bloom_bits_per_key = None;
+        shale_compact::StreamingExecutor.run(&job, io)
+    }
+}
+
+#[test]
+fn the_engine_counts_each_refusal_by_its_check() {
+    use shale_compact::remote::{RemoteExecutor, RemoteOptions};
+    let f = Fixture::new(|c| c.executor = Arc::new(DropsTheFilter));
+    let one = real_table(&f, 13);
+    let bytes = std::fs::read(f.root.path().join("db/000013.ldb")).unwrap();
+    let io = shale_compact::mem_io::MemIo::new([(13u64, Arc::new(bytes))].into_iter().collect())
+        .with_database_dir(f.root.path().join("db"));
+    let executor = RemoteExecutor::new(RemoteOptions {
+        endpoints: vec![f.worker.url()],
+        ..RemoteOptions::default()
+    })
+    .unwrap();
+    let err = executor.run(&one, &io).unwrap_err().to_string();
+    assert!(err.contains("refused by check filter"), "{err}");
+    let stats = executor.worker_stats();
+    assert_eq!(stats[0].refusals, vec![("filter", 1)]);
+    assert_eq!(stats[0].failures, 1);
+    assert!(io.written().is_empty(), "nothing adopted");
+}
