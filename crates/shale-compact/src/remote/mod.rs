@@ -11,8 +11,9 @@
 //! values in that order ([`keys`]). Either way the tables are
 //! byte-identical to `streaming`'s.
 //!
-//! - [`server`]: the worker's RPC surface (the service, the token check,
-//!   health, serving until shutdown).
+//! - [`server`]: the worker's RPC surface (the service, a job's run).
+//! - [`serve`]: serving it until shutdown (TLS, tokens, health, the
+//!   reaper, metrics).
 //! - [`admission`]: what a request must pass before its job runs.
 //! - [`staging`]: the staged sessions, their owners, deadlines and quotas.
 //! - [`fs`]: file access confined by descriptor beneath the root.
@@ -36,6 +37,7 @@ pub mod fs;
 pub mod keys;
 pub mod metrics;
 pub mod paths;
+pub mod serve;
 pub mod server;
 pub mod staging;
 pub mod verify;
@@ -53,7 +55,8 @@ pub mod proto {
 
 pub use auth::{parse_token_file, ScopedToken};
 pub use client::{RemoteExecutor, RemoteOptions, WorkerStats};
-pub use server::{serve, LocalWorker, TlsIdentity, Worker, WorkerConfig};
+pub use serve::{serve, LocalWorker, TlsIdentity};
+pub use server::{Worker, WorkerConfig};
 pub use staging::StagingLimits;
 
 /// Name of the remote executor.
