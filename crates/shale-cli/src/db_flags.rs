@@ -254,9 +254,25 @@ pub struct DbFlags {
         allow_negative_numbers = true
     )]
     pub remote_timeout: Option<f64>,
-    /// CA certificate (PEM) that https:// workers are checked against.
+    /// CA certificate (PEM) that https:// workers are checked against
+    /// (default: the system's trust store).
     #[arg(long = "remote_tls_ca", value_name = "FILE")]
     pub remote_tls_ca: Option<PathBuf>,
+    /// This engine's certificate chain (PEM), for workers that require
+    /// client certificates (mutual TLS); with --remote_tls_key.
+    #[arg(
+        long = "remote_tls_cert",
+        value_name = "FILE",
+        requires = "remote_tls_key"
+    )]
+    pub remote_tls_cert: Option<PathBuf>,
+    /// This engine's private key (PEM); with --remote_tls_cert.
+    #[arg(
+        long = "remote_tls_key",
+        value_name = "FILE",
+        requires = "remote_tls_cert"
+    )]
+    pub remote_tls_key: Option<PathBuf>,
 }
 
 fn parse_remote_mode(value: &str) -> Result<RemoteMode, String> {
@@ -410,6 +426,9 @@ impl DbFlags {
         }
         if let Some(path) = &self.remote_tls_ca {
             options.remote_tls_ca = Some(path.clone());
+        }
+        if let (Some(cert), Some(key)) = (&self.remote_tls_cert, &self.remote_tls_key) {
+            options.remote_tls_identity = Some((cert.clone(), key.clone()));
         }
         options.validate()?;
         // By name only: building an executor may start threads.

@@ -222,7 +222,7 @@ impl CompactionJob {
             .iter()
             .flat_map(|r| &r.files)
             .map(|f| f.file_size)
-            .sum()
+            .fold(0u64, u64::saturating_add)
     }
 
     /// Number of input files.
@@ -441,15 +441,65 @@ pub trait JobIo: Send + Sync {
         None
     }
     /// Adopts finished tables written outside this job's `create_output`
-    /// (a remote worker's staged outputs): gives each a file number, renames
-    /// it into the database, and syncs the directory. The numbers, in the
-    /// order of `staged`. Adopted outputs are the job's own, as created
-    /// ones: removed if the job fails.
-    fn adopt_outputs(&self, staged: &[std::path::PathBuf]) -> Result<Vec<u64>> {
+    /// (a remote worker's staged outputs, each checked through the
+    /// descriptor it holds): gives each a file number, renames it into the
+    /// database, checks that the file now installed is the one verified
+    /// ([`VerifiedTable::check_installed`]), and syncs the directory. The
+    /// numbers, in the order of `staged`. Adopted outputs are the job's
+    /// own, as created ones: removed if the job fails.
+    fn adopt_outputs(&self, staged: &[VerifiedTable]) -> Result<Vec<u64>> {
         let _ = staged;
         Err(shale_format::Error::NotSupported(
             "this job's I/O cannot adopt staged tables".to_string(),
         ))
+    }
+}
+
+/// A staged table the engine checked, with the descriptor it read it
+/// through and what `fstat` said of it then.
+#[derive(Debug)]
+pub struct VerifiedTable {
+    /// Where it lies now (`DB/staging/<session>/NNNNNN.ldb`).
+    pub path: std::path::PathBuf,
+    /// The descriptor its bytes were read and checked through.
+    pub file: std::fs::File,
+    /// Its device, inode, size and modification time when checked.
+    pub dev: u64,
+    /// See `dev`.
+    pub ino: u64,
+    /// See `dev`.
+    pub size: u64,
+    /// See `dev`.
+    pub mtime_ns: i128,
+}
+
+impl VerifiedTable {
+    /// Checks that `installed` (where adoption renamed it) is the file that
+    /// was verified: the same inode, with the same size and modification
+    /// time as when it was checked (a worker that rewrote it since, or
+    /// swapped a directory of the path for a symlink, fails here).
+    pub fn check_installed(&self, installed: &std::path::Path) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let changed = |why: String| {
+            shale_format::Error::executor_failed(
+                "remote",
+                format!("refused by check adoption: {} {why}", installed.display()),
+            )
+        };
+        let now = std::fs::symlink_metadata(installed)
+            .map_err(|e| changed(format!("cannot be read back: {e}")))?;
+        if now.dev() != self.dev || now.ino() != self.ino {
+            return Err(changed("is not the file that was verified".to_string()));
+        }
+        let held = self
+            .file
+            .metadata()
+            .map_err(|e| changed(format!("fstat: {e}")))?;
+        let mtime = i128::from(held.mtime()) * 1_000_000_000 + i128::from(held.mtime_nsec());
+        if held.len() != self.size || mtime != self.mtime_ns {
+            return Err(changed("changed after it was verified".to_string()));
+        }
+        Ok(())
     }
 }
 

@@ -14,7 +14,7 @@ use shale_format::comparator::KeyOrder;
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
-use crate::job::{JobFile, JobIo, OutputSink};
+use crate::job::{JobFile, JobIo, OutputSink, VerifiedTable};
 
 /// Output tables by file number.
 pub type Outputs = Arc<Mutex<BTreeMap<u64, Vec<u8>>>>;
@@ -148,10 +148,14 @@ impl JobIo for MemIo {
         self.dir.clone()
     }
 
-    fn adopt_outputs(&self, staged: &[PathBuf]) -> Result<Vec<u64>> {
+    fn adopt_outputs(&self, staged: &[VerifiedTable]) -> Result<Vec<u64>> {
         let mut numbers = Vec::with_capacity(staged.len());
-        for path in staged {
-            let bytes = std::fs::read(path)
+        for table in staged {
+            // Read through the verified descriptor: what was checked is
+            // what is kept.
+            let path = &table.path;
+            let mut bytes = vec![0u8; table.size as usize];
+            std::os::unix::fs::FileExt::read_exact_at(&table.file, &mut bytes, 0)
                 .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
             std::fs::remove_file(path)
                 .map_err(|e| Error::io(format!("removing {}", path.display()), e))?;

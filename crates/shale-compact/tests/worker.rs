@@ -60,6 +60,23 @@ fn job(number: u64, file_size: u64) -> CompactionJob {
     }
 }
 
+/// Writes table `number` (one entry) into the fixture's database; the job
+/// that compacts it.
+fn real_table(f: &Fixture, number: u64) -> CompactionJob {
+    let key = b"k\x01\x01\x00\x00\x00\x00\x00\x00";
+    let mut builder = shale_format::table_builder::TableBuilder::new(
+        shale_compact::job::TableSettings::default().table_options(),
+        Vec::new(),
+    );
+    builder.add(key, b"v").unwrap();
+    let (table, _) = builder.finish().unwrap();
+    std::fs::write(f.root.path().join(format!("db/{number:06}.ldb")), &table).unwrap();
+    let mut one = job(number, table.len() as u64);
+    one.inputs[0].files[0].smallest = key.to_vec();
+    one.inputs[0].files[0].largest = key.to_vec();
+    one
+}
+
 fn request(db: &str, job: &CompactionJob) -> CompactRequest {
     CompactRequest {
         db_path: db.to_string(),
@@ -135,6 +152,16 @@ impl Fixture {
             .unwrap();
     }
 
+    /// A scrape of the worker's metrics port.
+    fn worker_metrics(&self) -> String {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(self.worker.metrics_address()).unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        text
+    }
+
     fn db(&self) -> String {
         self.root.path().join("db").to_str().unwrap().to_string()
     }
@@ -179,14 +206,18 @@ fn the_token_is_required_on_every_call() {
 fn paths_that_leave_the_root_are_refused() {
     let f = Fixture::new(|_| {});
     let outside = f.outside.path().to_str().unwrap().to_string();
+    std::fs::create_dir(f.root.path().join("db/inner")).unwrap();
+    std::os::unix::fs::symlink("inner", f.root.path().join("db/inside")).unwrap();
+    std::os::unix::fs::symlink("000005.ldb", f.root.path().join("db/000008.ldb")).unwrap();
     for (db, number, why) in [
         ("db/..", 5, ".."),
         ("../db", 5, ".."),
         (outside.as_str(), 9, "outside"),
         ("/etc", 5, "outside"),
-        ("escape", 9, "outside"),
-        ("db", 9, "outside"),
-        ("db", 6, "not in"),
+        ("escape", 9, "symlink"),
+        ("db/inside", 5, "symlink"),
+        ("db", 9, "symlink"),
+        ("db", 8, "symlink"),
         ("db/000005.ldb", 5, "not a directory"),
         ("", 5, "no database"),
     ] {
@@ -259,11 +290,23 @@ fn too_many_jobs_or_too_large_a_job_is_refused() {
         c.max_jobs = 1;
         c.max_job_bytes = 1000;
     });
+    std::fs::write(f.root.path().join("db/000006.ldb"), vec![0u8; 1001]).unwrap();
     let status = f
-        .compact(Request::new(request("db", &job(5, 1001))))
+        .compact(Request::new(request("db", &job(6, 1001))))
         .unwrap_err();
     assert_eq!(status.code(), Code::ResourceExhausted);
     assert!(status.message().contains("max_job_bytes"));
+    // The size is the table's, not the one the job claims.
+    let status = f
+        .compact(Request::new(request("db", &job(6, 5))))
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status
+            .message()
+            .starts_with("job.inputs[0].files[0].file_size"),
+        "{status:?}"
+    );
 
     let url = f.worker.url();
     let first = std::thread::spawn(move || {
@@ -312,4 +355,228 @@ fn a_keys_only_stream_out_of_order_is_refused() {
         .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument);
     f.hello_works();
+}
+
+#[test]
+fn unknown_tables_and_lying_sizes_are_invalid_arguments_naming_the_field() {
+    let f = Fixture::new(|_| {});
+    let status = f
+        .compact(Request::new(request("db", &job(6, 5))))
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status
+            .message()
+            .starts_with("job.inputs[0].files[0].number")
+            && status.message().contains("not in"),
+        "{status:?}"
+    );
+    // Two claims whose sum wraps a u64: the real sizes decide.
+    let mut wrapping = job(5, u64::MAX);
+    std::fs::write(f.root.path().join("db/000007.ldb"), b"table").unwrap();
+    wrapping.inputs[0].files.push(JobFile {
+        number: 7,
+        file_size: 2,
+        smallest: b"zz\x01\x01\x00\x00\x00\x00\x00\x00".to_vec(),
+        largest: b"zz\x01\x01\x00\x00\x00\x00\x00\x00".to_vec(),
+    });
+    let status = f
+        .compact(Request::new(request("db", &wrapping)))
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("file_size"), "{status:?}");
+    assert!(
+        !f.root.path().join("db/staging").exists()
+            || std::fs::read_dir(f.root.path().join("db/staging"))
+                .unwrap()
+                .count()
+                == 0
+    );
+    f.hello_works();
+}
+
+#[test]
+fn a_token_reaches_only_the_databases_of_its_scope_in_both_modes() {
+    let f = Fixture::new(|c| {
+        c.scoped_tokens =
+            shale_compact::remote::parse_token_file("alpha db\nbeta other/*\n").unwrap();
+    });
+    f.compact(with_token(request("db", &job(5, 5)), "alpha"))
+        .unwrap();
+    let status = f
+        .compact(with_token(request("db", &job(5, 5)), "beta"))
+        .unwrap_err();
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    assert!(status.message().contains("scope"), "{status:?}");
+    // Keys-only obeys the same scope.
+    let mut client = f.client();
+    let start = KeysOnlyRequest {
+        request: Some(keys_only_request::Request::Start(request("db", &job(5, 5)))),
+    };
+    let mut call = Request::new(tokio_stream::iter(vec![start]));
+    call.metadata_mut()
+        .insert("authorization", "Bearer beta".parse().unwrap());
+    let status = f
+        .runtime
+        .block_on(client.compact_keys_only(call))
+        .unwrap_err();
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+}
+
+#[test]
+fn a_silent_keys_only_stream_loses_its_slot() {
+    let f = Fixture::new(|c| {
+        c.max_jobs = 1;
+        c.stream_idle_timeout = Duration::from_millis(300);
+    });
+    let url = f.worker.url();
+    let silent_job = real_table(&f, 12);
+    // Starts a keys-only job and never sends the order (nor closes).
+    let (hold, held) = std::sync::mpsc::channel::<()>();
+    let silent = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut client = CompactionWorkerClient::connect(url).await.unwrap();
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            tx.send(KeysOnlyRequest {
+                request: Some(keys_only_request::Request::Start(request(
+                    "db",
+                    &silent_job,
+                ))),
+            })
+            .await
+            .unwrap();
+            let mut stream = client
+                .compact_keys_only(tokio_stream::wrappers::ReceiverStream::new(rx))
+                .await
+                .unwrap()
+                .into_inner();
+            let mut end = Ok(());
+            loop {
+                match stream.message().await {
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(status) => {
+                        end = Err(status);
+                        break;
+                    }
+                }
+            }
+            drop(hold);
+            drop(tx);
+            end
+        })
+    });
+    let _ = held.recv();
+    let end = silent.join().unwrap().unwrap_err();
+    assert_eq!(end.code(), Code::DeadlineExceeded, "{end:?}");
+    assert!(end.message().contains("stream_idle_timeout"), "{end:?}");
+    // The slot is free again.
+    f.compact(Request::new(request("db", &job(5, 5)))).unwrap();
+}
+
+#[test]
+fn staged_outputs_nobody_adopts_are_removed_after_the_timeout() {
+    let f = Fixture::new(|c| {
+        c.executor = Arc::new(shale_compact::StreamingExecutor);
+        c.staging.adopt_timeout = Duration::from_millis(300);
+        c.staging.max_sessions_per_db = 2;
+    });
+    let one = real_table(&f, 11);
+    f.compact(Request::new(request("db", &one))).unwrap();
+    f.compact(Request::new(request("db", &one))).unwrap();
+    let staged = || std::fs::read_dir(f.root.path().join("db/staging")).map_or(0, |d| d.count());
+    assert_eq!(staged(), 2);
+    // The quota: two sessions per database.
+    let status = f.compact(Request::new(request("db", &one))).unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while staged() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(staged(), 0);
+    f.compact(Request::new(request("db", &one))).unwrap();
+    let metrics = f.worker_metrics();
+    assert!(
+        metrics.contains("shale_worker_staging_removed_sessions_total{why=\"expired\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("shale_worker_refusals_total{code=\"ResourceExhausted\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("shale_worker_jobs_total{mode=\"near-data\",outcome=\"done\"} 3"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn a_client_that_goes_away_mid_job_cancels_it_at_once() {
+    let f = Fixture::new(|c| {
+        c.executor = Arc::new(Sleeper(Duration::from_secs(4)));
+        c.progress_interval = Duration::from_millis(50);
+    });
+    let message = request("db", &job(5, 5));
+    let session = f.root.path().join("db/staging").join(&message.session);
+    let mut client = f.client();
+    f.runtime.block_on(async {
+        let mut stream = client.compact(message).await.unwrap().into_inner();
+        // The first progress: the job runs.
+        stream.message().await.unwrap().unwrap();
+        assert!(session.is_dir());
+        // Gone: the runtime keeps running so the reset reaches the worker.
+        drop(stream);
+        let started = std::time::Instant::now();
+        while session.exists() && started.elapsed() < Duration::from_secs(3) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    drop(client);
+    assert!(!session.exists(), "the staged session outlived its client");
+    let metrics = f.worker_metrics();
+    assert!(
+        metrics.contains("shale_worker_jobs_total{mode=\"near-data\",outcome=\"cancelled\"} 1"),
+        "{metrics}"
+    );
+}
+
+/// Writes what `streaming` writes, without the filter block the job asks
+/// for: a worker that lies about its filter.
+#[derive(Debug)]
+struct DropsTheFilter;
+
+impl Executor for DropsTheFilter {
+    fn name(&self) -> &'static str {
+        "drops-the-filter"
+    }
+    fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> shale_format::Result<CompactionOutput> {
+        let mut job = job.clone();
+        job.table.bloom_bits_per_key = None;
+        shale_compact::StreamingExecutor.run(&job, io)
+    }
+}
+
+#[test]
+fn the_engine_counts_each_refusal_by_its_check() {
+    use shale_compact::remote::{RemoteExecutor, RemoteOptions};
+    let f = Fixture::new(|c| c.executor = Arc::new(DropsTheFilter));
+    let one = real_table(&f, 13);
+    let bytes = std::fs::read(f.root.path().join("db/000013.ldb")).unwrap();
+    let io = shale_compact::mem_io::MemIo::new([(13u64, Arc::new(bytes))].into_iter().collect())
+        .with_database_dir(f.root.path().join("db"));
+    let executor = RemoteExecutor::new(RemoteOptions {
+        endpoints: vec![f.worker.url()],
+        ..RemoteOptions::default()
+    })
+    .unwrap();
+    let err = executor.run(&one, &io).unwrap_err().to_string();
+    assert!(err.contains("refused by check filter"), "{err}");
+    let stats = executor.worker_stats();
+    assert_eq!(stats[0].refusals, vec![("filter", 1)]);
+    assert_eq!(stats[0].failures, 1);
+    assert!(io.written().is_empty(), "nothing adopted");
 }

@@ -163,6 +163,14 @@ impl Table {
         })
     }
 
+    /// The filter block, when `options.filter_policy` names the table's
+    /// filter and the block reads back intact (`None` otherwise: a table
+    /// without a filter, or with a damaged one, answers every read from
+    /// its data blocks).
+    pub fn filter(&self) -> Option<&FilterBlockReader> {
+        self.inner.filter.as_ref()
+    }
+
     /// The name given at open.
     pub fn name(&self) -> &str {
         &self.inner.name

@@ -149,8 +149,12 @@ pub struct Options {
     /// loses its job to a local executor (default 30 s).
     pub remote_timeout: Duration,
     /// The CA certificate (PEM file) `https://` workers are checked
-    /// against; `None`: the system's roots are not used, so `https` needs it.
+    /// against; `None`: the system's trust store.
     pub remote_tls_ca: Option<PathBuf>,
+    /// The engine's certificate chain and private key (PEM files), for
+    /// workers that require client certificates (mutual TLS); both or
+    /// neither.
+    pub remote_tls_identity: Option<(PathBuf, PathBuf)>,
 }
 
 /// A secret that `Debug` does not print.
@@ -204,6 +208,7 @@ impl Default for Options {
             remote_mode: RemoteMode::default(),
             remote_timeout: Duration::from_secs(30),
             remote_tls_ca: None,
+            remote_tls_identity: None,
         }
     }
 }

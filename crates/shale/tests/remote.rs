@@ -330,6 +330,7 @@ fn tls_with_the_workers_ca() {
     let tls = TlsIdentity {
         cert_pem: certified.cert.pem().into_bytes(),
         key_pem: certified.signing_key.serialize_pem().into_bytes(),
+        client_ca_pem: None,
     };
     let root = tempfile::tempdir().unwrap();
     let ca = root.path().join("ca.pem");
@@ -360,6 +361,52 @@ fn tls_with_the_workers_ca() {
 }
 
 #[test]
+fn mutual_tls_takes_only_engines_with_a_client_certificate() {
+    let server = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let client = rcgen::generate_simple_self_signed(vec!["engine".to_string()]).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: String| {
+        let path = root.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let ca = write("ca.pem", server.cert.pem());
+    let cert = write("client.pem", client.cert.pem());
+    let key = write("client.key", client.signing_key.serialize_pem());
+    let worker = LocalWorker::start_with_tls(
+        WorkerConfig::new(root.path(), Arc::new(StreamingExecutor)),
+        Some(TlsIdentity {
+            cert_pem: server.cert.pem().into_bytes(),
+            key_pem: server.signing_key.serialize_pem().into_bytes(),
+            client_ca_pem: Some(client.cert.pem().into_bytes()),
+        }),
+    )
+    .unwrap();
+    let url = format!("https://localhost:{}", worker.address().port());
+    let (fallbacks, why, db) = write_compact_check(
+        &root.path().join("db"),
+        Options {
+            remote_tls_ca: Some(ca.clone()),
+            remote_tls_identity: Some((cert, key)),
+            ..options(vec![url.clone()])
+        },
+    );
+    assert_eq!(fallbacks, 0, "{why:?}");
+    assert!(jobs_done_by(&db, "remote") > 0);
+    drop(db);
+    // Without a client certificate the worker does not talk to it.
+    let (fallbacks, _, db) = write_compact_check(
+        &root.path().join("db2"),
+        Options {
+            remote_tls_ca: Some(ca),
+            ..options(vec![url])
+        },
+    );
+    assert!(fallbacks > 0);
+    assert_eq!(jobs_done_by(&db, "remote"), 0);
+}
+
+#[test]
 fn bad_remote_options_are_refused_at_open() {
     let root = tempfile::tempdir().unwrap();
     let open = |options: Options| {
@@ -375,4 +422,358 @@ fn bad_remote_options_are_refused_at_open() {
         ..options(vec!["https://localhost:1".into()])
     })
     .contains("missing.pem"));
+}
+
+// ---------------------------------------------------------------------
+// Lying workers: a real worker wrapped in a service that lies about what
+// it is, how often it reports, or what it staged. Two per check the engine
+// makes (version and protocol of Hello, the progress promise, the filter
+// block): the engine refuses, names the check, runs the job locally, and
+// loses nothing.
+
+use std::pin::Pin;
+
+use shale::shale_compact::remote::proto::compaction_worker_server::{
+    CompactionWorker, CompactionWorkerServer,
+};
+use shale::shale_compact::remote::proto::{
+    compact_event, CompactEvent, CompactRequest, HelloReply, HelloRequest, KeysOnlyEvent,
+    KeysOnlyRequest,
+};
+use shale::shale_compact::remote::Worker;
+use tokio_stream::StreamExt;
+
+type Events<E> = Pin<Box<dyn tokio_stream::Stream<Item = Result<E, tonic::Status>> + Send>>;
+
+/// What a lying worker lies about.
+#[derive(Debug, Clone, Copy)]
+enum Lie {
+    /// Claims another ShaleDB version.
+    Version,
+    /// Claims another protocol.
+    Protocol,
+    /// Promises no progress interval at all.
+    NoInterval,
+    /// Promises progress every 50 ms and sends none.
+    SilentProgress,
+    /// Tells the truth (the executor may still lie).
+    None,
+}
+
+#[derive(Debug)]
+struct Liar {
+    inner: Worker,
+    lie: Lie,
+}
+
+#[tonic::async_trait]
+impl CompactionWorker for Liar {
+    async fn hello(
+        &self,
+        request: tonic::Request<HelloRequest>,
+    ) -> Result<tonic::Response<HelloReply>, tonic::Status> {
+        let mut reply = self.inner.hello(request).await?.into_inner();
+        match self.lie {
+            Lie::Version => reply.version = "0.0.1-liar".into(),
+            Lie::Protocol => reply.protocol += 1,
+            Lie::NoInterval => reply.progress_interval_ms = 0,
+            Lie::SilentProgress => reply.progress_interval_ms = 50,
+            Lie::None => {}
+        }
+        Ok(tonic::Response::new(reply))
+    }
+
+    type CompactStream = Events<CompactEvent>;
+
+    async fn compact(
+        &self,
+        request: tonic::Request<CompactRequest>,
+    ) -> Result<tonic::Response<Self::CompactStream>, tonic::Status> {
+        let stream = self.inner.compact(request).await?.into_inner();
+        let silent = matches!(self.lie, Lie::SilentProgress);
+        let stream = stream.filter(move |event| {
+            !(silent
+                && matches!(
+                    event,
+                    Ok(CompactEvent {
+                        event: Some(compact_event::Event::Progress(_))
+                    })
+                ))
+        });
+        Ok(tonic::Response::new(Box::pin(stream)))
+    }
+
+    type CompactKeysOnlyStream = Events<KeysOnlyEvent>;
+
+    async fn compact_keys_only(
+        &self,
+        request: tonic::Request<tonic::Streaming<KeysOnlyRequest>>,
+    ) -> Result<tonic::Response<Self::CompactKeysOnlyStream>, tonic::Status> {
+        let stream = self.inner.compact_keys_only(request).await?.into_inner();
+        Ok(tonic::Response::new(Box::pin(stream)))
+    }
+}
+
+/// A lying worker on loopback, serving until the test process ends.
+fn lying_worker(root: &Path, executor: Arc<dyn Executor>, lie: Lie) -> String {
+    let mut config = WorkerConfig::new(root, executor);
+    config.max_jobs = 64;
+    let inner = Worker::new(config).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let served = tonic::transport::Server::builder()
+            .add_service(CompactionWorkerServer::new(Liar { inner, lie }))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
+        let _ = runtime.block_on(served);
+    });
+    url
+}
+
+/// Runs the workload against a lying worker and checks that the engine
+/// refused it by `check`, ran every job elsewhere, and lost nothing.
+fn refused_by(lie: Lie, executor: Arc<dyn Executor>, check: &str, timeout: Duration) {
+    let root = tempfile::tempdir().unwrap();
+    let url = lying_worker(root.path(), executor, lie);
+    let dir = root.path().join("db");
+    let (fallbacks, why, db) = write_compact_check(
+        &dir,
+        Options {
+            remote_timeout: timeout,
+            ..options(vec![url])
+        },
+    );
+    assert!(fallbacks > 0, "{lie:?}: {why:?}");
+    // The LOG names the check (the last fallback's reason may be the
+    // worker resting after the refusal).
+    let log = log(&dir);
+    assert!(
+        log.contains(&format!("refused by check {check}")),
+        "{lie:?}: {log}"
+    );
+    assert_eq!(jobs_done_by(&db, "remote"), 0, "{lie:?}");
+    drop(db);
+    // Whatever the liar staged was never adopted, and is gone.
+    let db = DB::open(
+        &dir,
+        Options {
+            compaction_executor: "streaming".into(),
+            ..options(vec![])
+        },
+    )
+    .unwrap();
+    drop(db);
+    assert_eq!(staged_files(&dir), 0);
+    verify(&dir);
+}
+
+#[test]
+fn a_worker_that_claims_another_version_is_refused() {
+    refused_by(
+        Lie::Version,
+        Arc::new(StreamingExecutor),
+        "version",
+        Duration::from_secs(20),
+    );
+}
+
+#[test]
+fn a_worker_that_claims_another_protocol_is_refused() {
+    refused_by(
+        Lie::Protocol,
+        Arc::new(StreamingExecutor),
+        "protocol",
+        Duration::from_secs(20),
+    );
+}
+
+#[test]
+fn a_worker_that_promises_no_progress_is_refused() {
+    refused_by(
+        Lie::NoInterval,
+        Arc::new(StreamingExecutor),
+        "progress-interval",
+        Duration::from_secs(20),
+    );
+}
+
+#[test]
+fn a_worker_that_breaks_its_progress_promise_loses_the_job() {
+    // It promises 50 ms (the engine allows 1 s of silence) and stalls 2 s
+    // without a word; the engine's own timeout (20 s) is far off.
+    refused_by(
+        Lie::SilentProgress,
+        Arc::new(Stalling(Duration::from_secs(2))),
+        "progress-gap",
+        Duration::from_secs(20),
+    );
+}
+
+/// Writes each table through `streaming` with another table's settings or
+/// bytes than the job asks: a worker that lies about its filter.
+#[derive(Debug)]
+enum FilterLiar {
+    /// Writes no filter block.
+    Dropped,
+    /// Clears the bits of the first filter and fixes the block's CRC, so
+    /// the table reads back intact and its filter rules out keys it holds.
+    Cleared,
+}
+
+/// Collects a table's bytes, rewrites them at `finish`, writes them out.
+struct RewriteSink {
+    inner: Box<dyn OutputSink>,
+    bytes: Vec<u8>,
+}
+
+impl std::io::Write for RewriteSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Decodes the varint64 at the start of `bytes`.
+fn varint(bytes: &[u8]) -> u64 {
+    let mut value = 0u64;
+    for (i, byte) in bytes.iter().take(10).enumerate() {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    value
+}
+
+/// Clears the first filter's bits in the table `bytes` and recomputes the
+/// filter block's CRC. The filter block (`[filters][offsets][array offset:
+/// u32][base lg: u8]`, then its trailer: type and masked CRC) follows the
+/// last data block and ends where the metaindex block begins (the handle
+/// that opens the 48-byte footer).
+fn clear_first_filter(bytes: &mut [u8]) {
+    use shale::format::table::{ReadTableOptions, Table};
+    let table = Table::open(
+        Arc::new(bytes.to_vec()),
+        bytes.len() as u64,
+        "staged",
+        ReadTableOptions::internal_scan(),
+    )
+    .unwrap();
+    let last = *table.block_handles().unwrap().last().unwrap();
+    let start = (last.offset + last.size) as usize + 5;
+    let end = varint(&bytes[bytes.len() - 48..]) as usize - 5;
+    let u32_at = |bytes: &[u8], at: usize| {
+        u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize
+    };
+    let array = start + u32_at(bytes, end - 5);
+    let (first, next) = (
+        start + u32_at(bytes, array),
+        start + u32_at(bytes, array + 4),
+    );
+    // A filter's last byte is its probe count; the bits come before it.
+    assert!(next > first + 1, "the first filter holds bits");
+    for byte in &mut bytes[first..next - 1] {
+        *byte = 0;
+    }
+    let crc = shale::format::crc::mask(shale::format::crc::extend(
+        shale::format::crc::value(&bytes[start..end]),
+        &bytes[end..end + 1],
+    ));
+    bytes[end + 1..end + 5].copy_from_slice(&crc.to_le_bytes());
+}
+
+impl OutputSink for RewriteSink {
+    fn finish(mut self: Box<Self>) -> shale::Result<()> {
+        clear_first_filter(&mut self.bytes);
+        self.inner
+            .write_all(&self.bytes)
+            .map_err(|e| shale::Error::io("rewrite", e))?;
+        self.inner.finish()
+    }
+}
+
+struct RewriteIo<'a>(&'a dyn JobIo);
+
+impl JobIo for RewriteIo<'_> {
+    fn open_input(
+        &self,
+        file: &JobFile,
+    ) -> shale::Result<Arc<dyn shale::format::format::RandomAccess>> {
+        self.0.open_input(file)
+    }
+    fn create_output(&self) -> shale::Result<(u64, Box<dyn OutputSink>)> {
+        let (number, inner) = self.0.create_output()?;
+        Ok((
+            number,
+            Box::new(RewriteSink {
+                inner,
+                bytes: Vec::new(),
+            }),
+        ))
+    }
+    fn discard_output(&self, number: u64) -> shale::Result<()> {
+        self.0.discard_output(number)
+    }
+}
+
+impl Executor for FilterLiar {
+    fn name(&self) -> &'static str {
+        "filter-liar"
+    }
+    fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> shale::Result<CompactionOutput> {
+        match self {
+            FilterLiar::Dropped => {
+                let mut job = job.clone();
+                job.table.bloom_bits_per_key = None;
+                StreamingExecutor.run(&job, io)
+            }
+            FilterLiar::Cleared => StreamingExecutor.run(job, &RewriteIo(io)),
+        }
+    }
+}
+
+#[test]
+fn a_worker_that_drops_the_filter_is_refused() {
+    refused_by(
+        Lie::None,
+        Arc::new(FilterLiar::Dropped),
+        "filter",
+        Duration::from_secs(20),
+    );
+}
+
+#[test]
+fn a_worker_that_clears_filter_bits_is_refused() {
+    refused_by(
+        Lie::None,
+        Arc::new(FilterLiar::Cleared),
+        "filter",
+        Duration::from_secs(20),
+    );
+}
+
+#[test]
+fn destroy_removes_what_workers_staged() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("db");
+    drop(DB::open(&dir, options(vec!["127.0.0.1:1".into()])).unwrap());
+    let session = dir.join("staging/0123456789abcdef0123456789abcdef");
+    std::fs::create_dir_all(&session).unwrap();
+    std::fs::write(session.join("000001.ldb"), b"left by a worker").unwrap();
+    shale::destroy(&dir, &Options::default()).unwrap();
+    assert!(
+        !dir.exists(),
+        "{:?}",
+        std::fs::read_dir(&dir).map(|d| d.count())
+    );
 }

@@ -2,8 +2,11 @@
 //! `crates/shale-compact/proto/worker.proto`). It stands beside the
 //! storage: the databases whose jobs it runs must lie under `--root`, and
 //! it touches nothing else. It prints the address it listens on, keeps a
-//! LOG, and on SIGTERM or SIGINT stops taking calls and lets running jobs
-//! finish before it exits.
+//! LOG, serves the standard gRPC health service and (with
+//! `--metrics_listen`) Prometheus metrics, refuses to listen beyond
+//! loopback without a token unless `--insecure`, and on SIGTERM or SIGINT
+//! stops taking calls, cancels running jobs, removes what they staged, and
+//! exits 0.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -16,10 +19,11 @@ use shale::info_log::InfoLog;
 use shale::shale_compact::job::Executor;
 use shale::shale_compact::opencl::OpenClExecutor;
 use shale::shale_compact::parallel::PARALLEL;
-use shale::shale_compact::remote::{serve, TlsIdentity, Worker, WorkerConfig, REMOTE};
+use shale::shale_compact::remote::{
+    parse_token_file, serve, StagingLimits, TlsIdentity, Worker, WorkerConfig, REMOTE,
+};
 use shale::Options;
 
-use crate::db_flags::read_token_file;
 use crate::error::{CliError, CliResult};
 
 /// Arguments of `shale worker`.
@@ -33,11 +37,41 @@ pub struct WorkerArgs {
     /// it compacts must lie under it.
     #[arg(long, value_name = "DIR")]
     root: PathBuf,
-    /// File holding the token every call must carry (printable ASCII, one
-    /// line). Without it the worker takes calls from anyone who reaches
-    /// it: keep it on loopback then.
+    /// File of tokens: one per line, `TOKEN [PATTERN...]`, the patterns
+    /// naming the databases (relative to --root, `*` within a component,
+    /// `**` for any depth) the token may compact; a token without patterns
+    /// may compact any database under the root (a one-line file with just
+    /// a token is that). Every call must carry one. Without it the worker
+    /// listens on loopback only, unless --insecure.
     #[arg(long = "token_file", value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// Listen beyond loopback without a token (anyone who reaches the
+    /// worker may compact every database under the root).
+    #[arg(long)]
+    insecure: bool,
+    /// Serve Prometheus metrics (plain HTTP, any path) on HOST:PORT.
+    #[arg(long = "metrics_listen", value_name = "ADDR")]
+    metrics_listen: Option<String>,
+    /// Longest a job may run, in seconds (default 3600).
+    #[arg(long = "job_timeout_s", value_name = "SECONDS")]
+    job_timeout_s: Option<u64>,
+    /// Longest a keys-only stream may stay silent (or leave keys unread),
+    /// in seconds (default 60); then its job is cancelled and its slot
+    /// freed.
+    #[arg(long = "stream_idle_timeout_s", value_name = "SECONDS")]
+    stream_idle_timeout_s: Option<u64>,
+    /// How long staged outputs wait for the engine to adopt them after the
+    /// job is done, in seconds (default 300); then they are removed. At
+    /// start, sessions older than this under the root are removed too.
+    #[arg(long = "staging_timeout_s", value_name = "SECONDS")]
+    staging_timeout_s: Option<u64>,
+    /// Staged bytes one database may hold (default 64 GiB); more are
+    /// refused with RESOURCE_EXHAUSTED.
+    #[arg(long = "max_staged_bytes", value_name = "BYTES")]
+    max_staged_bytes: Option<u64>,
+    /// Staged sessions one database may hold (default 64).
+    #[arg(long = "max_staged_sessions", value_name = "N")]
+    max_staged_sessions: Option<usize>,
     /// Executor the jobs run with: auto (opencl on a GPU, else parallel),
     /// parallel, streaming or opencl.
     #[arg(long, value_name = "NAME", default_value = "auto")]
@@ -65,6 +99,9 @@ pub struct WorkerArgs {
     /// TLS private key (PEM).
     #[arg(long = "tls_key", value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// CA (PEM) client certificates must be signed by: mutual TLS.
+    #[arg(long = "tls_client_ca", value_name = "FILE", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
     /// The LOG file (default: ROOT/shale-worker.LOG).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
@@ -126,22 +163,32 @@ pub fn run(args: &WorkerArgs) -> CliResult {
     if args.progress_interval_ms == Some(0) {
         return Err(usage("--progress_interval_ms must be at least 1"));
     }
-    let token = args
-        .token_file
-        .as_deref()
-        .map(read_token_file)
-        .transpose()
-        .map_err(usage)?;
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => {
-            let read = |path: &PathBuf| {
-                std::fs::read(path).map_err(|e| usage(format!("{}: {e}", path.display())))
-            };
-            Some(TlsIdentity {
-                cert_pem: read(cert)?,
-                key_pem: read(key)?,
-            })
+    for (flag, value) in [
+        ("--job_timeout_s", args.job_timeout_s),
+        ("--stream_idle_timeout_s", args.stream_idle_timeout_s),
+        ("--staging_timeout_s", args.staging_timeout_s),
+    ] {
+        if value == Some(0) {
+            return Err(usage(format!("{flag} must be at least 1")));
         }
+    }
+    let tokens = match &args.token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("token file {}: {e}", path.display())))?;
+            parse_token_file(&text)
+                .map_err(|e| usage(format!("token file {}: {e}", path.display())))?
+        }
+        None => Vec::new(),
+    };
+    let read =
+        |path: &PathBuf| std::fs::read(path).map_err(|e| usage(format!("{}: {e}", path.display())));
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsIdentity {
+            cert_pem: read(cert)?,
+            key_pem: read(key)?,
+            client_ca_pem: args.tls_client_ca.as_ref().map(read).transpose()?,
+        }),
         _ => None,
     };
     // Before the executor and the runtime start their threads.
@@ -171,7 +218,26 @@ pub fn run(args: &WorkerArgs) -> CliResult {
     let info_log = InfoLog::from_writer(Box::new(log_file));
 
     let mut config = WorkerConfig::new(&args.root, executor);
-    config.token = token;
+    let scoped = tokens.iter().any(|t| !t.patterns.is_empty());
+    let token_count = tokens.len();
+    config.scoped_tokens = tokens;
+    if let Some(s) = args.job_timeout_s {
+        config.job_timeout = Duration::from_secs(s);
+    }
+    if let Some(s) = args.stream_idle_timeout_s {
+        config.stream_idle_timeout = Duration::from_secs(s);
+    }
+    let mut staging = StagingLimits::default();
+    if let Some(s) = args.staging_timeout_s {
+        staging.adopt_timeout = Duration::from_secs(s);
+    }
+    if let Some(n) = args.max_staged_bytes {
+        staging.max_bytes_per_db = n;
+    }
+    if let Some(n) = args.max_staged_sessions {
+        staging.max_sessions_per_db = n;
+    }
+    config.staging = staging;
     if let Some(n) = args.max_jobs {
         config.max_jobs = n;
     }
@@ -191,10 +257,10 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         args.root.display(),
         config.executor.name(),
         config.max_jobs,
-        if config.token.is_some() {
-            "token required"
-        } else {
-            "no token"
+        match (token_count, scoped) {
+            (0, _) => "no token".to_string(),
+            (n, true) => format!("{n} tokens, scoped"),
+            (n, false) => format!("{n} token{}", if n == 1 { "" } else { "s" }),
         },
         if tls.is_some() { "TLS" } else { "plain HTTP/2" }
     );
@@ -209,22 +275,42 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         .block_on(tokio::net::TcpListener::bind(&args.listen))
         .map_err(|e| CliError::Failed(format!("cannot listen on {}: {e}", args.listen)))?;
     let address = listener.local_addr()?;
-    info_log.log(format_args!("Worker listening on {address}: {description}"));
+    if token_count == 0 && !address.ip().is_loopback() && !args.insecure {
+        return Err(usage(format!(
+            "refusing to listen on {address} without --token_file: anyone who reaches it could compact every database under the root (give --insecure to do so anyway)"
+        )));
+    }
+    let metrics = match &args.metrics_listen {
+        Some(at) => Some(
+            runtime
+                .block_on(tokio::net::TcpListener::bind(at))
+                .map_err(|e| CliError::Failed(format!("cannot listen on {at}: {e}")))?,
+        ),
+        None => None,
+    };
+    let metrics_note = match &metrics {
+        Some(m) => format!(", metrics on {}", m.local_addr()?),
+        None => String::new(),
+    };
+    info_log.log(format_args!(
+        "Worker listening on {address}: {description}{metrics_note}"
+    ));
     let mut out = std::io::stdout().lock();
-    writeln!(out, "shale worker: listening on {address} ({description})")?;
+    writeln!(
+        out,
+        "shale worker: listening on {address} ({description}{metrics_note})"
+    )?;
     out.flush()?;
     drop(out);
     let shutdown = {
         let info_log = info_log.clone();
         async move {
             let _ = terminated.await;
-            info_log.log(format_args!(
-                "Shutting down: no new calls; running jobs finish"
-            ));
+            info_log.log(format_args!("Signal received: shutting down"));
         }
     };
     runtime
-        .block_on(serve(worker, listener, tls, shutdown))
+        .block_on(serve(worker, listener, tls, metrics, shutdown))
         .map_err(CliError::Failed)?;
     info_log.log(format_args!("Worker stopped"));
     // Whoever started the worker may have stopped reading its output.

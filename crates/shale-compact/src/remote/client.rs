@@ -5,9 +5,9 @@
 //! tables that fail the check) removes the staged files and fails the job
 //! with [`Error::ExecutorFailed`], so the scheduler runs it locally.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -18,23 +18,28 @@ use shale_format::{Error, Result};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Request, Streaming};
 
-use super::convert::job_to_proto;
+use super::convert::{job_to_proto, MAX_KEY_BYTES};
+use super::fs::{file_id, Dir};
 use super::keys::{self, KEYS_ONLY};
-use super::paths::{new_session, staging_dir};
+use super::paths::{new_session, staging_dir, STAGING_DIR};
 use super::proto::compaction_worker_client::CompactionWorkerClient;
 use super::proto::{
     compact_event, keys_only_event, keys_only_request, CompactRequest, Done, HelloRequest,
     KeysOnlyRequest, OrderChunk,
 };
-use super::verify::{check_staged, valid_table_name};
+use super::verify::{check_hello, check_staged, valid_table_name, Check, Refusal};
 use super::{RemoteMode, AUTHORIZATION, REMOTE};
 use crate::job::{
     CompactionJob, CompactionOutput, Executor, JobIo, KernelTime, OutputTable, PhaseStats,
+    VerifiedTable,
 };
 
+/// The most key bytes a keys-only job may receive, as a multiple of its
+/// input tables' size (compressed blocks hold more than their bytes).
+const KEY_BUDGET_FACTOR: u64 = 8;
 /// Order codes per `OrderChunk`.
 const CODES_PER_CHUNK: usize = 64 * 1024;
 /// Jobs whose throughput a worker's record keeps.
@@ -56,8 +61,12 @@ pub struct RemoteOptions {
     pub progress_timeout: Duration,
     /// How long connecting to a worker may take.
     pub connect_timeout: Duration,
-    /// The CA certificate (PEM) `https` workers are checked against.
+    /// The CA certificate (PEM) `https` workers are checked against;
+    /// `None`: the system's trust store.
     pub tls_ca_pem: Option<Vec<u8>>,
+    /// The engine's own certificate chain and key (PEM), for workers that
+    /// ask for client certificates (mutual TLS).
+    pub tls_identity: Option<(Vec<u8>, Vec<u8>)>,
     /// The largest message sent or accepted.
     pub max_message_bytes: usize,
 }
@@ -71,6 +80,7 @@ impl Default for RemoteOptions {
             progress_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             tls_ca_pem: None,
+            tls_identity: None,
             max_message_bytes: 64 << 20,
         }
     }
@@ -84,7 +94,8 @@ impl fmt::Debug for RemoteOptions {
             .field("mode", &self.mode)
             .field("progress_timeout", &self.progress_timeout)
             .field("connect_timeout", &self.connect_timeout)
-            .field("tls", &self.tls_ca_pem.is_some())
+            .field("tls_ca", &self.tls_ca_pem.is_some())
+            .field("tls_identity", &self.tls_identity.is_some())
             .finish()
     }
 }
@@ -100,6 +111,10 @@ struct Record {
     failures: u64,
     consecutive_failures: u32,
     rest_until: Option<Instant>,
+    /// The longest silence its progress promise allows (from its Hello).
+    max_gap: Option<Duration>,
+    /// Attempts refused, by the check that failed.
+    refusals: BTreeMap<&'static str, u64>,
 }
 
 impl Record {
@@ -129,6 +144,9 @@ pub struct WorkerStats {
     pub running: usize,
     /// Median input bytes per second of its last jobs.
     pub throughput: Option<f64>,
+    /// Attempts the engine refused, by the check that failed
+    /// ([`Check::name`]).
+    pub refusals: Vec<(&'static str, u64)>,
 }
 
 /// The `remote` executor.
@@ -204,9 +222,16 @@ impl RemoteExecutor {
                     .keep_alive_timeout(options.progress_timeout)
                     .keep_alive_while_idle(true);
                 if url.starts_with("https://") {
-                    let mut tls = ClientTlsConfig::new();
-                    if let Some(ca) = &options.tls_ca_pem {
-                        tls = tls.ca_certificate(Certificate::from_pem(ca));
+                    // Named CA: only it. Else the system's trust store, as
+                    // any other TLS client on the host would use.
+                    let mut tls = match &options.tls_ca_pem {
+                        Some(ca) => {
+                            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca))
+                        }
+                        None => ClientTlsConfig::new().with_native_roots(),
+                    };
+                    if let Some((cert, key)) = &options.tls_identity {
+                        tls = tls.identity(Identity::from_pem(cert, key));
                     }
                     builder = builder.tls_config(tls).map_err(bad)?;
                 }
@@ -246,6 +271,7 @@ impl RemoteExecutor {
                     failures: record.failures,
                     running: record.running,
                     throughput: record.throughput(),
+                    refusals: record.refusals.iter().map(|(k, v)| (*k, *v)).collect(),
                 }
             })
             .collect()
@@ -293,7 +319,7 @@ impl RemoteExecutor {
         Ok(link)
     }
 
-    fn release(&self, link: &Link, outcome: std::result::Result<f64, ()>) {
+    fn release(&self, link: &Link, outcome: std::result::Result<f64, Option<Check>>) {
         let mut record = link.record.lock().unwrap_or_else(|e| e.into_inner());
         record.running = record.running.saturating_sub(1);
         match outcome {
@@ -306,7 +332,13 @@ impl RemoteExecutor {
                 }
                 record.throughputs.push_back(throughput);
             }
-            Err(()) => {
+            Err(refused) => {
+                if let Some(check) = refused {
+                    *record.refusals.entry(check.name()).or_default() += 1;
+                }
+                // Ask again before the next job: a restarted worker may be
+                // another version, or promise another interval.
+                record.capacity = None;
                 record.failures += 1;
                 record.consecutive_failures += 1;
                 let rest = Duration::from_millis(250)
@@ -317,8 +349,9 @@ impl RemoteExecutor {
         }
     }
 
-    /// Asks a worker how many jobs it takes, the first time.
-    async fn hello(&self, link: &Link) -> std::result::Result<(), String> {
+    /// Asks a worker what it is and how many jobs it takes, the first time
+    /// and after a failure, and checks the answer ([`check_hello`]).
+    async fn hello(&self, link: &Link) -> std::result::Result<(), Attempt> {
         if link
             .record
             .lock()
@@ -336,22 +369,41 @@ impl RemoteExecutor {
         .map_err(|_| "no answer to hello".to_string())?
         .map_err(|s| describe(&s))?
         .into_inner();
-        link.record
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .capacity = Some((reply.max_jobs as usize).max(1));
+        let max_gap = check_hello(&reply)?;
+        let mut record = link.record.lock().unwrap_or_else(|e| e.into_inner());
+        record.capacity = Some((reply.max_jobs as usize).max(1));
+        record.max_gap = Some(max_gap);
         Ok(())
     }
 
-    /// Waits for the next message of `stream`, at most the progress timeout.
-    async fn next<T>(&self, stream: &mut Streaming<T>) -> std::result::Result<T, String> {
-        match tokio::time::timeout(self.options.progress_timeout, stream.message()).await {
-            Err(_) => Err(format!(
+    /// Waits for the next message of `stream`, at most the progress timeout
+    /// and at most the silence the worker's progress promise allows.
+    async fn next<T>(
+        &self,
+        link: &Link,
+        stream: &mut Streaming<T>,
+    ) -> std::result::Result<T, Attempt> {
+        let promised = link
+            .record
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .max_gap;
+        let timeout = self.options.progress_timeout;
+        let wait = promised.map_or(timeout, |gap| gap.min(timeout));
+        match tokio::time::timeout(wait, stream.message()).await {
+            Err(_) if wait < timeout => Err(Attempt::Refused(Refusal::new(
+                Check::ProgressGap,
+                format!(
+                    "the worker promised progress and sent nothing for {:.1} s",
+                    wait.as_secs_f64()
+                ),
+            ))),
+            Err(_) => Err(Attempt::Failed(format!(
                 "no progress for {:.1} s",
-                self.options.progress_timeout.as_secs_f64()
-            )),
-            Ok(Err(status)) => Err(describe(&status)),
-            Ok(Ok(None)) => Err("the worker closed the stream without a result".to_string()),
+                timeout.as_secs_f64()
+            ))),
+            Ok(Err(status)) => Err(describe(&status).into()),
+            Ok(Ok(None)) => Err("the worker closed the stream without a result".into()),
             Ok(Ok(Some(message))) => Ok(message),
         }
     }
@@ -361,7 +413,7 @@ impl RemoteExecutor {
         link: &Link,
         request: CompactRequest,
         wire: &mut Wire,
-    ) -> std::result::Result<Done, String> {
+    ) -> std::result::Result<Done, Attempt> {
         wire.sent(request.encoded_len());
         let mut stream = self
             .client(link)
@@ -370,12 +422,12 @@ impl RemoteExecutor {
             .map_err(|s| describe(&s))?
             .into_inner();
         loop {
-            let event = self.next(&mut stream).await?;
+            let event = self.next(link, &mut stream).await?;
             wire.received(event.encoded_len());
             match event.event {
                 Some(compact_event::Event::Progress(_)) => {}
                 Some(compact_event::Event::Done(done)) => return Ok(done),
-                None => return Err("the worker sent an empty event".to_string()),
+                None => return Err("the worker sent an empty event".into()),
             }
         }
     }
@@ -386,7 +438,7 @@ impl RemoteExecutor {
         request: CompactRequest,
         job: &CompactionJob,
         wire: &mut Wire,
-    ) -> std::result::Result<Done, String> {
+    ) -> std::result::Result<Done, Attempt> {
         let (tx, rx) = mpsc::channel::<KeysOnlyRequest>(4);
         send(&tx, wire, keys_only_request::Request::Start(request)).await?;
         let mut stream = self
@@ -397,8 +449,12 @@ impl RemoteExecutor {
             .into_inner();
         // The keys, run by run.
         let mut runs: Vec<Vec<Vec<u8>>> = vec![Vec::new(); job.inputs.len()];
+        // Keys are at most what the inputs hold, uncompressed: a worker
+        // that sends more is lying, and is stopped before it fills memory.
+        let key_budget = job.input_bytes().saturating_mul(KEY_BUDGET_FACTOR);
+        let mut key_bytes = 0u64;
         loop {
-            let event = self.next(&mut stream).await?;
+            let event = self.next(link, &mut stream).await?;
             wire.received(event.encoded_len());
             match event.event {
                 Some(keys_only_event::Event::Progress(_)) => {}
@@ -406,24 +462,38 @@ impl RemoteExecutor {
                     let run = runs
                         .get_mut(chunk.run as usize)
                         .ok_or_else(|| format!("the worker sent keys of run {}", chunk.run))?;
+                    // Bounded: the keys of a job whose inputs the worker
+                    // measured, each no longer than a job's key may be.
+                    for key in &chunk.keys {
+                        if key.len() < 8 || key.len() > MAX_KEY_BYTES {
+                            return Err(
+                                format!("the worker sent a key of {} bytes", key.len()).into()
+                            );
+                        }
+                        key_bytes += key.len() as u64;
+                    }
+                    if key_bytes > key_budget {
+                        return Err(format!(
+                            "the worker sent {key_bytes} bytes of keys, more than the job's {key_budget} input bytes"
+                        )
+                        .into());
+                    }
                     run.extend(chunk.keys);
                 }
                 Some(keys_only_event::Event::KeysSent(sent)) => {
                     let counts: Vec<u64> = runs.iter().map(|r| r.len() as u64).collect();
                     if sent.run_entries != counts {
-                        return Err(
-                            "the worker's key counts do not match the keys it sent".to_string()
-                        );
+                        return Err("the worker's key counts do not match the keys it sent".into());
                     }
                     break;
                 }
                 Some(keys_only_event::Event::Done(_)) | None => {
-                    return Err("the worker ended before sending its keys".to_string());
+                    return Err("the worker ended before sending its keys".into());
                 }
             }
         }
         // Merge and gc here; the order goes back in chunks.
-        let codes = keys::merge_order(job, &runs).map_err(|e| e.to_string())?;
+        let codes = keys::merge_order(job, &runs).map_err(|e| Attempt::Failed(e.to_string()))?;
         drop(runs);
         // An empty order still goes as one (empty, last) chunk.
         let chunks: Vec<&[u32]> = if codes.is_empty() {
@@ -439,54 +509,112 @@ impl RemoteExecutor {
             send(&tx, wire, keys_only_request::Request::Order(order)).await?;
         }
         loop {
-            let event = self.next(&mut stream).await?;
+            let event = self.next(link, &mut stream).await?;
             wire.received(event.encoded_len());
             match event.event {
                 Some(keys_only_event::Event::Progress(_)) => {}
                 Some(keys_only_event::Event::Done(done)) => return Ok(done),
-                _ => return Err("the worker sent keys after the order".to_string()),
+                _ => return Err("the worker sent keys after the order".into()),
             }
         }
     }
 
-    /// Checks the staged tables of `done` and adopts them.
+    /// Checks the staged tables of `done` and adopts them. Each is opened
+    /// without following a symlink, through the database directory the
+    /// engine owns, read and checked through that descriptor, and adopted
+    /// as that file ([`VerifiedTable`]).
     fn adopt(
         &self,
         job: &CompactionJob,
         done: &Done,
-        staging: &Path,
+        db: &Path,
+        session: &str,
         io: &dyn JobIo,
-    ) -> std::result::Result<Vec<OutputTable>, String> {
-        let mut paths = Vec::with_capacity(done.tables.len());
+    ) -> std::result::Result<Vec<OutputTable>, Attempt> {
+        let listing = |detail: String| Attempt::Refused(Refusal::new(Check::Listing, detail));
+        let table_refusal = |detail: String| Attempt::Refused(Refusal::new(Check::Table, detail));
+        let mut verified: Vec<VerifiedTable> = Vec::with_capacity(done.tables.len());
         let mut previous: Option<&[u8]> = None;
         let (low, high) = input_bounds(job);
+        let staged = if done.tables.is_empty() {
+            None
+        } else {
+            let opened = Dir::open(db)
+                .and_then(|db| db.open_dir(STAGING_DIR))
+                .and_then(|staging| staging.open_dir(session))
+                .map_err(|e| table_refusal(format!("opening staging/{session}: {e}")))?;
+            Some(opened)
+        };
         for table in &done.tables {
             if !valid_table_name(&table.name) {
-                return Err(format!("the worker named a staged table {:?}", table.name));
+                return Err(listing(format!(
+                    "the worker named a staged table {:?}",
+                    table.name
+                )));
             }
-            if paths.iter().any(|p: &PathBuf| p.ends_with(&table.name)) {
-                return Err(format!("the worker named {} twice", table.name));
+            if verified.iter().any(|v| v.path.ends_with(&table.name)) {
+                return Err(listing(format!("the worker named {} twice", table.name)));
             }
             if previous.is_some_and(|p| compare_internal_keys(p, &table.smallest).is_ge()) {
-                return Err(format!(
+                return Err(listing(format!(
                     "staged {} overlaps the table before it",
                     table.name
-                ));
+                )));
             }
             previous = Some(&table.largest);
             let user = |key: &[u8]| extract_user_key(key).to_vec();
             if low.as_ref().is_some_and(|l| user(&table.smallest) < *l)
                 || high.as_ref().is_some_and(|h| user(&table.largest) > *h)
             {
-                return Err(format!("staged {} holds keys no input holds", table.name));
+                return Err(listing(format!(
+                    "staged {} holds keys no input holds",
+                    table.name
+                )));
             }
-            let path = staging.join(&table.name);
-            check_staged(&path, table, job)?;
-            paths.push(path);
+            let Some(dir) = &staged else {
+                return Err(listing("no staging directory".to_string()));
+            };
+            let file = dir
+                .open_file(&table.name)
+                .map_err(|e| table_refusal(format!("opening staged {}: {e}", table.name)))?;
+            let before = file_id(&file)
+                .map_err(|e| table_refusal(format!("fstat of staged {}: {e}", table.name)))?;
+            if !before.regular || before.size != table.file_size {
+                return Err(table_refusal(format!(
+                    "staged {} is {} bytes{}, the worker said {}",
+                    table.name,
+                    before.size,
+                    if before.regular {
+                        ""
+                    } else {
+                        " and not a regular file"
+                    },
+                    table.file_size
+                )));
+            }
+            let mut data = vec![0u8; before.size as usize];
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut data, 0)
+                .map_err(|e| table_refusal(format!("reading staged {}: {e}", table.name)))?;
+            check_staged(data, table, job)?;
+            verified.push(VerifiedTable {
+                path: staging_dir(db, session).join(&table.name),
+                file,
+                dev: before.dev,
+                ino: before.ino,
+                size: before.size,
+                mtime_ns: before.mtime_ns,
+            });
         }
-        let numbers = io
-            .adopt_outputs(&paths)
-            .map_err(|e| format!("adopting: {e}"))?;
+        let numbers = io.adopt_outputs(&verified).map_err(|e| {
+            let text = e.to_string();
+            match text.find("refused by check adoption: ") {
+                Some(at) => Attempt::Refused(Refusal::new(
+                    Check::Adoption,
+                    text[at + "refused by check adoption: ".len()..].to_string(),
+                )),
+                None => Attempt::Failed(format!("adopting: {text}")),
+            }
+        })?;
         Ok(done
             .tables
             .iter()
@@ -499,6 +627,41 @@ impl RemoteExecutor {
                 entries: t.entries,
             })
             .collect())
+    }
+}
+
+/// Why an attempt on a worker failed: a check the worker did not pass
+/// (counted by check), or anything else (down, busy, refusing, silent).
+#[derive(Debug)]
+enum Attempt {
+    Refused(Refusal),
+    Failed(String),
+}
+
+impl From<String> for Attempt {
+    fn from(reason: String) -> Attempt {
+        Attempt::Failed(reason)
+    }
+}
+
+impl From<&str> for Attempt {
+    fn from(reason: &str) -> Attempt {
+        Attempt::Failed(reason.to_string())
+    }
+}
+
+impl From<Refusal> for Attempt {
+    fn from(refusal: Refusal) -> Attempt {
+        Attempt::Refused(refusal)
+    }
+}
+
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Attempt::Refused(refusal) => refusal.fmt(f),
+            Attempt::Failed(reason) => f.write_str(reason),
+        }
     }
 }
 
@@ -554,14 +717,14 @@ async fn send(
     tx: &mpsc::Sender<KeysOnlyRequest>,
     wire: &mut Wire,
     request: keys_only_request::Request,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Attempt> {
     let message = KeysOnlyRequest {
         request: Some(request),
     };
     wire.sent(message.encoded_len());
     tx.send(message)
         .await
-        .map_err(|_| "the call ended".to_string())
+        .map_err(|_| Attempt::Failed("the call ended".to_string()))
 }
 
 /// A gRPC status in a line: the code and the worker's message.
@@ -604,9 +767,11 @@ impl Executor for RemoteExecutor {
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
         crate::job::require_bytewise(REMOTE, io)?;
         let started = Instant::now();
-        // A sub-job whose range falls between the input files has nothing to
-        // read or write; the worker refuses such a job, so it never leaves.
-        if job.inputs.iter().all(|run| run.files.is_empty()) {
+        // A sub-job whose range falls between the input files, or an empty
+        // range (lower at or above upper), has nothing to read or write; the
+        // worker refuses such a job (a range with lower above upper is
+        // malformed there), so it never leaves.
+        if job.inputs.iter().all(|run| run.files.is_empty()) || job.range.is_empty() {
             return Ok(CompactionOutput {
                 executor: REMOTE.to_string(),
                 outputs: Vec::new(),
@@ -629,7 +794,7 @@ impl Executor for RemoteExecutor {
         let staging = staging_dir(&db, &session);
         let request = CompactRequest {
             db_path,
-            session,
+            session: session.clone(),
             job: Some(job_to_proto(job)),
         };
         let mut wire = Wire::default();
@@ -641,7 +806,7 @@ impl Executor for RemoteExecutor {
             }
         });
         let result = done.and_then(|done| {
-            let outputs = self.adopt(job, &done, &staging, io)?;
+            let outputs = self.adopt(job, &done, &db, &session, io)?;
             Ok((done, outputs))
         });
         // Adopted tables were renamed out; whatever is left is not wanted.
@@ -674,7 +839,13 @@ impl Executor for RemoteExecutor {
                 })
             }
             Err(reason) => {
-                self.release(link, Err(()));
+                self.release(
+                    link,
+                    Err(match &reason {
+                        Attempt::Refused(refusal) => Some(refusal.check),
+                        Attempt::Failed(_) => None,
+                    }),
+                );
                 let mode = match self.options.mode {
                     RemoteMode::NearData => "near-data",
                     RemoteMode::KeysOnly => KEYS_ONLY,

@@ -11,21 +11,35 @@
 //! values in that order ([`keys`]). Either way the tables are
 //! byte-identical to `streaming`'s.
 //!
-//! - [`server`]: the worker service, its checks and its staging.
+//! - [`server`]: the worker's RPC surface (the service, a job's run).
+//! - [`serve`]: serving it until shutdown (TLS, tokens, health, the
+//!   reaper, metrics).
+//! - [`admission`]: what a request must pass before its job runs.
+//! - [`staging`]: the staged sessions, their owners, deadlines and quotas.
+//! - [`fs`]: file access confined by descriptor beneath the root.
+//! - [`auth`]: tokens and the databases each may compact.
+//! - [`metrics`]: what an operator scrapes.
 //! - [`client`]: the [`RemoteExecutor`], which falls back by failing.
-//! - [`paths`]: the root a worker may touch, staging and session names.
-//! - [`verify`]: the engine's check of a staged table.
-//! - [`convert`]: the job to and from its protobuf form.
+//! - [`paths`]: staging and session names.
+//! - [`verify`]: the engine's check of a staged table and of a worker.
+//! - [`convert`]: the job to and from its protobuf form, checked field by
+//!   field.
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+mod admission;
+pub mod auth;
 pub mod client;
 pub mod convert;
+pub mod fs;
 pub mod keys;
+pub mod metrics;
 pub mod paths;
+pub mod serve;
 pub mod server;
+pub mod staging;
 pub mod verify;
 
 /// The generated protocol: messages, client and server.
@@ -39,11 +53,18 @@ pub mod proto {
     tonic::include_proto!("shale.worker.v1");
 }
 
+pub use auth::{parse_token_file, ScopedToken};
 pub use client::{RemoteExecutor, RemoteOptions, WorkerStats};
-pub use server::{serve, LocalWorker, TlsIdentity, Worker, WorkerConfig};
+pub use serve::{serve, LocalWorker, TlsIdentity};
+pub use server::{Worker, WorkerConfig};
+pub use staging::StagingLimits;
 
 /// Name of the remote executor.
 pub const REMOTE: &str = "remote";
+
+/// The version of the worker protocol (`HelloReply.protocol`): an engine
+/// sends jobs only to a worker that speaks the same one.
+pub const PROTOCOL: u32 = 2;
 
 /// The metadata key carrying `Bearer <token>`.
 pub const AUTHORIZATION: &str = "authorization";

@@ -1,64 +1,77 @@
-//! The worker side: a gRPC service that runs compaction jobs against the
-//! tables under its root and stages their outputs for the engine to check
-//! and adopt. Every request is checked before any file is touched (token,
-//! job, paths, size, concurrency); a failing job removes its staged files;
-//! a cancelled call (the engine gave up or died) cancels its job.
+//! The worker's RPC surface: the `CompactionWorker` service and how a job
+//! runs through it. What a request must pass before its job runs is
+//! [`super::admission`]; where a job writes and how long its outputs may
+//! stay is [`super::staging`]; every file is reached through [`super::fs`];
+//! serving it until shutdown is [`super::serve`].
+//!
+//! Every job has a deadline (`job_timeout`); a keys-only stream silent for
+//! `stream_idle_timeout` is cancelled; a client that goes away cancels its
+//! job at once (its next write fails) and its staged files are removed.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
-use subtle::ConstantTimeEq;
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
-use tonic::metadata::MetadataMap;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Identity, Server, ServerTlsConfig};
+use tokio::sync::{mpsc, Semaphore};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::convert::job_from_proto;
+use super::admission::{admit, Admitted};
+use super::auth::{Scope, ScopedToken};
+use super::fs::Root;
 use super::keys::{self, RunEntries, KEYS_ONLY};
-use super::paths::{staging_dir, valid_session, Root, STAGING_DIR};
-use super::proto::compaction_worker_server::{CompactionWorker, CompactionWorkerServer};
+use super::metrics::Metrics;
+use super::proto::compaction_worker_server::CompactionWorker;
 use super::proto::{
     compact_event, keys_only_event, keys_only_request, CompactEvent, CompactRequest, Done,
     HelloReply, HelloRequest, JobStats, KeyChunk, KeysOnlyEvent, KeysOnlyRequest, KeysSent,
     Progress, StagedTable,
 };
-use super::{Logger, AUTHORIZATION};
-use crate::job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, OutputSink};
+use super::staging::{SessionIo, Staging, StagingLimits};
+use super::{Logger, PROTOCOL};
+use crate::job::{CompactionOutput, Executor};
 
 /// Keys per `KeyChunk` message, at most.
 const KEYS_PER_CHUNK: usize = 16 * 1024;
 /// Key bytes per `KeyChunk` message, at most (one key may exceed it).
 const KEY_BYTES_PER_CHUNK: usize = 1 << 20;
+/// Events a call's stream buffers before the job waits for the client to
+/// read them: the flow control that bounds a keys-only job's memory on the
+/// wire to a few chunks.
+const EVENTS_BUFFERED: usize = 4;
 
 /// How a worker runs.
 #[derive(Clone)]
 pub struct WorkerConfig {
     /// The only directory tree the worker touches.
     pub root: PathBuf,
-    /// The token every call must carry (`authorization: Bearer <token>`);
-    /// `None`: no authentication (loopback use only).
+    /// A token every call may carry for any database under the root
+    /// (`authorization: Bearer <token>`).
     pub token: Option<String>,
+    /// Tokens scoped to database paths ([`super::auth`]). With neither
+    /// `token` nor scoped tokens the worker authenticates nobody (loopback
+    /// use only).
+    pub scoped_tokens: Vec<ScopedToken>,
     /// The executor jobs run with.
     pub executor: Arc<dyn Executor>,
     /// Jobs run at once; more are refused.
     pub max_jobs: usize,
-    /// The largest job taken, in input-table bytes.
+    /// The largest job taken, in input-table bytes (from `fstat`).
     pub max_job_bytes: u64,
     /// The largest message accepted or sent.
     pub max_message_bytes: usize,
     /// How often a running job reports progress.
     pub progress_interval: Duration,
+    /// The longest a job may run, from its request to its last message.
+    pub job_timeout: Duration,
+    /// The longest a keys-only stream may stay silent while the worker
+    /// waits for it (its first message, the order), or leave a key chunk
+    /// unread.
+    pub stream_idle_timeout: Duration,
+    /// What staging may hold and for how long.
+    pub staging: StagingLimits,
     /// Where the worker's LOG lines go.
     pub log: Logger,
 }
@@ -68,11 +81,15 @@ impl fmt::Debug for WorkerConfig {
         f.debug_struct("WorkerConfig")
             .field("root", &self.root)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("scoped_tokens", &self.scoped_tokens)
             .field("executor", &self.executor.name())
             .field("max_jobs", &self.max_jobs)
             .field("max_job_bytes", &self.max_job_bytes)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("progress_interval", &self.progress_interval)
+            .field("job_timeout", &self.job_timeout)
+            .field("stream_idle_timeout", &self.stream_idle_timeout)
+            .field("staging", &self.staging)
             .finish()
     }
 }
@@ -80,45 +97,57 @@ impl fmt::Debug for WorkerConfig {
 impl WorkerConfig {
     /// A worker on `root` running jobs with `executor`, with the defaults:
     /// no token, as many jobs at once as cores, jobs up to 4 GiB, messages
-    /// up to 64 MiB, progress every second, no LOG.
+    /// up to 64 MiB, progress every second, jobs up to an hour, keys-only
+    /// streams silent up to 60 s, staging as [`StagingLimits::default`], no
+    /// LOG.
     pub fn new(root: impl Into<PathBuf>, executor: Arc<dyn Executor>) -> WorkerConfig {
         WorkerConfig {
             root: root.into(),
             token: None,
+            scoped_tokens: Vec::new(),
             executor,
             max_jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
             max_job_bytes: 4 << 30,
             max_message_bytes: 64 << 20,
             progress_interval: Duration::from_secs(1),
+            job_timeout: Duration::from_secs(3600),
+            stream_idle_timeout: Duration::from_secs(60),
+            staging: StagingLimits::default(),
             log: Arc::new(|_| {}),
         }
+    }
+
+    /// Every token the worker accepts, with its scope.
+    pub(crate) fn tokens(&self) -> Vec<ScopedToken> {
+        let mut tokens = self.scoped_tokens.clone();
+        if let Some(token) = &self.token {
+            tokens.push(ScopedToken {
+                token: token.clone(),
+                patterns: Vec::new(),
+            });
+        }
+        tokens
     }
 }
 
 /// The compaction worker service.
 #[derive(Clone)]
 pub struct Worker {
-    inner: Arc<WorkerInner>,
+    pub(crate) inner: Arc<WorkerInner>,
 }
 
-struct WorkerInner {
-    config: WorkerConfig,
-    root: Root,
-    slots: Arc<Semaphore>,
+pub(crate) struct WorkerInner {
+    pub(crate) config: WorkerConfig,
+    pub(crate) root: Root,
+    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) staging: Arc<Staging>,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl fmt::Debug for Worker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.inner.config.fmt(f)
     }
-}
-
-/// A job that passed every check, with its staging directory created.
-struct Prepared {
-    job: CompactionJob,
-    io: Arc<StagingIo>,
-    session: String,
-    _permit: OwnedSemaphorePermit,
 }
 
 /// `Status` for an error a job returned.
@@ -131,90 +160,88 @@ fn status_of(err: &Error) -> Status {
     }
 }
 
+/// The outcome label of a failed job, for the metrics.
+fn outcome_of(status: &Status) -> &'static str {
+    match status.code() {
+        tonic::Code::Cancelled => "cancelled",
+        tonic::Code::DeadlineExceeded => "timeout",
+        tonic::Code::InvalidArgument => "invalid",
+        _ => "failed",
+    }
+}
+
 impl Worker {
-    /// A worker with `config`; the root must exist.
+    /// A worker with `config`; the root must exist. Staging an earlier run
+    /// left under the root past the adoption timeout is removed here.
     pub fn new(config: WorkerConfig) -> std::io::Result<Worker> {
-        let root = Root::new(&config.root)?;
+        let root = Root::open(&config.root)?;
         let slots = Arc::new(Semaphore::new(config.max_jobs.max(1)));
+        let staging = Arc::new(Staging::new(config.staging));
+        let metrics = Arc::new(Metrics::new());
+        let swept = staging.sweep(root.dir());
+        if swept > 0 {
+            (config.log)(&format!(
+                "Removed {swept} staged sessions an earlier run left under {}",
+                root.path().display()
+            ));
+            metrics.staging_removed("sweep", swept as u64);
+        }
         Ok(Worker {
             inner: Arc::new(WorkerInner {
                 config,
                 root,
                 slots,
+                staging,
+                metrics,
             }),
         })
+    }
+
+    /// The worker's metrics, as a scrape sees them.
+    pub fn metrics_text(&self) -> String {
+        self.inner.metrics.render(&self.inner.staging)
     }
 
     fn log(&self, line: String) {
         (self.inner.config.log)(&line);
     }
 
-    /// Checks a request and creates its staging directory.
-    fn prepare(&self, request: CompactRequest) -> std::result::Result<Prepared, Status> {
-        let config = &self.inner.config;
-        let permit = self.inner.slots.clone().try_acquire_owned().map_err(|_| {
-            Status::resource_exhausted(format!(
-                "the worker runs {} jobs already (--max_jobs)",
-                config.max_jobs
-            ))
-        })?;
-        if !valid_session(&request.session) {
-            return Err(Status::invalid_argument(
-                "the session must be 32 lowercase hex digits",
-            ));
-        }
-        let job = request
-            .job
-            .ok_or_else(|| Status::invalid_argument("the request has no job"))
-            .and_then(|job| job_from_proto(job).map_err(Status::invalid_argument))?;
-        if job.input_bytes() > config.max_job_bytes {
-            return Err(Status::resource_exhausted(format!(
-                "job #{} reads {} bytes, more than this worker's --max_job_bytes {}",
-                job.id,
-                job.input_bytes(),
-                config.max_job_bytes
-            )));
-        }
-        let root = &self.inner.root;
-        let db = root
-            .database(&request.db_path)
-            .map_err(Status::permission_denied)?;
-        // Resolved once, here: the job opens these paths and no others.
-        let inputs = job
-            .inputs
-            .iter()
-            .flat_map(|run| &run.files)
-            .map(|file| Ok((file.number, root.table(&db, file.number)?)))
-            .collect::<std::result::Result<HashMap<u64, PathBuf>, String>>()
-            .map_err(Status::permission_denied)?;
-        let staging = db.join(STAGING_DIR);
-        std::fs::create_dir_all(&staging)
-            .map_err(|e| Status::internal(format!("creating {}: {e}", staging.display())))?;
-        root.contain(&staging).map_err(Status::permission_denied)?;
-        let dir = staging_dir(&db, &request.session);
-        std::fs::create_dir(&dir)
-            .map_err(|e| Status::already_exists(format!("creating {}: {e}", dir.display())))?;
-        Ok(Prepared {
-            job,
-            io: Arc::new(StagingIo::new(inputs, dir)),
-            session: request.session,
-            _permit: permit,
-        })
+    /// Admits a request or refuses it (logged and counted).
+    fn admit(
+        &self,
+        scope: &Scope,
+        request: CompactRequest,
+    ) -> std::result::Result<Admitted, Status> {
+        let deadline = Instant::now() + self.inner.config.job_timeout;
+        admit(&self.inner, scope, request, deadline).inspect_err(|status| self.refused(status))
+    }
+
+    fn refused(&self, status: &Status) {
+        self.inner.metrics.refused(status.code());
+        self.log(format!(
+            "Refused a call: {:?}: {}",
+            status.code(),
+            status.message()
+        ));
     }
 
     /// Runs `work` on a blocking thread, sending a progress event through
-    /// `tx` every interval while it runs. A closed `tx` (the engine left)
-    /// cancels the job: its next output file fails to open.
+    /// `tx` every interval while it runs. A client that goes away (`tx`
+    /// closed) cancels the job at once, and so does its deadline: the
+    /// job's next write fails, and the call ends here without waiting.
     async fn run_blocking<T: Send + 'static, E>(
         &self,
-        io: &Arc<StagingIo>,
+        admitted: &Admitted,
         tx: &mpsc::Sender<std::result::Result<E, Status>>,
         progress: fn(Progress) -> E,
         work: impl FnOnce() -> Result<T> + Send + 'static,
     ) -> std::result::Result<T, Status> {
+        let io = &admitted.io;
         let mut handle = tokio::task::spawn_blocking(work);
         let mut tick = tokio::time::interval(self.inner.config.progress_interval);
         tick.tick().await;
+        let deadline = tokio::time::sleep_until(admitted.deadline.into());
+        tokio::pin!(deadline);
         loop {
             tokio::select! {
                 result = &mut handle => {
@@ -223,12 +250,20 @@ impl Worker {
                         Err(e) => Err(Status::internal(format!("the job stopped: {e}"))),
                     };
                 }
+                () = tx.closed() => {
+                    io.cancel();
+                    return Err(Status::cancelled("the engine left"));
+                }
+                () = &mut deadline => {
+                    io.cancel();
+                    return Err(Status::deadline_exceeded(format!(
+                        "the job ran past --job_timeout ({:.0} s)",
+                        self.inner.config.job_timeout.as_secs_f64()
+                    )));
+                }
                 _ = tick.tick() => {
-                    if let Err(mpsc::error::TrySendError::Closed(_)) =
-                        tx.try_send(Ok(progress(io.progress())))
-                    {
-                        io.cancel();
-                    }
+                    // Full: the client reads slowly; the next tick tries again.
+                    let _ = tx.try_send(Ok(progress(io.progress())));
                 }
             }
         }
@@ -259,55 +294,73 @@ impl Worker {
         }
     }
 
-    /// Sends the end of a job: `Done`, or the error after removing the
-    /// staged files. A `Done` the engine cannot receive is cleaned up too.
+    /// Sends the end of a job: `Done` (its outputs then wait in staging for
+    /// the adoption timeout), or the error after removing the staged files.
+    /// A `Done` the engine cannot receive is cleaned up too.
     async fn finish<E>(
         &self,
-        prepared: &Prepared,
+        admitted: &Admitted,
+        mode: &str,
         tx: &mpsc::Sender<std::result::Result<E, Status>>,
         result: std::result::Result<E, Status>,
         started: Instant,
     ) {
-        let id = prepared.job.id;
-        let session = &prepared.session;
-        match result {
+        let id = admitted.job.id;
+        let session = &admitted.session;
+        let staging = &self.inner.staging;
+        let secs = started.elapsed().as_secs_f64();
+        let written = admitted.io.written();
+        let outcome = match result {
             Ok(done) => {
                 if tx.send(Ok(done)).await.is_err() {
-                    prepared.io.cleanup();
+                    staging.remove(session);
+                    self.inner.metrics.staging_removed("failed", 1);
                     self.log(format!(
-                        "Job #{id} ({session}): the engine left before the result; staged files removed"
+                        "Job #{id} ({session}, {}): the engine left before the result; staged files removed",
+                        admitted.owner
                     ));
+                    "cancelled"
                 } else {
+                    staging.finished(session);
                     self.log(format!(
-                        "Job #{id} ({session}): done in {:.3} s, {} tables, {} bytes staged",
-                        started.elapsed().as_secs_f64(),
-                        prepared.io.tables.load(Ordering::Relaxed),
-                        prepared.io.written.load(Ordering::Relaxed)
+                        "Job #{id} ({session}, {}): done in {secs:.3} s, {} tables, {written} bytes staged",
+                        admitted.owner,
+                        admitted.io.tables(),
                     ));
+                    "done"
                 }
             }
             Err(status) => {
-                prepared.io.cleanup();
+                staging.remove(session);
+                self.inner.metrics.staging_removed("failed", 1);
                 self.log(format!(
-                    "Job #{id} ({session}): failed: {}; staged files removed",
+                    "Job #{id} ({session}, {}): failed: {:?}: {}; staged files removed",
+                    admitted.owner,
+                    status.code(),
                     status.message()
                 ));
+                let outcome = outcome_of(&status);
                 let _ = tx.send(Err(status)).await;
+                outcome
             }
-        }
+        };
+        self.inner
+            .metrics
+            .job(mode, outcome, secs, admitted.input_bytes, written);
+        self.inner.metrics.running(-1);
     }
 
     async fn near_data(
         self,
-        prepared: Prepared,
+        admitted: Admitted,
         tx: mpsc::Sender<std::result::Result<CompactEvent, Status>>,
     ) {
         let started = Instant::now();
         let executor = self.inner.config.executor.clone();
-        let (job, io) = (prepared.job.clone(), prepared.io.clone());
+        let (job, io) = (admitted.job.clone(), SessionIo(admitted.io.clone()));
         let result = self
-            .run_blocking(&prepared.io, &tx, compact_progress, move || {
-                executor.run(&job, &*io)
+            .run_blocking(&admitted, &tx, compact_progress, move || {
+                executor.run(&job, &io)
             })
             .await
             .map(|output| CompactEvent {
@@ -316,34 +369,69 @@ impl Worker {
                     &output,
                 ))),
             });
-        self.finish(&prepared, &tx, result, started).await;
+        self.finish(&admitted, "near-data", &tx, result, started)
+            .await;
     }
 
     async fn keys_only(
         self,
-        prepared: Prepared,
+        admitted: Admitted,
         mut inbound: Streaming<KeysOnlyRequest>,
         tx: mpsc::Sender<std::result::Result<KeysOnlyEvent, Status>>,
     ) {
         let started = Instant::now();
-        let result = self.keys_only_steps(&prepared, &mut inbound, &tx).await;
-        self.finish(&prepared, &tx, result, started).await;
+        let result = self.keys_only_steps(&admitted, &mut inbound, &tx).await;
+        self.finish(&admitted, KEYS_ONLY, &tx, result, started)
+            .await;
+    }
+
+    /// Waits for the client's next message, at most the idle timeout and
+    /// never past the job's deadline.
+    async fn receive(
+        &self,
+        inbound: &mut Streaming<KeysOnlyRequest>,
+        deadline: Instant,
+    ) -> std::result::Result<Option<KeysOnlyRequest>, Status> {
+        let idle = self.inner.config.stream_idle_timeout;
+        let limit = (Instant::now() + idle).min(deadline);
+        match tokio::time::timeout_at(limit.into(), inbound.message()).await {
+            Ok(message) => message,
+            Err(_) => Err(Status::deadline_exceeded(format!(
+                "keys-only: the client sent nothing for {:.1} s (--stream_idle_timeout)",
+                idle.as_secs_f64()
+            ))),
+        }
+    }
+
+    /// Sends one event, waiting at most the idle timeout for the client to
+    /// make room (it reads slowly, or not at all).
+    async fn send<E>(
+        &self,
+        tx: &mpsc::Sender<std::result::Result<E, Status>>,
+        event: E,
+    ) -> std::result::Result<(), Status> {
+        let idle = self.inner.config.stream_idle_timeout;
+        match tokio::time::timeout(idle, tx.send(Ok(event))).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(Status::cancelled("the engine left")),
+            Err(_) => Err(Status::deadline_exceeded(format!(
+                "keys-only: the client read nothing for {:.1} s (--stream_idle_timeout)",
+                idle.as_secs_f64()
+            ))),
+        }
     }
 
     async fn keys_only_steps(
         &self,
-        prepared: &Prepared,
+        admitted: &Admitted,
         inbound: &mut Streaming<KeysOnlyRequest>,
         tx: &mpsc::Sender<std::result::Result<KeysOnlyEvent, Status>>,
     ) -> std::result::Result<KeysOnlyEvent, Status> {
         let event = |event| KeysOnlyEvent { event: Some(event) };
-        let left = || Status::cancelled("the engine left");
         // 1. Unpack, keep the values, send the keys.
-        let (job, io) = (prepared.job.clone(), prepared.io.clone());
+        let (job, io) = (admitted.job.clone(), SessionIo(admitted.io.clone()));
         let runs: Vec<RunEntries> = self
-            .run_blocking(&prepared.io, tx, keys_progress, move || {
-                keys::unpack(&job, &*io)
-            })
+            .run_blocking(admitted, tx, keys_progress, move || keys::unpack(&job, &io))
             .await?;
         for (run, entries) in runs.iter().enumerate() {
             let mut start = 0;
@@ -361,33 +449,46 @@ impl Worker {
                     run: run as u32,
                     keys: entries.keys[start..end].to_vec(),
                 };
-                tx.send(Ok(event(keys_only_event::Event::Keys(chunk))))
-                    .await
-                    .map_err(|_| left())?;
+                self.send(tx, event(keys_only_event::Event::Keys(chunk)))
+                    .await?;
                 start = end;
             }
         }
         let run_entries: Vec<u64> = runs.iter().map(|r| r.len() as u64).collect();
-        tx.send(Ok(event(keys_only_event::Event::KeysSent(KeysSent {
-            run_entries,
-        }))))
-        .await
-        .map_err(|_| left())?;
+        self.send(
+            tx,
+            event(keys_only_event::Event::KeysSent(KeysSent { run_entries })),
+        )
+        .await?;
         // 2. The engine merges; receive its order.
         let total: usize = runs.iter().map(RunEntries::len).sum();
         let mut codes: Vec<u32> = Vec::with_capacity(total);
         loop {
-            let message = inbound.message().await?.ok_or_else(|| {
-                Status::cancelled("the engine closed the stream before sending the order")
-            })?;
+            let message = self
+                .receive(inbound, admitted.deadline)
+                .await?
+                .ok_or_else(|| {
+                    Status::cancelled("the engine closed the stream before sending the order")
+                })?;
             let Some(keys_only_request::Request::Order(chunk)) = message.request else {
                 return Err(Status::invalid_argument(
-                    "expected an order chunk after the keys",
+                    "request: expected an order chunk after the keys",
                 ));
             };
             if codes.len() + chunk.codes.len() > total {
                 return Err(Status::invalid_argument(format!(
-                    "the order has more codes than the {total} keys sent"
+                    "order.codes: more codes than the {total} keys sent"
+                )));
+            }
+            if let Some(bad) = chunk
+                .codes
+                .iter()
+                .find(|&&code| keys::decode(code).0 >= runs.len())
+            {
+                return Err(Status::invalid_argument(format!(
+                    "order.codes: code {bad} names run {} of {}",
+                    keys::decode(*bad).0,
+                    runs.len()
                 )));
             }
             codes.extend_from_slice(&chunk.codes);
@@ -396,10 +497,10 @@ impl Worker {
             }
         }
         // 3. Pack the kept entries with their values.
-        let (job, io) = (prepared.job.clone(), prepared.io.clone());
+        let (job, io) = (admitted.job.clone(), SessionIo(admitted.io.clone()));
         let output = self
-            .run_blocking(&prepared.io, tx, keys_progress, move || {
-                keys::pack(&job, &runs, &codes, &*io)
+            .run_blocking(admitted, tx, keys_progress, move || {
+                keys::pack(&job, &runs, &codes, &io)
             })
             .await?;
         Ok(event(keys_only_event::Event::Done(Self::done(
@@ -422,6 +523,15 @@ fn keys_progress(progress: Progress) -> KeysOnlyEvent {
 
 type EventStream<E> = ReceiverStream<std::result::Result<E, Status>>;
 
+/// The scope the token interceptor put on a request.
+fn scope_of<T>(request: &Request<T>) -> Scope {
+    request
+        .extensions()
+        .get::<Scope>()
+        .cloned()
+        .unwrap_or_else(Scope::everything)
+}
+
 #[tonic::async_trait]
 impl CompactionWorker for Worker {
     async fn hello(
@@ -436,7 +546,9 @@ impl CompactionWorker for Worker {
             max_jobs: config.max_jobs as u32,
             running_jobs: config.max_jobs.saturating_sub(free) as u32,
             max_job_bytes: config.max_job_bytes,
-            progress_interval_ms: config.progress_interval.as_millis() as u32,
+            progress_interval_ms: u32::try_from(config.progress_interval.as_millis())
+                .unwrap_or(u32::MAX),
+            protocol: PROTOCOL,
         }))
     }
 
@@ -446,19 +558,20 @@ impl CompactionWorker for Worker {
         &self,
         request: Request<CompactRequest>,
     ) -> std::result::Result<Response<Self::CompactStream>, Status> {
-        let prepared = self.prepare(request.into_inner()).inspect_err(|status| {
-            self.log(format!("Refused a job: {}", status.message()));
-        })?;
+        let scope = scope_of(&request);
+        let admitted = self.admit(&scope, request.into_inner())?;
         self.log(format!(
-            "Job #{} ({}): near-data, {} files, {} bytes, on {}",
-            prepared.job.id,
-            prepared.session,
-            prepared.job.input_files(),
-            prepared.job.input_bytes(),
+            "Job #{} ({}, {}): near-data, {} files, {} bytes, on {}",
+            admitted.job.id,
+            admitted.session,
+            admitted.owner,
+            admitted.job.input_files(),
+            admitted.input_bytes,
             self.inner.config.executor.name()
         ));
-        let (tx, rx) = mpsc::channel(16);
-        tokio::spawn(self.clone().near_data(prepared, tx));
+        self.inner.metrics.running(1);
+        let (tx, rx) = mpsc::channel(EVENTS_BUFFERED);
+        tokio::spawn(self.clone().near_data(admitted, tx));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
@@ -468,276 +581,32 @@ impl CompactionWorker for Worker {
         &self,
         request: Request<Streaming<KeysOnlyRequest>>,
     ) -> std::result::Result<Response<Self::CompactKeysOnlyStream>, Status> {
+        let scope = scope_of(&request);
         let mut inbound = request.into_inner();
-        let first = inbound
-            .message()
-            .await?
-            .ok_or_else(|| Status::invalid_argument("the stream is empty"))?;
+        let deadline = Instant::now() + self.inner.config.job_timeout;
+        let first = self
+            .receive(&mut inbound, deadline)
+            .await
+            .inspect_err(|status| self.refused(status))?
+            .ok_or_else(|| Status::invalid_argument("request: the stream is empty"))
+            .inspect_err(|status| self.refused(status))?;
         let Some(keys_only_request::Request::Start(start)) = first.request else {
-            return Err(Status::invalid_argument(
-                "the first message must start the job",
-            ));
+            let status = Status::invalid_argument("request: the first message must start the job");
+            self.refused(&status);
+            return Err(status);
         };
-        let prepared = self.prepare(start).inspect_err(|status| {
-            self.log(format!("Refused a job: {}", status.message()));
-        })?;
+        let admitted = self.admit(&scope, start)?;
         self.log(format!(
-            "Job #{} ({}): keys-only, {} files, {} bytes",
-            prepared.job.id,
-            prepared.session,
-            prepared.job.input_files(),
-            prepared.job.input_bytes()
+            "Job #{} ({}, {}): keys-only, {} files, {} bytes",
+            admitted.job.id,
+            admitted.session,
+            admitted.owner,
+            admitted.job.input_files(),
+            admitted.input_bytes
         ));
-        let (tx, rx) = mpsc::channel(16);
-        tokio::spawn(self.clone().keys_only(prepared, inbound, tx));
+        self.inner.metrics.running(1);
+        let (tx, rx) = mpsc::channel(EVENTS_BUFFERED);
+        tokio::spawn(self.clone().keys_only(admitted, inbound, tx));
         Ok(Response::new(ReceiverStream::new(rx)))
-    }
-}
-
-/// Checks the bearer token in constant time.
-fn check_token(
-    expected: &Option<Arc<[u8]>>,
-    metadata: &MetadataMap,
-) -> std::result::Result<(), Status> {
-    let Some(expected) = expected else {
-        return Ok(());
-    };
-    let given = metadata
-        .get(AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-        .unwrap_or(b"");
-    if bool::from(given.ct_eq(expected)) {
-        Ok(())
-    } else {
-        Err(Status::unauthenticated("missing or wrong token"))
-    }
-}
-
-/// A TLS certificate chain and key, PEM-encoded.
-#[derive(Debug, Clone)]
-pub struct TlsIdentity {
-    /// The certificate chain.
-    pub cert_pem: Vec<u8>,
-    /// The private key.
-    pub key_pem: Vec<u8>,
-}
-
-/// Serves `worker` on `listener` until `shutdown` resolves; then stops
-/// taking calls and lets running jobs finish.
-pub async fn serve(
-    worker: Worker,
-    listener: tokio::net::TcpListener,
-    tls: Option<TlsIdentity>,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> std::result::Result<(), String> {
-    let max_message = worker.inner.config.max_message_bytes;
-    let token: Option<Arc<[u8]>> = worker
-        .inner
-        .config
-        .token
-        .as_ref()
-        .map(|t| Arc::from(t.as_bytes()));
-    let service = CompactionWorkerServer::new(worker)
-        .max_decoding_message_size(max_message)
-        .max_encoding_message_size(max_message);
-    let service = InterceptedService::new(service, move |request: Request<()>| {
-        check_token(&token, request.metadata()).map(|()| request)
-    });
-    let mut builder = Server::builder()
-        .concurrency_limit_per_connection(256)
-        .http2_keepalive_interval(Some(Duration::from_secs(10)));
-    if let Some(tls) = tls {
-        builder = builder
-            .tls_config(
-                ServerTlsConfig::new().identity(Identity::from_pem(tls.cert_pem, tls.key_pem)),
-            )
-            .map_err(|e| format!("TLS: {e}"))?;
-    }
-    builder
-        .add_service(service)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
-        .await
-        .map_err(|e| format!("serving: {e}"))
-}
-
-/// A worker serving on a thread of its own (for tests and for embedding a
-/// worker in another program); stopped when dropped.
-#[derive(Debug)]
-pub struct LocalWorker {
-    address: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl LocalWorker {
-    /// Starts `config` on `127.0.0.1` at a free port.
-    pub fn start(config: WorkerConfig) -> std::io::Result<LocalWorker> {
-        Self::start_with_tls(config, None)
-    }
-
-    /// As [`LocalWorker::start`], serving TLS with `tls` when given.
-    pub fn start_with_tls(
-        config: WorkerConfig,
-        tls: Option<TlsIdentity>,
-    ) -> std::io::Result<LocalWorker> {
-        let worker = Worker::new(config)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("shale-worker")
-            .enable_all()
-            .build()?;
-        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
-        let address = listener.local_addr()?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("shale-worker".into())
-            .spawn(move || {
-                let shutdown = async {
-                    let _ = stopped.await;
-                };
-                let _ = runtime.block_on(serve(worker, listener, tls, shutdown));
-            })?;
-        Ok(LocalWorker {
-            address,
-            stop: Some(stop),
-            thread: Some(thread),
-        })
-    }
-
-    /// The address it listens on.
-    pub fn address(&self) -> SocketAddr {
-        self.address
-    }
-
-    /// `http://ADDRESS`, for `remote_workers`.
-    pub fn url(&self) -> String {
-        format!("http://{}", self.address)
-    }
-}
-
-impl Drop for LocalWorker {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// The worker's side of a job: its input tables (resolved under the root
-/// when the job was checked), outputs in the session's staging directory,
-/// numbered from 1.
-struct StagingIo {
-    inputs: HashMap<u64, PathBuf>,
-    dir: PathBuf,
-    next: AtomicU64,
-    cancelled: AtomicBool,
-    written: Arc<AtomicU64>,
-    tables: Arc<AtomicU64>,
-    started: Instant,
-}
-
-impl StagingIo {
-    fn new(inputs: HashMap<u64, PathBuf>, dir: PathBuf) -> StagingIo {
-        StagingIo {
-            inputs,
-            dir,
-            next: AtomicU64::new(1),
-            cancelled: AtomicBool::new(false),
-            written: Arc::new(AtomicU64::new(0)),
-            tables: Arc::new(AtomicU64::new(0)),
-            started: Instant::now(),
-        }
-    }
-
-    fn progress(&self) -> Progress {
-        Progress {
-            bytes_written: self.written.load(Ordering::Relaxed),
-            tables: self.tables.load(Ordering::Relaxed),
-            elapsed_secs: self.started.elapsed().as_secs_f64(),
-        }
-    }
-
-    fn cancel(&self) {
-        self.cancelled.store(true, Ordering::SeqCst);
-    }
-
-    /// Removes the staging directory and everything in it.
-    fn cleanup(&self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A staged output file; counts what it writes for progress.
-struct StagedSink {
-    file: BufWriter<File>,
-    path: PathBuf,
-    written: Arc<AtomicU64>,
-    tables: Arc<AtomicU64>,
-}
-
-impl Write for StagedSink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.file.write(buf)?;
-        self.written.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.file.flush()
-    }
-}
-
-impl OutputSink for StagedSink {
-    fn finish(self: Box<Self>) -> Result<()> {
-        let path = self.path.display().to_string();
-        let file = self
-            .file
-            .into_inner()
-            .map_err(|e| Error::io(format!("writing {path}"), e.into_error()))?;
-        file.sync_all()
-            .map_err(|e| Error::io(format!("syncing {path}"), e))?;
-        self.tables.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-}
-
-impl JobIo for StagingIo {
-    fn open_input(&self, file: &JobFile) -> Result<Arc<dyn RandomAccess>> {
-        let path = self.inputs.get(&file.number).ok_or_else(|| {
-            Error::InvalidArgument(format!("table {} is not an input of the job", file.number))
-        })?;
-        let opened =
-            File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        Ok(Arc::new(opened))
-    }
-
-    fn create_output(&self) -> Result<(u64, Box<dyn OutputSink>)> {
-        if self.cancelled.load(Ordering::SeqCst) {
-            return Err(Error::executor_failed("worker", "the job was cancelled"));
-        }
-        let number = self.next.fetch_add(1, Ordering::Relaxed);
-        let path = self.dir.join(format!("{number:06}.ldb"));
-        let file = File::options()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-        Ok((
-            number,
-            Box::new(StagedSink {
-                file: BufWriter::with_capacity(1 << 20, file),
-                path,
-                written: self.written.clone(),
-                tables: self.tables.clone(),
-            }),
-        ))
-    }
-
-    fn discard_output(&self, number: u64) -> Result<()> {
-        let path = self.dir.join(format!("{number:06}.ldb"));
-        std::fs::remove_file(&path)
-            .map_err(|e| Error::io(format!("removing {}", path.display()), e))
     }
 }

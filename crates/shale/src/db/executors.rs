@@ -80,7 +80,16 @@ pub fn remote_options(options: &Options) -> Result<RemoteOptions> {
         })?),
         None => None,
     };
+    let read = |what: &str, path: &std::path::Path| {
+        std::fs::read(path)
+            .map_err(|e| Error::InvalidArgument(format!("{what} {}: {e}", path.display())))
+    };
+    let tls_identity = match &options.remote_tls_identity {
+        Some((cert, key)) => Some((read("remote_tls_cert", cert)?, read("remote_tls_key", key)?)),
+        None => None,
+    };
     Ok(RemoteOptions {
+        tls_identity,
         endpoints: options.remote_workers.clone(),
         token: options.remote_token.as_ref().map(|t| t.0.clone()),
         mode: options.remote_mode,

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use shale_compact::job::{JobFile, JobIo, OutputSink};
+use shale_compact::job::{JobFile, JobIo, OutputSink, VerifiedTable};
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
@@ -105,12 +105,15 @@ impl JobIo for EngineJobIo<'_> {
         std::path::absolute(&self.inner.dir).ok()
     }
 
-    fn adopt_outputs(&self, staged: &[std::path::PathBuf]) -> Result<Vec<u64>> {
+    fn adopt_outputs(&self, staged: &[VerifiedTable]) -> Result<Vec<u64>> {
         let env = &self.inner.options.env;
         let mut numbers = Vec::with_capacity(staged.len());
-        for path in staged {
+        for table in staged {
             let number = self.new_output_number();
-            env.rename(path, &filename::table_file_name(&self.inner.dir, number))?;
+            let installed = filename::table_file_name(&self.inner.dir, number);
+            env.rename(&table.path, &installed)?;
+            // The file now in the database must be the one verified.
+            table.check_installed(&installed)?;
             numbers.push(number);
         }
         env.sync_dir(&self.inner.dir)?;

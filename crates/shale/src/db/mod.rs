@@ -457,6 +457,8 @@ pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
     };
     let lock_path = filename::lock_file_name(dir);
     let lock = env.lock_file(&lock_path)?;
+    // What remote workers staged is the database's too.
+    job_io::remove_staging(&**env, dir);
     for name in names {
         if let Some((_, kind)) = filename::parse_file_name(&name) {
             if kind != filename::FileType::DbLock {

@@ -1,0 +1,217 @@
+//! Serving a [`Worker`] until shutdown: TLS (mutual TLS as an option), the
+//! token check that puts each call's [`Scope`] on it, the standard gRPC
+//! health service, the reaper of staged sessions, the metrics port, and
+//! the graceful end. [`LocalWorker`] runs all that on a thread of its own.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic::{Request, Status};
+
+use super::auth::{authenticate, ScopedToken};
+use super::metrics::serve_metrics;
+use super::proto::compaction_worker_server::CompactionWorkerServer;
+use super::server::{Worker, WorkerConfig};
+use super::AUTHORIZATION;
+
+/// A TLS certificate chain and key, PEM-encoded.
+#[derive(Debug, Clone)]
+pub struct TlsIdentity {
+    /// The certificate chain.
+    pub cert_pem: Vec<u8>,
+    /// The private key.
+    pub key_pem: Vec<u8>,
+    /// With a CA (PEM), every client must present a certificate it signed
+    /// (mutual TLS).
+    pub client_ca_pem: Option<Vec<u8>>,
+}
+
+/// Serves `worker` on `listener` until `shutdown` resolves, with the
+/// standard gRPC health service beside it (`grpc.health.v1`, unauthenticated,
+/// as probes are) and, when `metrics` is given, Prometheus text on that
+/// listener. On shutdown: health turns NOT_SERVING, no new calls are taken,
+/// running jobs are cancelled and every staged session is removed (their
+/// engines fall back to a local executor).
+pub async fn serve(
+    worker: Worker,
+    listener: tokio::net::TcpListener,
+    tls: Option<TlsIdentity>,
+    metrics: Option<tokio::net::TcpListener>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::result::Result<(), String> {
+    let inner = worker.inner.clone();
+    let max_message = inner.config.max_message_bytes;
+    let tokens: Arc<[ScopedToken]> = Arc::from(inner.config.tokens());
+    let service = CompactionWorkerServer::new(worker.clone())
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(max_message);
+    let service = InterceptedService::new(service, move |mut request: Request<()>| {
+        if tokens.is_empty() {
+            return Ok(request);
+        }
+        let given = request
+            .metadata()
+            .get(AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+            .unwrap_or(b"");
+        let scope = authenticate(&tokens, given)
+            .ok_or_else(|| Status::unauthenticated("missing or wrong token"))?;
+        request.extensions_mut().insert(scope);
+        Ok(request)
+    });
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<CompactionWorkerServer<Worker>>().await;
+    let mut builder = Server::builder()
+        .concurrency_limit_per_connection(256)
+        .http2_keepalive_interval(Some(Duration::from_secs(10)));
+    if let Some(tls) = tls {
+        let mut config =
+            ServerTlsConfig::new().identity(Identity::from_pem(tls.cert_pem, tls.key_pem));
+        if let Some(ca) = tls.client_ca_pem {
+            config = config.client_ca_root(Certificate::from_pem(ca));
+        }
+        builder = builder
+            .tls_config(config)
+            .map_err(|e| format!("TLS: {e}"))?;
+    }
+    // The reaper: deadlines of running jobs, staged outputs never adopted.
+    let reaper = {
+        let inner = inner.clone();
+        let every = (inner.config.staging.adopt_timeout / 4)
+            .clamp(Duration::from_millis(10), Duration::from_secs(1));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let removed = inner.staging.reap(Instant::now());
+                for (session, owner) in &removed {
+                    (inner.config.log)(&format!(
+                        "Staged session {session} ({owner}) was not adopted within {:.0} s; removed",
+                        inner.config.staging.adopt_timeout.as_secs_f64()
+                    ));
+                }
+                if !removed.is_empty() {
+                    inner
+                        .metrics
+                        .staging_removed("expired", removed.len() as u64);
+                }
+            }
+        })
+    };
+    let scraper = metrics.map(|listener| {
+        tokio::spawn(serve_metrics(
+            listener,
+            inner.metrics.clone(),
+            inner.staging.clone(),
+        ))
+    });
+    let stop = {
+        let inner = inner.clone();
+        async move {
+            shutdown.await;
+            health
+                .set_not_serving::<CompactionWorkerServer<Worker>>()
+                .await;
+            health
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
+            let removed = inner.staging.remove_all();
+            (inner.config.log)(&format!(
+                "Shutting down: no new calls; running jobs cancelled; {removed} staged sessions removed"
+            ));
+            inner.metrics.staging_removed("shutdown", removed as u64);
+        }
+    };
+    let served = builder
+        .add_service(health_service)
+        .add_service(service)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop)
+        .await
+        .map_err(|e| format!("serving: {e}"));
+    reaper.abort();
+    if let Some(scraper) = scraper {
+        scraper.abort();
+    }
+    // Whatever a job staged while the connections drained goes too.
+    inner.staging.remove_all();
+    served
+}
+
+/// A worker serving on a thread of its own (for tests and for embedding a
+/// worker in another program); stopped when dropped.
+#[derive(Debug)]
+pub struct LocalWorker {
+    address: SocketAddr,
+    metrics_address: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LocalWorker {
+    /// Starts `config` on `127.0.0.1` at a free port.
+    pub fn start(config: WorkerConfig) -> std::io::Result<LocalWorker> {
+        Self::start_with_tls(config, None)
+    }
+
+    /// As [`LocalWorker::start`], serving TLS with `tls` when given.
+    pub fn start_with_tls(
+        config: WorkerConfig,
+        tls: Option<TlsIdentity>,
+    ) -> std::io::Result<LocalWorker> {
+        let worker = Worker::new(config)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("shale-worker")
+            .enable_all()
+            .build()?;
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+        let metrics = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+        let address = listener.local_addr()?;
+        let metrics_address = metrics.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("shale-worker".into())
+            .spawn(move || {
+                let shutdown = async {
+                    let _ = stopped.await;
+                };
+                let _ = runtime.block_on(serve(worker, listener, tls, Some(metrics), shutdown));
+            })?;
+        Ok(LocalWorker {
+            address,
+            metrics_address,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// The address it listens on.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The address its metrics are served on (plain HTTP).
+    pub fn metrics_address(&self) -> SocketAddr {
+        self.metrics_address
+    }
+
+    /// `http://ADDRESS`, for `remote_workers`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+}
+
+impl Drop for LocalWorker {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
