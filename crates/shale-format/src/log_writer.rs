@@ -129,6 +129,13 @@ impl<W: LogSink> LogWriter<W> {
             .map_err(|err| Error::io("flushing log", err))
     }
 
+    /// Sends buffered bytes to the file (not an `fsync`).
+    pub fn flush(&mut self) -> Result<()> {
+        self.dest
+            .end_record()
+            .map_err(|err| Error::io("flushing log", err))
+    }
+
     /// Length of the log so far, including the bytes that were there before
     /// this writer was made.
     pub fn file_len(&self) -> u64 {

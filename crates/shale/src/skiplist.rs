@@ -650,7 +650,10 @@ mod tests {
         };
         let user_keys: Vec<Vec<Vec<u8>>> = vec![
             (0..2000u32).map(|i| i.to_be_bytes().to_vec()).collect(),
-            (0..2000u32).rev().map(|i| i.to_be_bytes().to_vec()).collect(),
+            (0..2000u32)
+                .rev()
+                .map(|i| i.to_be_bytes().to_vec())
+                .collect(),
             (0..40)
                 .flat_map(|_| {
                     let start = random(1_000_000);

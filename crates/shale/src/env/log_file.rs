@@ -389,14 +389,14 @@ mod tests {
         };
         // What a crash leaves when it stops the copy of the second record:
         // fragments are copied in order, each payload before its header.
-        let cases = [
+        let cases: [Vec<std::ops::Range<usize>>; 2] = [
             // the first fragment's payload, not its header
             vec![
                 second_record..second_record + HEADER_SIZE,
                 second_fragment..bytes.len(),
             ],
             // the first fragment whole, the second's payload only
-            vec![second_fragment..second_fragment + HEADER_SIZE],
+            std::iter::once(second_fragment..second_fragment + HEADER_SIZE).collect(),
         ];
         for (case, zeroed) in cases.into_iter().enumerate() {
             log.copy_at(0, &bytes).unwrap();
