@@ -16,8 +16,8 @@
 //! the rest of its block without a report (its reader was written for the
 //! mmap-based writer LevelDB once had), so the file stays readable by
 //! LevelDB; ours also takes an all-zero rest of file for the end of the log
-//! (`docs/format/log.md`). The tail is trimmed when the log is finished:
-//! at a memtable switch, and when the database closes.
+//! (`docs/format/log.md`). The tail is trimmed when the log is closed:
+//! once the memtable it logged is a table, and when the database closes.
 
 use std::fs::File;
 use std::io;
@@ -59,15 +59,6 @@ impl LogFile {
         match self {
             LogFile::Mapped(log) => log.sync(),
             LogFile::Buffered(file) => file.sync(),
-        }
-    }
-
-    /// Ends appending: a mapped log gives back its preallocated tail. The
-    /// file stays open, so it can still be synced.
-    pub fn finish(&mut self) -> io::Result<()> {
-        match self {
-            LogFile::Mapped(log) => log.finish(),
-            LogFile::Buffered(file) => file.flush(),
         }
     }
 }
@@ -162,16 +153,6 @@ impl MappedLog {
         };
         log.reserve(1)?;
         Ok(log)
-    }
-
-    /// Bytes of log written.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// True when nothing is written.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Makes sure `bytes` more bytes can be written without a system call
@@ -273,7 +254,8 @@ impl MappedLog {
         self.file.sync_data()
     }
 
-    /// Unmaps the file and cuts it at the end of the log.
+    /// Ends appending: unmaps the file and cuts it at the end of the log.
+    /// The file stays open, so it can still be synced.
     fn finish(&mut self) -> io::Result<()> {
         if self.finished {
             return Ok(());
@@ -426,9 +408,10 @@ mod tests {
     fn finished_logs_refuse_appends_and_still_sync() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
-        let mut file = LogFile::Mapped(MappedLog::create(&path, MAX_RESERVE_BYTES).unwrap());
-        file.append_fragment(&[1; HEADER_SIZE], b"x").unwrap();
-        file.finish().unwrap();
+        let mut log = MappedLog::create(&path, MAX_RESERVE_BYTES).unwrap();
+        log.append_fragment(&[1; HEADER_SIZE], b"x").unwrap();
+        log.finish().unwrap();
+        let mut file = LogFile::Mapped(log);
         file.sync().unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 8);
         assert!(file.reserve(1).is_err());
