@@ -83,7 +83,7 @@ impl<'p> Syncer<'p> {
             let joined = Instant::now();
             let busy = worker
                 .join()
-                .unwrap_or_else(|_| Err(Error::InvalidArgument("the sync thread panicked".into())));
+                .unwrap_or_else(|_| Err(Error::Internal("the sync thread panicked".into())));
             let waited = blocked + joined.elapsed().as_secs_f64();
             let value = result?;
             Ok((
@@ -112,7 +112,7 @@ impl<'p> Syncer<'p> {
         let sent = self
             .sender
             .send((sink, bytes))
-            .map_err(|_| Error::InvalidArgument("the sync thread stopped".into()));
+            .map_err(|_| Error::Internal("the sync thread stopped".into()));
         self.blocked_nanos
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         sent

@@ -73,6 +73,11 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// A fault of ShaleDB itself, not of the data, the disk or the caller:
+    /// a panic caught on a background or executor thread, a broken
+    /// invariant. The message says where; please report it.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// Shorthand for results in this crate.
@@ -138,6 +143,17 @@ impl Error {
             executor: executor.into(),
             reason: reason.into(),
         }
+    }
+
+    /// An internal error for a panic caught while doing `what`, with the
+    /// panic's message when it has one.
+    pub fn panicked(what: &str, payload: &(dyn std::any::Any + Send)) -> Error {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string());
+        Error::Internal(format!("{what} panicked: {message}"))
     }
 
     /// True for [`Error::Corruption`].

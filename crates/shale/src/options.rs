@@ -87,6 +87,15 @@ pub struct Options {
     /// still falls back along the chain (device -> `parallel` ->
     /// `streaming`) when it fails a job.
     pub compaction_executor: String,
+    /// An executor of your own (RocksDB's `CompactionService`), offered
+    /// every job before the scheduler's choice; when it fails a job (an
+    /// error other than corrupt input or an I/O error, or a panic), the job
+    /// goes on to `parallel`, then `streaming`, and the failure is counted
+    /// under its name in `shale.executors`. It must write tables as the
+    /// reference does (`../docs/compaction.md`). Its name must differ from
+    /// the built-in executors'. Not used by a `compact_range` that names an
+    /// executor. `None` by default.
+    pub custom_executor: Option<Arc<dyn shale_compact::job::Executor>>,
     /// How the file to compact is chosen within a level: `min-overlap` (the
     /// fewest overlapping files below, the default) or `round-robin`
     /// (LevelDB's rotating compact pointer).
@@ -192,6 +201,7 @@ impl Default for Options {
             seek_compaction: true,
             max_background_compactions: 0,
             compaction_executor: crate::db::AUTO.to_string(),
+            custom_executor: None,
             compaction_pick: PickStyle::default(),
             cross_level_compaction: true,
             max_subcompactions: 0,
@@ -332,6 +342,15 @@ impl Options {
             && self.remote_workers.is_empty()
         {
             return Err("compaction_executor=remote needs remote_workers".into());
+        }
+        if let Some(custom) = &self.custom_executor {
+            if crate::db::EXECUTORS.contains(&custom.name()) {
+                return Err(format!(
+                    "custom_executor is named {:?}, the name of a built-in executor; give it \
+                     a name of its own",
+                    custom.name()
+                ));
+            }
         }
         if self.remote_timeout.is_zero() {
             return Err("remote_timeout must be above 0".into());

@@ -366,7 +366,7 @@ impl OpenClExecutor {
                 bytes: 0,
                 entries: 0,
                 busy: 0.0,
-                error: Some(Error::InvalidArgument("the writing thread panicked".into())),
+                error: Some(Error::Internal("the writing thread panicked".into())),
             });
             (device_result, read_busy, written)
         });

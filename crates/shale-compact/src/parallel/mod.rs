@@ -172,7 +172,10 @@ impl ParallelExecutor {
             .start_handler(move |_| crate::priority::lower_current_thread(nice))
             .build()
             .map_err(|e| {
-                Error::InvalidArgument(format!("cannot start {threads} compaction threads: {e}"))
+                Error::io(
+                    format!("starting {threads} compaction threads"),
+                    std::io::Error::other(e),
+                )
             })?;
         let memory_budget = memory_budget.max(MEMORY_PER_INPUT_BYTE * 4096);
         Ok(ParallelExecutor {
@@ -340,7 +343,7 @@ fn run_job(
             drop(sender);
             let packed = packer
                 .join()
-                .unwrap_or_else(|_| Err(Error::InvalidArgument("the pack thread panicked".into())));
+                .unwrap_or_else(|_| Err(Error::Internal("the pack thread panicked".into())));
             produced.and(packed)
         })
     });

@@ -105,7 +105,7 @@ impl DbInner {
                     // More work may be ready now.
                     seen_epoch = 0;
                 }
-                None => self.done_cv.notify_all(),
+                None => self.signal_done(&mut self.lock_state()),
             }
         }
     }
@@ -159,22 +159,46 @@ impl DbInner {
     /// Runs a taken job and installs it; its failure becomes the background
     /// error. The job leaves the scheduler either way.
     fn run_scheduled(&self, job: &ScheduledJob, lane: Lane) {
-        let result = self.run_job(job, lane, None);
-        {
-            let mut scheduler = self.lock_scheduler();
-            scheduler.finish(job.ticket);
-        }
+        let result = self.run_job_caught(job, lane, None);
+        let _ = self.finish_job(job, result);
+    }
+
+    /// `run_job`, with a panic outside the executors (planning, install)
+    /// caught and turned into an internal error, so that the job is still
+    /// finished and its files released.
+    fn run_job_caught(
+        &self,
+        job: &ScheduledJob,
+        lane: Lane,
+        executor: Option<&'static str>,
+    ) -> Result<()> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.run_job(job, lane, executor)
+        }))
+        .unwrap_or_else(|payload| Err(Error::panicked(&compaction_name(job), &*payload)))
+    }
+
+    /// Takes a job that ran out of the scheduler (releasing its files),
+    /// records its failure as the background error, and wakes whoever
+    /// waits for a job to end. Returns the job's result, named.
+    fn finish_job(&self, job: &ScheduledJob, result: Result<()>) -> Result<()> {
+        self.lock_scheduler().finish(job.ticket);
         let mut state = self.lock_state();
-        match &result {
-            Ok(()) => state.resume.reset_backoff(),
-            Err(err) => {
-                let err = err.clone().during(&compaction_name(job));
-                self.record_background_error(&mut state, &err);
+        let result = match result {
+            Ok(()) => {
+                state.resume.reset_backoff();
+                Ok(())
             }
-        }
+            Err(err) => {
+                let err = err.during(&compaction_name(job));
+                self.record_background_error(&mut state, &err);
+                Err(err)
+            }
+        };
         state.work_epoch += 1;
         self.work_cv.notify_all();
-        self.done_cv.notify_all();
+        self.signal_done(&mut state);
+        result
     }
 
     /// Runs a taken job (a trivial move, or a job on its executor chain, in
@@ -233,9 +257,13 @@ impl DbInner {
             };
             let chain =
                 placement::chain(&job, &self.executors.choice, device, &scheduler.book, &load);
-            match lane {
+            let chain = match lane {
                 Lane::Remote if self.executors.remote.is_some() => placement::remote_first(chain),
                 _ => chain,
+            };
+            match &self.executors.custom {
+                Some(custom) => placement::custom_first(chain, custom.name()),
+                None => chain,
             }
         };
         shale_log!(
@@ -356,7 +384,26 @@ impl DbInner {
                 continue;
             };
             let io = EngineJobIo::new(self);
-            match run_in_parts(&*executor, job, &io, parts, self.options.compaction_nice) {
+            // A panicking executor fails its job like any other failure:
+            // the job goes on down the chain and its reservation is
+            // released, instead of the thread dying with the job running.
+            let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_in_parts(&*executor, job, &io, parts, self.options.compaction_nice)
+            }));
+            let (attempt, panicked) = match attempt {
+                Ok(result) => (result, false),
+                Err(payload) => {
+                    let err = Error::panicked(&format!("the {name} executor"), &*payload);
+                    let err = match err {
+                        // The reference is the last resort: its panic is ours.
+                        _ if i + 1 == chain.executors.len() => err,
+                        Error::Internal(why) => Error::executor_failed(*name, why),
+                        other => other,
+                    };
+                    (Err(err), true)
+                }
+            };
+            match attempt {
                 Ok((output, subcompactions)) => {
                     let output = CompactionOutput {
                         fallback: fallback.or(output.fallback),
@@ -373,6 +420,9 @@ impl DbInner {
                     let last = i + 1 == chain.executors.len();
                     if !placement::passes_to_next_executor(&err) || last {
                         shale_log!(self.info_log, "Compaction #{} failed: {err}", job.id);
+                        if panicked {
+                            self.lock_scheduler().book.record_failure(name, true);
+                        }
                         return Err(err);
                     }
                     let next = chain.executors[i + 1];
@@ -381,7 +431,7 @@ impl DbInner {
                         "Compaction #{}: the {name} executor failed ({err}); running it on {next}",
                         job.id
                     );
-                    self.lock_scheduler().book.record_failure(name);
+                    self.lock_scheduler().book.record_failure(name, panicked);
                     fallback = Some(match &err {
                         // Its message already names the executor.
                         Error::ExecutorFailed { .. } => err.to_string(),
@@ -390,7 +440,7 @@ impl DbInner {
                 }
             }
         }
-        Err(Error::InvalidArgument(format!(
+        Err(Error::Internal(format!(
             "compaction #{}: no executor of the chain {:?} is available",
             job.id, chain.executors
         )))
@@ -402,6 +452,12 @@ impl DbInner {
     /// `shale.scheduler`) and runs on this thread, in sub-compactions.
     /// `executor`: run every job on it (then `streaming` if it fails)
     /// instead of where the scheduler would; checked to exist first.
+    ///
+    /// It compacts what the database holds when it is called, as LevelDB
+    /// and RocksDB do, and does not chase writes that arrive meanwhile:
+    /// level 0 is done once the files it held at the call have left it, a
+    /// deeper level is swept once, from a cursor that only moves forward,
+    /// and an open end stops at the largest key held at the call.
     pub(super) fn compact_range(
         &self,
         begin: Option<&[u8]>,
@@ -413,100 +469,183 @@ impl DbInner {
             Some(name) => self.executors.for_manual_compaction(name)?,
         };
         self.flush_memtable()?;
-        let deepest = {
+        let at_call = {
             let version = self.lock_state().current.clone();
-            (1..NUM_LEVELS)
-                .filter(|&l| version.overlaps(l, begin, end))
-                .max()
-                .unwrap_or(1)
+            RangeAtCall::new(&version, begin, end)
         };
-        for level in 0..deepest {
+        let end = at_call.end.as_deref();
+        let l0_at_call = &at_call.l0_files;
+        self.compact_level_manually(0, begin, end, executor, &|version, _| {
+            version.files[0]
+                .iter()
+                .any(|f| l0_at_call.contains(&f.number))
+        })?;
+        for level in 1..at_call.deepest {
+            let mut cursor = begin.map(<[u8]>::to_vec);
             loop {
-                if let Some(err) = self.lock_state().bg_error.clone() {
-                    return Err(err);
-                }
-                let mut scheduler = self.lock_scheduler();
-                // Planned from the version read under the scheduler lock (see
-                // `schedule_next`); not held while the job runs, where it
-                // would keep the inputs alive past the install.
-                let plan = {
-                    let version = self.lock_state().current.clone();
-                    if !version.overlaps(level, begin, end) {
-                        break;
-                    }
-                    picker::plan_for_range(&version, &self.options, level, begin, end)
-                };
-                let Some(plan) = plan else {
+                let from = cursor.clone();
+                let ran =
+                    self.compact_level_manually(level, from.as_deref(), end, executor, &|_, _| {
+                        true
+                    })?;
+                let Some(largest) = ran else {
                     break;
                 };
-                let taken = {
-                    scheduler.enqueue_manual(plan).and_then(|ticket| {
-                        match scheduler.take_ticket(ticket) {
-                            Some(job) => Some(job),
-                            None => {
-                                scheduler.cancel(ticket);
-                                None
-                            }
-                        }
-                    })
-                };
-                drop(scheduler);
-                match taken {
-                    Some(job) => {
-                        // On the device when there is one, as thread 0 would.
-                        let result = self.run_job(&job, self.executors.lane_of_thread(0), executor);
-                        self.lock_scheduler().finish(job.ticket);
-                        let mut state = self.lock_state();
-                        state.work_epoch += 1;
-                        self.work_cv.notify_all();
-                        self.done_cv.notify_all();
-                        if let Err(err) = result {
-                            let err = err.during(&compaction_name(&job));
-                            self.record_background_error(&mut state, &err);
-                            return Err(err);
-                        }
-                    }
-                    None => {
-                        // A queued or running job holds some of the files:
-                        // wait for the next job to finish.
-                        let mut state = self.lock_state();
-                        state.work_epoch += 1;
-                        self.work_cv.notify_all();
-                        let (guard, _) = self
-                            .done_cv
-                            .wait_timeout(state, std::time::Duration::from_millis(20))
-                            .unwrap_or_else(|e| e.into_inner());
-                        drop(guard);
-                    }
+                // Forward only: a sweep that does not advance has reached
+                // the end of what it can compact at this level.
+                let advanced = from
+                    .as_deref()
+                    .is_none_or(|from| self.order.compare_user(&largest, from).is_gt());
+                if !advanced
+                    || end.is_some_and(|end| self.order.compare_user(&largest, end).is_ge())
+                {
+                    break;
                 }
+                cursor = Some(largest);
             }
         }
         Ok(())
     }
 
-    /// Waits until no compaction is needed, queued or running.
+    /// One manual job at `level` over `[begin, end]`, run on this thread
+    /// once no running job holds its files (waiting for one to end, never
+    /// polling). Returns the largest user key of its `level` inputs, or
+    /// `None` when there is nothing (more) to compact there: no overlap, or
+    /// `pending` says the work is done (level 0: its files of the call are
+    /// gone, compacted by the scheduler's own jobs).
+    fn compact_level_manually(
+        &self,
+        level: usize,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+        executor: Option<&'static str>,
+        pending: &dyn Fn(&Version, usize) -> bool,
+    ) -> Result<Option<Vec<u8>>> {
+        loop {
+            let seen = {
+                let state = self.lock_state();
+                if let Some(err) = state.bg_error.clone() {
+                    return Err(err);
+                }
+                if self.shutting_down() {
+                    return Err(Error::Busy("the database is closing".into()));
+                }
+                state.done_epoch
+            };
+            let mut scheduler = self.lock_scheduler();
+            // Planned from the version read under the scheduler lock (see
+            // `schedule_next`); not held while the job runs, where it
+            // would keep the inputs alive past the install.
+            let plan = {
+                let version = self.lock_state().current.clone();
+                if !pending(&version, level) {
+                    return Ok(None);
+                }
+                picker::plan_for_range(&version, &self.options, level, begin, end)
+            };
+            let Some(plan) = plan else {
+                return Ok(None);
+            };
+            let largest = plan.inputs[0]
+                .iter()
+                .map(|f| f.largest.user_key().to_vec())
+                .max_by(|a, b| self.order.compare_user(a, b))
+                .unwrap_or_default();
+            let taken = scheduler.start_manual(plan);
+            drop(scheduler);
+            match taken {
+                Some(job) => {
+                    // On the device when there is one, as thread 0 would.
+                    let lane = self.executors.lane_of_thread(0);
+                    let result = self.run_job_caught(&job, lane, executor);
+                    self.finish_job(&job, result)?;
+                    return Ok(Some(largest));
+                }
+                None => {
+                    // A running job holds some of the files: wait for a
+                    // job to end.
+                    let mut state = self.lock_state();
+                    state.work_epoch += 1;
+                    self.work_cv.notify_all();
+                    while state.done_epoch == seen
+                        && state.bg_error.is_none()
+                        && !self.shutting_down()
+                    {
+                        state = self.wait(&self.done_cv, state);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits until no compaction is needed, queued or running, and no flush
+    /// is waiting or running: the scheduler, refilled from the current
+    /// version, has nothing to do.
     pub(super) fn wait_for_compactions(&self) -> Result<()> {
         loop {
-            let needed = {
-                let version = self.lock_state().current.clone();
-                let pointers = self.lock_scheduler().compact_pointers.clone();
-                picker::pick_compaction(&version, &self.options, &pointers, &[]).is_some()
+            let seen = {
+                let state = self.lock_state();
+                if let Some(err) = &state.bg_error {
+                    return Err(err.clone());
+                }
+                state.done_epoch
             };
-            let idle = self.lock_scheduler().is_idle();
+            let idle = {
+                let mut scheduler = self.lock_scheduler();
+                let version = self.lock_state().current.clone();
+                self.refill(&mut scheduler, &version);
+                scheduler.is_idle()
+            };
             let mut state = self.lock_state();
-            if let Some(err) = &state.bg_error {
-                return Err(err.clone());
-            }
-            if !needed && idle && state.imm.is_none() && !state.flushing {
+            if idle && state.imm.is_none() && !state.flushing {
                 return Ok(());
             }
             state.work_epoch += 1;
             self.work_cv.notify_all();
-            let (guard, _) = self
-                .done_cv
-                .wait_timeout(state, std::time::Duration::from_millis(50))
-                .unwrap_or_else(|e| e.into_inner());
-            drop(guard);
+            while state.done_epoch == seen && state.bg_error.is_none() && !self.shutting_down() {
+                state = self.wait(&self.done_cv, state);
+            }
+            if self.shutting_down() {
+                return Err(Error::Busy("the database is closing".into()));
+            }
+        }
+    }
+}
+
+/// What a manual compaction compacts, taken when it is called: the level-0
+/// files in its range, the deepest level holding the range, and the end of
+/// its range (an open end closed at the largest key held then).
+struct RangeAtCall {
+    l0_files: std::collections::HashSet<u64>,
+    deepest: usize,
+    end: Option<Vec<u8>>,
+}
+
+impl RangeAtCall {
+    fn new(version: &Version, begin: Option<&[u8]>, end: Option<&[u8]>) -> RangeAtCall {
+        let deepest = (1..NUM_LEVELS)
+            .filter(|&l| version.overlaps(l, begin, end))
+            .max()
+            .unwrap_or(1);
+        let l0_files = version
+            .overlapping_inputs(0, begin, end)
+            .iter()
+            .map(|f| f.number)
+            .collect();
+        let end = match end {
+            Some(end) => Some(end.to_vec()),
+            None => version
+                .files
+                .iter()
+                .flatten()
+                .map(|f| f.largest.user_key())
+                .max_by(|a, b| version.order.compare_user(a, b))
+                .map(<[u8]>::to_vec),
+        };
+        RangeAtCall {
+            l0_files,
+            deepest,
+            end,
         }
     }
 }
@@ -720,6 +859,101 @@ mod tests {
             .find(|(name, _)| name == OPENCL)
             .unwrap();
         assert_eq!(record.failures, 1);
+    }
+
+    /// Levels 1 and deeper hold files in key order that do not overlap.
+    fn assert_levels_disjoint(db: &DB) {
+        let version = db.inner.lock_state().current.clone();
+        for level in 1..shale_format::version_edit::NUM_LEVELS {
+            let mut files = version.files[level].clone();
+            files.sort_by(|a, b| a.smallest.user_key().cmp(b.smallest.user_key()));
+            for pair in files.windows(2) {
+                assert!(
+                    pair[0].largest.user_key() < pair[1].smallest.user_key(),
+                    "L{level}: #{} [{:?}..{:?}] overlaps #{} [{:?}..{:?}]",
+                    pair[0].number,
+                    String::from_utf8_lossy(pair[0].smallest.user_key()),
+                    String::from_utf8_lossy(pair[0].largest.user_key()),
+                    pair[1].number,
+                    String::from_utf8_lossy(pair[1].smallest.user_key()),
+                    String::from_utf8_lossy(pair[1].largest.user_key()),
+                );
+            }
+        }
+    }
+
+    /// Issue 23, question 4: can a flush place its table (at L1 or L2,
+    /// where LevelDB's rule pushes a memtable that overlaps nothing) inside
+    /// the key gap that a running manual compaction's outputs will cover?
+    /// It cannot: the flush picks its level under the version-set lock
+    /// from a version that still holds every input of the running job, and
+    /// any key a job's outputs cover lies within some input file's range at
+    /// a level the flush checks. Driven here: manual compactions of ranges
+    /// with a gap while another thread flushes small memtables into that
+    /// gap, the levels checked all along.
+    #[test]
+    fn a_flush_never_lands_in_the_gap_a_running_manual_compaction_fills() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+        let options = Options {
+            create_if_missing: true,
+            env,
+            write_buffer_size: 8 << 10,
+            max_file_size: 4 << 10,
+            block_size: 256,
+            ..Options::default()
+        };
+        let db = DB::open("/gap", options).unwrap();
+        let write = |prefix: &str, round: u32, n: u32| {
+            for i in 0..n {
+                let key = format!("{prefix}{i:05}");
+                db.put(
+                    &WriteOptions::default(),
+                    key.as_bytes(),
+                    format!("{round}").as_bytes(),
+                )
+                .unwrap();
+            }
+        };
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let checker = scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    assert_levels_disjoint(&db);
+                    std::thread::yield_now();
+                }
+            });
+            for round in 0..20 {
+                // Two clusters with a gap between them, compacted down.
+                write("a", round, 300);
+                write("z", round, 300);
+                db.flush().unwrap();
+                let db = &db;
+                let flusher = scope.spawn(move || {
+                    for i in 0..10u32 {
+                        let key = format!("m{round:03}{i:03}");
+                        db.put(&WriteOptions::default(), key.as_bytes(), b"gap")
+                            .unwrap();
+                        db.flush().unwrap();
+                    }
+                });
+                db.compact_range(None, None).unwrap();
+                flusher.join().unwrap();
+                assert_levels_disjoint(db);
+            }
+            stop.store(true, Ordering::Relaxed);
+            checker.join().unwrap();
+        });
+        db.wait_for_compactions().unwrap();
+        assert_levels_disjoint(&db);
+        for round in 0..20u32 {
+            let key = format!("m{round:03}009");
+            assert_eq!(
+                db.get(&crate::options::ReadOptions::new(), key.as_bytes())
+                    .unwrap(),
+                Some(b"gap".to_vec())
+            );
+        }
     }
 
     #[test]

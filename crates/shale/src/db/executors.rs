@@ -49,6 +49,8 @@ pub(crate) struct Executors {
     pub(crate) device: Option<DeviceExecutor>,
     /// The remote workers, when the options name some.
     pub(crate) remote: Option<Arc<RemoteExecutor>>,
+    /// The options' `custom_executor`, offered every job first.
+    pub(crate) custom: Option<Arc<dyn Executor>>,
     /// Why `auto` has no device (for the LOG).
     pub(crate) device_unavailable: Option<String>,
     /// What only `streaming` can honour, when the database has it: "the
@@ -222,6 +224,7 @@ impl Executors {
             parallel: Arc::new(parallel_executor(options)?),
             device,
             remote,
+            custom: options.custom_executor.clone(),
             device_unavailable,
             custom_order,
         })
@@ -229,6 +232,9 @@ impl Executors {
 
     /// The executor called `name`, when this database has it.
     pub(crate) fn by_name(&self, name: &str) -> Option<Arc<dyn Executor>> {
+        if let Some(custom) = self.custom.as_ref().filter(|c| c.name() == name) {
+            return Some(custom.clone());
+        }
         match name {
             STREAMING => Some(self.streaming.clone()),
             PARALLEL => Some(self.parallel.clone()),
@@ -323,8 +329,12 @@ impl Executors {
             Some(what) => format!("; {what}: streaming only"),
             None => String::new(),
         };
+        let custom = match &self.custom {
+            Some(custom) => format!(", custom {} first", custom.name()),
+            None => String::new(),
+        };
         format!(
-            "executors: {:?}, streaming, parallel, {device}{remote}{order}",
+            "executors: {:?}, streaming, parallel, {device}{remote}{custom}{order}",
             self.choice
         )
     }

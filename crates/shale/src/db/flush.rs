@@ -53,7 +53,7 @@ impl DbInner {
                 self.attempt_resume();
                 let mut state = self.lock_state();
                 state.flushing = false;
-                self.done_cv.notify_all();
+                self.signal_done(&mut state);
                 continue;
             }
             let result = self.flush_immutable();
@@ -63,7 +63,7 @@ impl DbInner {
                 Ok(()) => state.resume.reset_backoff(),
                 Err(err) => self.record_background_error(&mut state, &err.during("flush")),
             }
-            self.done_cv.notify_all();
+            self.signal_done(&mut state);
         }
     }
 

@@ -136,6 +136,12 @@ pub(crate) struct State {
     pending_outputs: HashSet<u64>,
     /// Bumped whenever something changes that may create compaction work.
     work_epoch: u64,
+    /// Bumped (with `done_cv` signalled) whenever background work finishes
+    /// or gives up: a flush, a compaction, a resume attempt, a compaction
+    /// thread finding nothing to do. A waiter notes it before checking its
+    /// condition and sleeps until it moves, so no wake-up is lost and none
+    /// is polled for.
+    done_epoch: u64,
     flushing: bool,
     level_stats: [LevelStats; NUM_LEVELS],
     executor_stats: HashMap<String, (u64, PhaseStats)>,
@@ -253,6 +259,7 @@ impl DB {
                 write_queue: write::WriteQueue::default(),
                 pending_outputs: HashSet::new(),
                 work_epoch: 1,
+                done_epoch: 0,
                 flushing: false,
                 level_stats: Default::default(),
                 executor_stats: HashMap::new(),
@@ -711,6 +718,12 @@ impl DbInner {
         state.current = version;
         state.work_epoch += 1;
         self.work_cv.notify_all();
+        self.signal_done(state);
+    }
+
+    /// Background work finished or gave up: waiters on `done_cv` look again.
+    fn signal_done(&self, state: &mut State) {
+        state.done_epoch += 1;
         self.done_cv.notify_all();
     }
 

@@ -154,11 +154,12 @@ pub(super) fn scheduler_lines(scheduler: &Scheduler) -> String {
         });
         let _ = writeln!(
             out,
-            "Executor {name}: {} jobs, {:.1} MB in {:.3} s, last jobs {throughput}, {} failures",
+            "Executor {name}: {} jobs, {:.1} MB in {:.3} s, last jobs {throughput}, {} failures ({} panics)",
             record.jobs,
             record.bytes as f64 / 1e6,
             record.seconds,
-            record.failures
+            record.failures,
+            record.panics
         );
     }
     let c = &scheduler.counts;

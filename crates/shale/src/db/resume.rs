@@ -117,7 +117,7 @@ impl DbInner {
             );
         }
         state.bg_error = Some(shown);
-        self.done_cv.notify_all();
+        self.signal_done(state);
         // The flush thread plans the attempt.
         self.work_cv.notify_all();
     }
@@ -140,6 +140,11 @@ impl DbInner {
             Ok(()) => self.clear_background_error(),
             Err(err) => {
                 let mut state = self.lock_state();
+                if !state.bg_error.as_ref().is_some_and(Error::is_no_space) {
+                    // An error that waits for a reopen arrived during the
+                    // attempt: it stands, whatever the attempt found.
+                    return;
+                }
                 if err.is_no_space() {
                     let wait = state.resume.schedule(Instant::now());
                     shale_log!(
@@ -202,16 +207,30 @@ impl DbInner {
 
     /// Writes go on: the error is gone, the compaction threads look for
     /// work, and the files the failed attempts left are deleted.
+    /// Only a no-space error is cleared: one that waits for a reopen (a
+    /// corruption, `EIO`) may have arrived while the attempt ran, and
+    /// stands.
     fn clear_background_error(&self) {
         let mut state = self.lock_state();
-        if let Some(err) = state.bg_error.take() {
-            shale_log!(self.info_log, "Resumed after: {err}");
+        match state.bg_error.take() {
+            Some(err) if err.is_no_space() => {
+                shale_log!(self.info_log, "Resumed after: {err}");
+            }
+            Some(other) => {
+                shale_log!(
+                    self.info_log,
+                    "Resume attempt worked, but a later error stands: {other}"
+                );
+                state.bg_error = Some(other);
+                return;
+            }
+            None => {}
         }
         state.resume.next_attempt = None;
         state.resume.resumed += 1;
         state.work_epoch += 1;
         self.work_cv.notify_all();
-        self.done_cv.notify_all();
+        self.signal_done(&mut state);
         drop(state);
         let versions = self.lock_versions();
         let obsolete = self.obsolete_files(&versions);
@@ -239,6 +258,36 @@ fn writers_error(err: &Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::env::{Env, MemEnv};
+    use crate::options::{Options, WriteOptions};
+    use crate::DB;
+    use std::sync::Arc;
+
+    #[test]
+    fn an_error_that_arrives_while_a_full_disk_is_retried_stands() {
+        let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+        let options = Options {
+            create_if_missing: true,
+            env,
+            ..Options::default()
+        };
+        let db = DB::open("/resume", options).unwrap();
+        let inner = &db.inner;
+        let full = Error::io("writing a table", std::io::Error::from_raw_os_error(28));
+        let corrupt = Error::corruption(3, "bad block").at("000007.ldb", 0);
+        {
+            let mut state = inner.lock_state();
+            inner.record_background_error(&mut state, &full);
+            // While the attempt's steps run (nothing to do here: they
+            // succeed), a compaction finds corrupt input.
+            inner.record_background_error(&mut state, &corrupt);
+        }
+        inner.attempt_resume();
+        let err = inner.lock_state().bg_error.clone();
+        assert!(matches!(err, Some(Error::Corruption { .. })), "{err:?}");
+        let refused = db.put(&WriteOptions::default(), b"k", b"v").unwrap_err();
+        assert!(refused.is_corruption(), "{refused}");
+    }
 
     #[test]
     fn attempts_back_off_from_100_ms_doubling_to_5_s_and_start_over() {

@@ -457,7 +457,7 @@ fn append_to_wal<'a>(
     batches: impl Iterator<Item = &'a WriteBatch>,
     sync: bool,
 ) -> Result<()> {
-    let log = log.ok_or_else(|| Error::InvalidArgument("no WAL is open".into()))?;
+    let log = log.ok_or_else(|| Error::Internal("no WAL is open".into()))?;
     for batch in batches {
         log.add_record(batch.data())?;
     }

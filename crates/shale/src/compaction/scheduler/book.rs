@@ -21,6 +21,8 @@ pub struct ExecutorRecord {
     pub seconds: f64,
     /// Jobs this executor failed (each went on to the next executor).
     pub failures: u64,
+    /// Of those failures, the panics caught.
+    pub panics: u64,
 }
 
 impl ExecutorRecord {
@@ -65,11 +67,10 @@ impl ExecutorBook {
     }
 
     /// Records that `executor` failed a job and the job went on elsewhere.
-    pub fn record_failure(&mut self, executor: &str) {
-        self.records
-            .entry(executor.to_string())
-            .or_default()
-            .failures += 1;
+    pub fn record_failure(&mut self, executor: &str, panicked: bool) {
+        let record = self.records.entry(executor.to_string()).or_default();
+        record.failures += 1;
+        record.panics += u64::from(panicked);
     }
 
     /// Records that a job did not run on the first executor of its chain.
@@ -127,7 +128,7 @@ mod tests {
     #[test]
     fn failures_and_fallbacks_are_counted() {
         let mut book = ExecutorBook::default();
-        book.record_failure("opencl");
+        book.record_failure("opencl", false);
         book.record_fallback("the device failed: boom".into());
         assert_eq!(book.fallbacks, 1);
         assert_eq!(

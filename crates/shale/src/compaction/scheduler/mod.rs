@@ -23,8 +23,9 @@
 //! * **Cross-level** (3.4): a job picked at `L` while `L+1` still scores
 //!   above 1 takes the overlapping `L+2` files and writes there
 //!   (`picker::cross_level`).
-//! * **Manual** compactions enter the same queues, marked, and are taken
-//!   by the thread that asked for them ([`Scheduler::take_ticket`]).
+//! * **Manual** compactions run on the thread that asked for them
+//!   ([`Scheduler::start_manual`]): they reserve their files among the
+//!   running jobs and take them from queued automatic ones.
 
 pub mod book;
 pub mod placement;
@@ -393,50 +394,32 @@ impl Scheduler {
         None
     }
 
-    /// Queues a manual compaction's plan; `None` when it conflicts with a
-    /// queued or running job (the caller waits and asks again).
-    pub fn enqueue_manual(&mut self, plan: CompactionPlan) -> Option<u64> {
-        if self.conflicts_with_others(&plan, None) {
+    /// Starts a manual compaction's plan for the thread that asked for it:
+    /// it runs at once, taking its files from queued automatic jobs (they
+    /// are dropped and picked again later, as an L0 pick does), so a manual
+    /// compaction never starves behind picks. `None` while a running job or
+    /// another manual one holds some of its files (the caller waits for a
+    /// job to end and plans again).
+    pub fn start_manual(&mut self, plan: CompactionPlan) -> Option<ScheduledJob> {
+        let record = plan.running();
+        let held = self
+            .jobs()
+            .filter(|j| j.manual || self.running.iter().any(|r| r.ticket == j.ticket))
+            .any(|j| j.plan.running().conflicts_with(&record));
+        if held {
             return None;
         }
-        let ticket = self.new_ticket();
-        self.enqueue(ScheduledJob {
-            ticket,
+        self.evict_queued_conflicting(&plan);
+        let job = ScheduledJob {
+            ticket: self.new_ticket(),
             plan,
             manual: true,
             trigger_score: 0.0,
             overlap_score: 0,
-        });
-        Some(ticket)
-    }
-
-    /// Moves the queued job `ticket` to running, for the thread that asked
-    /// for it; `None` while it conflicts with a running job (or is gone).
-    pub fn take_ticket(&mut self, ticket: u64) -> Option<ScheduledJob> {
-        let (level, i) = self.queues.iter().enumerate().find_map(|(level, queue)| {
-            queue
-                .iter()
-                .position(|j| j.ticket == ticket)
-                .map(|i| (level, i))
-        })?;
-        if self.conflicts_with_running(&self.queues[level][i].plan) {
-            return None;
-        }
-        let job = self.queues[level].remove(i)?;
+        };
+        self.counts.queued += 1;
         self.running.push(job.clone());
         Some(job)
-    }
-
-    /// True when the job `ticket` is still queued.
-    pub fn is_queued(&self, ticket: u64) -> bool {
-        self.queued().any(|j| j.ticket == ticket)
-    }
-
-    /// Removes a queued job (a manual caller that gives up).
-    pub fn cancel(&mut self, ticket: u64) {
-        for queue in &mut self.queues {
-            queue.retain(|j| j.ticket != ticket);
-        }
     }
 
     /// The running job `ticket` is over (installed or failed).

@@ -255,6 +255,18 @@ pub fn remote_first(chain: Chain) -> Chain {
     }
 }
 
+/// `chain` with the options' custom executor `name` first: it is offered
+/// every job; what it fails goes on as placement would have run it.
+pub fn custom_first(chain: Chain, name: &'static str) -> Chain {
+    let mut executors = vec![name];
+    executors.extend(chain.executors.iter().filter(|&&n| n != name));
+    Chain {
+        executors,
+        reason: format!("on the custom executor {name}; else: {}", chain.reason),
+        kept_off_device: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,7 +436,7 @@ mod tests {
         // A device that keeps failing is rested.
         let mut book = ExecutorBook::default();
         for _ in 0..DEVICE_REST_AFTER_FAILURES {
-            book.record_failure(OPENCL);
+            book.record_failure(OPENCL, false);
         }
         let rested = chain(
             &job(2, 1000),

@@ -233,21 +233,28 @@ fn cross_level_takes_the_level_below_when_the_next_level_is_over_its_target() {
 }
 
 #[test]
-fn manual_jobs_are_queued_and_taken_by_ticket() {
+fn manual_jobs_take_their_files_from_queued_jobs_and_wait_for_running_ones() {
     let v = two_busy_levels();
     let opts = options();
     let mut s = Scheduler::new(&opts);
+    let queued = s.refill(&v, &opts);
+    assert!(!queued.is_empty());
     let plan = picker::plan_for_range(&v, &opts, 1, None, None).unwrap();
-    let ticket = s.enqueue_manual(plan.clone()).unwrap();
-    assert!(s.is_queued(ticket));
-    // Background threads leave it to its caller.
-    assert!(s.take(&v, &opts, QueueEnd::Large).is_none());
-    // A second manual job over the same files waits.
-    assert!(s.enqueue_manual(plan).is_none());
-    let job = s.take_ticket(ticket).unwrap();
+    // Queued automatic jobs over the same files give them up.
+    let job = s.start_manual(plan.clone()).unwrap();
     assert!(job.manual);
-    assert!(!s.is_queued(ticket));
-    s.finish(ticket);
+    assert!(s
+        .queued()
+        .all(|q| !q.plan.running().conflicts_with(&plan.running())));
+    // Background threads never take it; a second manual job over the same
+    // files waits for it.
+    assert!(s.start_manual(plan.clone()).is_none());
+    s.finish(job.ticket);
+    let again = s.start_manual(plan).unwrap();
+    s.finish(again.ticket);
+    while let Some(job) = s.take(&v, &opts, QueueEnd::Large) {
+        s.finish(job.ticket);
+    }
     assert!(s.is_idle());
 }
 

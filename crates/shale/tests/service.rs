@@ -1,0 +1,222 @@
+//! The compaction service's failures that used to hide (issue 23): a manual
+//! compaction under writers that never stop compacts what existed at the
+//! call and returns; an executor that panics loses its job to the next
+//! executor instead of leaking its reservation and stopping writes.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use shale::env::{Env, MemEnv};
+use shale::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
+use shale_compact::job::{CompactionJob, CompactionOutput, Executor, JobIo};
+use shale_compact::streaming::StreamingExecutor;
+use shale_format::Result;
+
+fn options(env: &Arc<dyn Env>) -> Options {
+    Options {
+        create_if_missing: true,
+        env: env.clone(),
+        write_buffer_size: 256 << 10,
+        ..Options::default()
+    }
+}
+
+fn key(i: u64) -> Vec<u8> {
+    // Spread over the key space, so writers land everywhere in the range.
+    format!("key{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).into_bytes()
+}
+
+fn filled(entries: u64) -> DB {
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let db = DB::open("/service", options(&env)).unwrap();
+    for start in (0..entries).step_by(1000) {
+        let mut batch = WriteBatch::new();
+        for i in start..(start + 1000).min(entries) {
+            batch.put(&key(i), &[b'v'; 32]).unwrap();
+        }
+        db.write(&WriteOptions::default(), batch).unwrap();
+    }
+    db
+}
+
+/// Runs `compact_range(None, None)` on another thread; panics when it has
+/// not returned after `limit` (the old loop re-planned level 0 for as long
+/// as flushes kept arriving).
+fn compact_all_within(db: &DB, limit: Duration) -> Duration {
+    let (done, finished) = mpsc::channel();
+    let compacting = db.clone();
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        let result = compacting.compact_range(None, None);
+        let _ = done.send((result, started.elapsed()));
+    });
+    let (result, took) = finished
+        .recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("compact_range(None, None) still running after {limit:?}"));
+    result.unwrap();
+    took
+}
+
+#[test]
+fn a_full_manual_compaction_under_endless_writers_compacts_what_existed_and_returns() {
+    const ENTRIES: u64 = 200_000;
+    let quiet = compact_all_within(&filled(ENTRIES), Duration::from_secs(300));
+
+    let db = filled(ENTRIES);
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicUsize::new(0));
+    let writers: Vec<_> = (0..4u64)
+        .map(|w| {
+            let (db, stop, written) = (db.clone(), stop.clone(), written.clone());
+            std::thread::spawn(move || {
+                let mut i = ENTRIES + w * (1 << 40);
+                while !stop.load(Ordering::Relaxed) {
+                    let mut batch = WriteBatch::new();
+                    for _ in 0..100 {
+                        batch.put(&key(i), &[b'w'; 32]).unwrap();
+                        i += 1;
+                    }
+                    db.write(&WriteOptions::default(), batch).unwrap();
+                    written.fetch_add(100, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    // Let the writers fill level 0 first.
+    std::thread::sleep(Duration::from_millis(300));
+    let busy = compact_all_within(&db, Duration::from_secs(300));
+    let during = written.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    println!(
+        "compact_range(None, None) of {ENTRIES} entries: {:.3} s without writers, {:.3} s \
+         with 4 writers ({during} writes meanwhile)",
+        quiet.as_secs_f64(),
+        busy.as_secs_f64()
+    );
+    // Every entry of the call is still there, and the database is whole.
+    for i in (0..ENTRIES).step_by(997) {
+        assert_eq!(
+            db.get(&ReadOptions::new(), &key(i)).unwrap().as_deref(),
+            Some(&[b'v'; 32][..])
+        );
+    }
+    db.wait_for_compactions().unwrap();
+}
+
+/// Panics on its first job; runs the others as the reference does.
+#[derive(Debug, Default)]
+struct PanicsOnFirstJob {
+    jobs: AtomicUsize,
+}
+
+impl Executor for PanicsOnFirstJob {
+    fn name(&self) -> &'static str {
+        "panics-once"
+    }
+    fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
+        if self.jobs.fetch_add(1, Ordering::SeqCst) == 0 {
+            // Something written first, as a real executor would have.
+            let (_number, mut sink) = io.create_output()?;
+            std::io::Write::write_all(&mut sink, b"half a table").unwrap();
+            panic!("the test executor panics on its first job");
+        }
+        let output = StreamingExecutor.run(job, io)?;
+        Ok(CompactionOutput {
+            executor: self.name().into(),
+            ..output
+        })
+    }
+}
+
+#[test]
+fn an_executor_that_panics_loses_its_job_to_the_next_and_writes_go_on() {
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let executor = Arc::new(PanicsOnFirstJob::default());
+    let db = DB::open(
+        "/panics",
+        Options {
+            write_buffer_size: 32 << 10,
+            max_file_size: 32 << 10,
+            custom_executor: Some(executor.clone()),
+            ..options(&env)
+        },
+    )
+    .unwrap();
+    // Enough for many flushes and compactions: with the job leaked, writers
+    // would stop at the level-0 stop trigger and this would never end.
+    for i in 0..60_000u64 {
+        db.put(&WriteOptions::default(), &key(i), &i.to_le_bytes())
+            .unwrap();
+    }
+    db.wait_for_compactions().unwrap();
+    assert!(
+        executor.jobs.load(Ordering::SeqCst) > 1,
+        "it ran later jobs"
+    );
+    let stats = db.scheduler_stats();
+    let (_, record) = stats
+        .executors
+        .iter()
+        .find(|(name, _)| name == "panics-once")
+        .unwrap();
+    assert_eq!((record.failures, record.panics), (1, 1), "{record:?}");
+    assert!(record.jobs > 0, "{record:?}");
+    assert!(stats.fallbacks >= 1);
+    let text = db.property("shale.executors").unwrap_or_default()
+        + &db.property("shale.scheduler").unwrap();
+    assert!(text.contains("1 failures (1 panics)"), "{text}");
+    for i in (0..60_000u64).step_by(101) {
+        assert_eq!(
+            db.get(&ReadOptions::new(), &key(i)).unwrap(),
+            Some(i.to_le_bytes().to_vec())
+        );
+    }
+    // The panicked attempt's file is gone: every table is live.
+    drop(db);
+    let db = DB::open("/panics", options(&env)).unwrap();
+    let tables = env
+        .children(std::path::Path::new("/panics"))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".ldb"))
+        .count();
+    let live: usize = (0..7)
+        .map(|l| {
+            db.property(&format!("leveldb.num-files-at-level{l}"))
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(tables, live);
+}
+
+#[test]
+fn a_custom_executor_may_not_take_a_built_in_name() {
+    #[derive(Debug)]
+    struct Impostor;
+    impl Executor for Impostor {
+        fn name(&self) -> &'static str {
+            "streaming"
+        }
+        fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
+            StreamingExecutor.run(job, io)
+        }
+    }
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let err = DB::open(
+        "/impostor",
+        Options {
+            custom_executor: Some(Arc::new(Impostor)),
+            ..options(&env)
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("custom_executor"), "{err}");
+}
