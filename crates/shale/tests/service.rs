@@ -62,7 +62,7 @@ fn compact_all_within(db: &DB, limit: Duration) -> Duration {
 
 #[test]
 fn a_full_manual_compaction_under_endless_writers_compacts_what_existed_and_returns() {
-    const ENTRIES: u64 = 200_000;
+    const ENTRIES: u64 = 100_000;
     let quiet = compact_all_within(&filled(ENTRIES), Duration::from_secs(300));
 
     let db = filled(ENTRIES);
