@@ -1,14 +1,15 @@
-//! The scheduler's threaded shell: the compaction threads, manual
-//! compaction and the executor fallback chain. The decisions (what is
-//! queued, what runs next, on which executor, in how many sub-compactions)
-//! are the pure core's (`compaction::scheduler`, `compaction::priority`);
-//! this file only carries them out.
+//! The compaction service's threads and the engine's side of a job: the
+//! compaction threads, manual compaction, running a job on the chain the
+//! service placed it on, and installing it. Every decision (what is queued,
+//! what runs next, where, what a failure leads to) and every record of a
+//! job's life is the service's (`compaction::service`); this file carries
+//! them out.
 //!
 //! Each compaction thread serves a lane: the device lane (when the database
 //! has an OpenCL device) offers its jobs to the device first; host lanes run
-//! them on CPU executors. A thread refills the queues, takes a job from the
-//! end its lane's measured throughput earns (equation 3), runs it through
-//! its executor chain, in sub-compactions when it is large, and installs it.
+//! them on CPU executors; remote lanes on a worker. A thread asks the
+//! service for a job, runs it on its chain, in sub-compactions when it is
+//! large, installs it, and tells the service how it ended.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,21 +17,17 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use shale_compact::job::{CompactionJob, CompactionOutput, Executor};
-use shale_compact::opencl::OPENCL;
-use shale_compact::parallel::PARALLEL;
 use shale_compact::remote::REMOTE;
-use shale_compact::streaming::STREAMING;
 use shale_format::version_edit::NUM_LEVELS;
 use shale_format::{Error, Result};
 
-use super::executors::Lane;
 use super::job_io::EngineJobIo;
 use super::DbInner;
 use crate::compaction::picker;
-use crate::compaction::priority::{self, QueueEnd};
-use crate::compaction::scheduler::placement::{self, Chain, Load};
-use crate::compaction::scheduler::{ScheduledJob, Scheduler};
-use crate::options::available_cores;
+use crate::compaction::priority;
+use crate::compaction::scheduler::placement::{self, Chain};
+use crate::compaction::scheduler::ScheduledJob;
+use crate::compaction::service::{Installed, Lane, Outcome, Refusal};
 use crate::version::Version;
 
 /// Starts the flush thread and the compaction threads.
@@ -84,141 +81,80 @@ impl DbInner {
         self.shutting_down.load(Ordering::SeqCst)
     }
 
+    /// The current version, or `None` while a background error stands (no
+    /// job starts then): what the service plans from.
+    fn version_for_compaction(&self) -> Option<Arc<Version>> {
+        let state = self.lock_state();
+        state.bg_error.is_none().then(|| state.current.clone())
+    }
+
     fn compaction_loop(self: Arc<Self>, lane: Lane) {
-        let mut seen_epoch = 0;
-        loop {
-            {
-                let mut state = self.lock_state();
-                while !self.shutting_down()
-                    && (state.work_epoch == seen_epoch || state.bg_error.is_some())
-                {
-                    state = self.wait(&self.work_cv, state);
-                }
-                if self.shutting_down() {
-                    return;
-                }
-                seen_epoch = state.work_epoch;
-            }
-            match self.schedule_next(lane) {
-                Some(job) => {
-                    self.run_scheduled(&job, lane);
-                    // More work may be ready now.
-                    seen_epoch = 0;
-                }
-                None => self.signal_done(&mut self.lock_state()),
-            }
+        let mut seen = 0;
+        let current = || self.version_for_compaction();
+        while let Some(job) = self.service.next(lane, &mut seen, &current) {
+            let result = self.run_job_caught(&job, lane, None);
+            let _ = self.finish_job(&job, result);
         }
-    }
-
-    /// Revalidates and refills the queues, then takes a job for `lane`.
-    fn schedule_next(&self, lane: Lane) -> Option<ScheduledJob> {
-        let mut scheduler = self.lock_scheduler();
-        // Read under the scheduler lock: a job that installed since could
-        // otherwise be finished in the scheduler but missing from the
-        // version read, and a pick would overlap its outputs.
-        let version = self.lock_state().current.clone();
-        self.refill(&mut scheduler, &version);
-        let end = self.queue_end(&scheduler, lane);
-        scheduler.take(&version, &self.options, end)
-    }
-
-    /// Drops stale queued jobs and picks new ones, logging both.
-    /// REQUIRES: `scheduler` is the locked scheduler.
-    fn refill(&self, scheduler: &mut Scheduler, version: &Version) {
-        for job in scheduler.revalidate(version, &self.options) {
-            shale_log!(self.info_log, "Scheduler: dropped stale {}", job.describe());
-        }
-        for job in scheduler.refill(version, &self.options) {
-            shale_log!(
-                self.info_log,
-                "Scheduler: queued {} (queue L{} now {})",
-                job.describe(),
-                job.plan.level,
-                scheduler.queue_lengths()[job.plan.level]
-            );
-        }
-    }
-
-    /// Equation 3 for `lane`: its executor's throughput against the others'.
-    fn queue_end(&self, scheduler: &Scheduler, lane: Lane) -> QueueEnd {
-        let book = &scheduler.book;
-        let cpu = [PARALLEL, STREAMING]
-            .iter()
-            .filter_map(|name| book.throughput(name))
-            .reduce(f64::max);
-        match lane {
-            Lane::Device => priority::queue_end(book.throughput(OPENCL), &[cpu], QueueEnd::Large),
-            Lane::Host if self.executors.device.is_some() => {
-                priority::queue_end(cpu, &[book.throughput(OPENCL)], QueueEnd::Small)
-            }
-            Lane::Host => QueueEnd::Large,
-            Lane::Remote => priority::queue_end(book.throughput(REMOTE), &[cpu], QueueEnd::Large),
-        }
-    }
-
-    /// Runs a taken job and installs it; its failure becomes the background
-    /// error. The job leaves the scheduler either way.
-    fn run_scheduled(&self, job: &ScheduledJob, lane: Lane) {
-        let result = self.run_job_caught(job, lane, None);
-        let _ = self.finish_job(job, result);
     }
 
     /// `run_job`, with a panic outside the executors (planning, install)
-    /// caught and turned into an internal error, so that the job is still
-    /// finished and its files released.
+    /// caught and turned into an internal error, so that the job still
+    /// ends and its files are released.
     fn run_job_caught(
         &self,
         job: &ScheduledJob,
         lane: Lane,
         executor: Option<&'static str>,
-    ) -> Result<()> {
+    ) -> Result<Installed> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.run_job(job, lane, executor)
         }))
         .unwrap_or_else(|payload| Err(Error::panicked(&compaction_name(job), &*payload)))
     }
 
-    /// Takes a job that ran out of the scheduler (releasing its files),
-    /// records its failure as the background error, and wakes whoever
-    /// waits for a job to end. Returns the job's result, named.
-    fn finish_job(&self, job: &ScheduledJob, result: Result<()>) -> Result<()> {
-        self.lock_scheduler().finish(job.ticket);
+    /// Tells the service how a job ended (the ledger, its files released,
+    /// waiters woken) and makes a failure the background error. Returns
+    /// the job's result, named.
+    fn finish_job(&self, job: &ScheduledJob, result: Result<Installed>) -> Result<()> {
+        let outcome = match result {
+            Ok(installed) => Outcome::Installed(installed),
+            Err(err) => Outcome::Failed(err.during(&compaction_name(job))),
+        };
+        self.service.finish(job, &outcome);
         let mut state = self.lock_state();
-        let result = match result {
-            Ok(()) => {
+        let result = match outcome {
+            Outcome::Installed(_) => {
                 state.resume.reset_backoff();
                 Ok(())
             }
-            Err(err) => {
-                let err = err.during(&compaction_name(job));
+            Outcome::Failed(err) => {
                 self.record_background_error(&mut state, &err);
                 Err(err)
             }
         };
-        state.work_epoch += 1;
-        self.work_cv.notify_all();
         self.signal_done(&mut state);
         result
     }
 
-    /// Runs a taken job (a trivial move, or a job on its executor chain, in
-    /// sub-compactions when it is large) and installs the result.
-    /// `executor`: the executor a manual compaction asked for (then
-    /// `streaming` if it fails), instead of the scheduler's choice.
+    /// Runs a taken job (a trivial move, or a job on the executor chain the
+    /// service places it on, in sub-compactions when it is large) and
+    /// installs the result. `executor`: the executor a manual compaction
+    /// asked for (then `streaming` if it fails), instead of placement's.
     fn run_job(
         &self,
         scheduled: &ScheduledJob,
         lane: Lane,
         executor: Option<&'static str>,
-    ) -> Result<()> {
+    ) -> Result<Installed> {
         let started = Instant::now();
         let plan = &scheduled.plan;
         if plan.is_trivial_move(&self.options) {
             self.install_trivial_move(plan, started)?;
-            let mut scheduler = self.lock_scheduler();
-            scheduler.counts.trivial_moves += 1;
-            scheduler.counts.completed += 1;
-            return Ok(());
+            return Ok(Installed {
+                trivial_move: true,
+                seconds: started.elapsed().as_secs_f64(),
+                ..Installed::default()
+            });
         }
         // The version is needed only to describe the job; holding it longer
         // would keep the inputs alive past the install that obsoletes them.
@@ -241,31 +177,7 @@ impl DbInner {
             _ if !self.order.is_bytewise() => 1,
             _ => self.subcompaction_parts(scheduled, &job),
         };
-        let chain = if let Some(name) = executor {
-            placement::requested(name)
-        } else {
-            let scheduler = self.lock_scheduler();
-            let load = Load {
-                cores: available_cores(),
-                other_jobs: scheduler.running().len().saturating_sub(1),
-                parts,
-                job_sequence: job.id,
-            };
-            let device = match lane {
-                Lane::Device => self.executors.device.as_ref().map(|d| &d.facts),
-                Lane::Host | Lane::Remote => None,
-            };
-            let chain =
-                placement::chain(&job, &self.executors.choice, device, &scheduler.book, &load);
-            let chain = match lane {
-                Lane::Remote if self.executors.remote.is_some() => placement::remote_first(chain),
-                _ => chain,
-            };
-            match &self.executors.custom {
-                Some(custom) => placement::custom_first(chain, custom.name()),
-                None => chain,
-            }
-        };
+        let chain = self.service.place(&job, lane, parts, executor);
         shale_log!(
             self.info_log,
             "Compaction #{}: {}; executor chain {} ({}){}",
@@ -302,26 +214,6 @@ impl DbInner {
             let rate = job.input_bytes() as f64 / seconds;
             self.l0_drain_rate.store(rate.to_bits(), Ordering::Relaxed);
         }
-        {
-            let mut scheduler = self.lock_scheduler();
-            scheduler.counts.completed += 1;
-            scheduler.book.record_job(
-                &ran.output.executor,
-                job.input_bytes(),
-                seconds,
-                ran.output.stats.entries_in,
-            );
-            if plan.is_cross_level() {
-                scheduler.counts.cross_level += 1;
-            }
-            if ran.subcompactions > 1 {
-                scheduler.counts.split_jobs += 1;
-                scheduler.counts.subcompactions += ran.subcompactions as u64;
-            }
-            if let Some(reason) = &ran.output.fallback {
-                scheduler.book.record_fallback(reason.clone());
-            }
-        }
         if let Some(reason) = &ran.output.fallback {
             shale_log!(
                 self.info_log,
@@ -333,7 +225,7 @@ impl DbInner {
         let written: u64 = ran.output.outputs.iter().map(|t| t.file_size).sum();
         shale_log!(
             self.info_log,
-            "Compaction #{} done by {}{}: read {} bytes, wrote {written} bytes in {} files, {:.3} s; {summary}",
+            "Compaction #{} done by {}{}: read {} bytes, wrote {written} bytes in {} files, {seconds:.3} s; {summary}",
             job.id,
             ran.output.executor,
             if ran.subcompactions > 1 {
@@ -343,9 +235,16 @@ impl DbInner {
             },
             job.input_bytes(),
             ran.output.outputs.len(),
-            started.elapsed().as_secs_f64()
         );
-        Ok(())
+        Ok(Installed {
+            executor: ran.output.executor.clone(),
+            input_bytes: job.input_bytes(),
+            seconds,
+            entries: ran.output.stats.entries_in,
+            subcompactions: ran.subcompactions,
+            trivial_move: false,
+            fallback: ran.output.fallback.clone(),
+        })
     }
 
     /// How many sub-compactions `scheduled` may run as: L0->L1 and manual
@@ -418,20 +317,20 @@ impl DbInner {
                 Err(err) => {
                     io.release(true);
                     let last = i + 1 == chain.executors.len();
-                    if !placement::passes_to_next_executor(&err) || last {
+                    let passes = placement::passes_to_next_executor(&err) && !last;
+                    if passes || panicked {
+                        let refusal = Refusal {
+                            executor: name,
+                            reason: err.to_string(),
+                            panicked,
+                        };
+                        let next = passes.then(|| chain.executors[i + 1]);
+                        self.service.attempt_failed(job.id, &refusal, next);
+                    }
+                    if !passes {
                         shale_log!(self.info_log, "Compaction #{} failed: {err}", job.id);
-                        if panicked {
-                            self.lock_scheduler().book.record_failure(name, true);
-                        }
                         return Err(err);
                     }
-                    let next = chain.executors[i + 1];
-                    shale_log!(
-                        self.info_log,
-                        "Compaction #{}: the {name} executor failed ({err}); running it on {next}",
-                        job.id
-                    );
-                    self.lock_scheduler().book.record_failure(name, panicked);
                     fallback = Some(match &err {
                         // Its message already names the executor.
                         Error::ExecutorFailed { .. } => err.to_string(),
@@ -521,57 +420,44 @@ impl DbInner {
         executor: Option<&'static str>,
         pending: &dyn Fn(&Version, usize) -> bool,
     ) -> Result<Option<Vec<u8>>> {
+        let current = || self.version_for_compaction();
         loop {
-            let seen = {
-                let state = self.lock_state();
-                if let Some(err) = state.bg_error.clone() {
-                    return Err(err);
+            if let Some(err) = self.lock_state().bg_error.clone() {
+                return Err(err);
+            }
+            let planned = self.service.plan_manual(&current, |version| {
+                if !pending(version, level) {
+                    return None;
                 }
-                if self.shutting_down() {
-                    return Err(Error::Busy("the database is closing".into()));
-                }
-                state.done_epoch
-            };
-            let mut scheduler = self.lock_scheduler();
-            // Planned from the version read under the scheduler lock (see
-            // `schedule_next`); not held while the job runs, where it
-            // would keep the inputs alive past the install.
-            let plan = {
-                let version = self.lock_state().current.clone();
-                if !pending(&version, level) {
+                let plan = picker::plan_for_range(version, &self.options, level, begin, end)?;
+                let largest = plan.inputs[0]
+                    .iter()
+                    .map(|f| f.largest.user_key().to_vec())
+                    .max_by(|a, b| self.order.compare_user(a, b))
+                    .unwrap_or_default();
+                Some((plan, largest))
+            });
+            match planned {
+                None => {
+                    // Nothing to do, or a background error (checked above
+                    // on the next round).
+                    if let Some(err) = self.lock_state().bg_error.clone() {
+                        return Err(err);
+                    }
                     return Ok(None);
                 }
-                picker::plan_for_range(&version, &self.options, level, begin, end)
-            };
-            let Some(plan) = plan else {
-                return Ok(None);
-            };
-            let largest = plan.inputs[0]
-                .iter()
-                .map(|f| f.largest.user_key().to_vec())
-                .max_by(|a, b| self.order.compare_user(a, b))
-                .unwrap_or_default();
-            let taken = scheduler.start_manual(plan);
-            drop(scheduler);
-            match taken {
-                Some(job) => {
+                Some((Ok(job), largest)) => {
                     // On the device when there is one, as thread 0 would.
                     let lane = self.executors.lane_of_thread(0);
                     let result = self.run_job_caught(&job, lane, executor);
                     self.finish_job(&job, result)?;
                     return Ok(Some(largest));
                 }
-                None => {
-                    // A running job holds some of the files: wait for a
-                    // job to end.
-                    let mut state = self.lock_state();
-                    state.work_epoch += 1;
-                    self.work_cv.notify_all();
-                    while state.done_epoch == seen
-                        && state.bg_error.is_none()
-                        && !self.shutting_down()
-                    {
-                        state = self.wait(&self.done_cv, state);
+                Some((Err(ended), _)) => {
+                    // A running job holds some of the files: wait for a job
+                    // to end.
+                    if !self.service.wait_for_job_end(ended) {
+                        return Err(closing());
                     }
                 }
             }
@@ -579,37 +465,36 @@ impl DbInner {
     }
 
     /// Waits until no compaction is needed, queued or running, and no flush
-    /// is waiting or running: the scheduler, refilled from the current
-    /// version, has nothing to do.
+    /// is waiting or running.
     pub(super) fn wait_for_compactions(&self) -> Result<()> {
+        let current = || self.version_for_compaction();
         loop {
-            let seen = {
-                let state = self.lock_state();
-                if let Some(err) = &state.bg_error {
-                    return Err(err.clone());
-                }
-                state.done_epoch
-            };
-            let idle = {
-                let mut scheduler = self.lock_scheduler();
-                let version = self.lock_state().current.clone();
-                self.refill(&mut scheduler, &version);
-                scheduler.is_idle()
-            };
+            let idle = self.service.wait_idle(&current);
             let mut state = self.lock_state();
-            if idle && state.imm.is_none() && !state.flushing {
+            if let Some(err) = &state.bg_error {
+                return Err(err.clone());
+            }
+            if self.shutting_down() {
+                return Err(closing());
+            }
+            if !idle {
+                continue;
+            }
+            if state.imm.is_none() && !state.flushing {
                 return Ok(());
             }
-            state.work_epoch += 1;
-            self.work_cv.notify_all();
+            // A flush is due or running: it may make work; wait for it.
+            let seen = state.done_epoch;
             while state.done_epoch == seen && state.bg_error.is_none() && !self.shutting_down() {
                 state = self.wait(&self.done_cv, state);
             }
-            if self.shutting_down() {
-                return Err(Error::Busy("the database is closing".into()));
-            }
         }
     }
+}
+
+/// The error of a wait the database's closing ended.
+fn closing() -> Error {
+    Error::Busy("the database is closing".into())
 }
 
 /// What a manual compaction compacts, taken when it is called: the level-0

@@ -22,16 +22,7 @@ pub const EXECUTORS: &[&str] = &[PARALLEL, STREAMING, OPENCL, REMOTE, AUTO];
 /// The scheduler chooses per job (the default).
 pub const AUTO: &str = "auto";
 
-/// Which executors a compaction thread offers its jobs to first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lane {
-    /// The OpenCL device first, then the CPU.
-    Device,
-    /// CPU executors only.
-    Host,
-    /// A remote worker first, then the CPU.
-    Remote,
-}
+pub use crate::compaction::service::Lane;
 
 /// The OpenCL executor and what placement needs to know of its device.
 #[derive(Debug)]
@@ -228,6 +219,16 @@ impl Executors {
             device_unavailable,
             custom_order,
         })
+    }
+
+    /// What placement needs to know of these executors.
+    pub(crate) fn facts(&self) -> crate::compaction::service::Executors {
+        crate::compaction::service::Executors {
+            choice: self.choice.clone(),
+            device: self.device.as_ref().map(|d| d.facts),
+            remote: self.remote.is_some(),
+            custom: self.custom.as_ref().map(|c| c.name()),
+        }
     }
 
     /// The executor called `name`, when this database has it.

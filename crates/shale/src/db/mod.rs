@@ -39,7 +39,7 @@ use shale_format::version_edit::NUM_LEVELS;
 use shale_format::write_batch::WriteBatch;
 use shale_format::{Error, Result};
 
-use crate::compaction::scheduler::Scheduler;
+use crate::compaction::service::Service;
 use crate::db_iter::DbIterator;
 use crate::env::FileLock;
 use crate::filename;
@@ -166,7 +166,8 @@ pub(crate) struct DbInner {
     snapshots: Arc<SnapshotList>,
     info_log: InfoLog,
     executors: executors::Executors,
-    scheduler: Mutex<Scheduler>,
+    /// When and where compactions run, and what happened to each.
+    service: Service,
     file_numbers: Arc<AtomicU64>,
     shutting_down: AtomicBool,
     next_job_id: AtomicU64,
@@ -185,6 +186,7 @@ struct Closer {
 impl Drop for Closer {
     fn drop(&mut self) {
         self.inner.shutting_down.store(true, Ordering::SeqCst);
+        self.inner.service.close();
         {
             let _state = self.inner.lock_state();
             self.inner.work_cv.notify_all();
@@ -229,6 +231,7 @@ impl DB {
                 other => other,
             })?;
         let info_log = InfoLog::open(&*env, &dir)?;
+        let service_log = info_log.clone();
         let block_cache = Arc::new(SharedBlockCache::new(options.block_cache_size));
         let table_cache = Arc::new(TableCache::new(
             &dir,
@@ -271,8 +274,8 @@ impl DB {
             work_cv: Condvar::new(),
             snapshots: Arc::new(SnapshotList::default()),
             info_log,
+            service: Service::new(&options, executors.facts(), service_log),
             executors,
-            scheduler: Mutex::new(Scheduler::new(&options)),
             file_numbers,
             shutting_down: AtomicBool::new(false),
             next_job_id: AtomicU64::new(1),
@@ -283,7 +286,7 @@ impl DB {
         inner.recover()?;
         job_io::remove_staging(&*inner.options.env, &inner.dir);
         let pointers = inner.lock_versions().compact_pointers.clone();
-        inner.lock_scheduler().compact_pointers = pointers;
+        inner.service.set_compact_pointers(pointers);
         shale_log!(
             inner.info_log,
             "Scheduler: {} compaction threads, up to {} sub-compactions, pick {}, cross-level {}; {}",
@@ -431,19 +434,20 @@ impl DB {
     /// executor did, and its counters (the `shale.scheduler` property as
     /// data).
     pub fn scheduler_stats(&self) -> SchedulerStats {
-        let scheduler = self.inner.lock_scheduler();
-        SchedulerStats {
-            queue_lengths: scheduler.queue_lengths(),
-            running: scheduler.running().len(),
-            executors: scheduler
-                .book
-                .records()
-                .map(|(name, record)| (name.to_string(), record.clone()))
-                .collect(),
-            counts: scheduler.counts,
-            fallbacks: scheduler.book.fallbacks,
-            last_fallback: scheduler.book.last_fallback.clone(),
-        }
+        self.inner
+            .service
+            .with_scheduler(|scheduler| SchedulerStats {
+                queue_lengths: scheduler.queue_lengths(),
+                running: scheduler.running().len(),
+                executors: scheduler
+                    .book
+                    .records()
+                    .map(|(name, record)| (name.to_string(), record.clone()))
+                    .collect(),
+                counts: scheduler.counts,
+                fallbacks: scheduler.book.fallbacks,
+                last_fallback: scheduler.book.last_fallback.clone(),
+            })
     }
 
     /// The directory of the database.
@@ -496,10 +500,6 @@ impl DbInner {
 
     pub(crate) fn lock_versions(&self) -> MutexGuard<'_, VersionSet> {
         self.versions.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn lock_scheduler(&self) -> MutexGuard<'_, Scheduler> {
-        self.scheduler.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn wait<'a>(&self, cv: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
@@ -629,9 +629,7 @@ impl DbInner {
         {
             return;
         }
-        let mut state = self.lock_state();
-        state.work_epoch += 1;
-        self.work_cv.notify_all();
+        self.service.work_available();
     }
 
     /// The merged internal iterator over memtables and tables of `version`.
@@ -718,6 +716,7 @@ impl DbInner {
         state.current = version;
         state.work_epoch += 1;
         self.work_cv.notify_all();
+        self.service.work_available();
         self.signal_done(state);
     }
 

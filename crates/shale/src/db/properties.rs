@@ -76,20 +76,21 @@ impl DbInner {
                 );
                 out.push_str(&executor_lines(&state.executor_stats));
                 drop(state);
-                let scheduler = self.lock_scheduler();
-                out.push_str(&fallback_line(&scheduler.book));
-                out.push_str(&scheduler_lines(&scheduler));
+                self.service.with_scheduler(|scheduler| {
+                    out.push_str(&fallback_line(&scheduler.book));
+                    out.push_str(&scheduler_lines(scheduler));
+                });
                 Some(out)
             }
             "executors" => {
                 let mut out = executor_lines(&state.executor_stats);
                 drop(state);
-                out.push_str(&fallback_line(&self.lock_scheduler().book));
+                out.push_str(&self.service.with_scheduler(|s| fallback_line(&s.book)));
                 Some(out)
             }
             "scheduler" => {
                 drop(state);
-                Some(scheduler_lines(&self.lock_scheduler()))
+                Some(self.service.with_scheduler(scheduler_lines))
             }
             "sstables" => {
                 let mut out = String::new();

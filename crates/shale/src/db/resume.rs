@@ -118,6 +118,7 @@ impl DbInner {
         }
         state.bg_error = Some(shown);
         self.signal_done(state);
+        self.service.error_recorded();
         // The flush thread plans the attempt.
         self.work_cv.notify_all();
     }
@@ -232,6 +233,7 @@ impl DbInner {
         self.work_cv.notify_all();
         self.signal_done(&mut state);
         drop(state);
+        self.service.work_available();
         let versions = self.lock_versions();
         let obsolete = self.obsolete_files(&versions);
         drop(versions);

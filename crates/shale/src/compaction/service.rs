@@ -1,0 +1,456 @@
+//! The compaction service: the one owner of a job's life, from queued to
+//! installed or failed (`../shared/DESIGN.md`, "The compaction service").
+//!
+//! It owns the scheduler (queues, reservations, the executor ledger) under
+//! a mutex of its own and one condition variable. Everything that happens
+//! to a job goes through it, so "why did this job run there, and what
+//! happened to it" is answered here and in the LOG lines it writes:
+//!
+//! ```text
+//!   refill ──► queued ──► next(lane) ──► placed ──► run on chain[0]
+//!   (picked,    (files     (taken by a    (chain,     │
+//!    reserved)   reserved)  thread)        once)      ├─ refused/failed ──► attempt_failed:
+//!                                                     │    counted, the next executor of
+//!   start_manual(plan) ─► (reserved, taken by         │    the chain runs it from scratch
+//!                          the caller) ──► placed ────┤
+//!                                                     ├─ installed ─► finish(Installed):
+//!                                                     │    ledger, fallback counted once
+//!                                                     └─ failed ────► finish(Failed):
+//!                                                          background error
+//!   finish(..): the reservation released, waiters woken
+//! ```
+//!
+//! * [`Service::next`] blocks a compaction thread until there may be work
+//!   and hands it a job from the end of a queue its lane has earned;
+//!   [`Service::start_manual`] reserves and takes a manual compaction's plan
+//!   for its caller.
+//! * [`Service::place`] decides where a job runs, once: the executor chain
+//!   (`scheduler::placement`), with the remote lane's worker and the
+//!   options' custom executor first. Executors only run what they are
+//!   given; they never place, retry or fall back on their own.
+//! * [`Service::attempt_failed`] records an executor's refusal or failure
+//!   (a caught panic included) before the next executor of the chain runs
+//!   the job; [`Service::finish`] records the [`Outcome`] in the ledger
+//!   that `shale.scheduler`, `DB::scheduler_stats`, the bench summary and
+//!   the queue-end choice all read, releases the job's files and wakes
+//!   whoever waits.
+//! * Waits are signalled, never polled: [`Service::next`],
+//!   [`Service::wait_for_job_end`] and [`Service::wait_idle`] sleep on the
+//!   service's one condition variable, under its bell: two counters (work
+//!   that may have appeared, jobs that ended) that a waiter notes before it
+//!   looks and sleeps on until they move, so no wake-up is lost.
+//!
+//! Lock order: the version set, then the scheduler (this service's), then
+//! the database's state, then the bell. Code holding the scheduler reads
+//! the current version (the state lock), so a pick never sees a version
+//! older than the jobs the service knows finished; the bell is a leaf, so
+//! anything (an install under the state lock) may ring it.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use shale_compact::job::CompactionJob;
+use shale_compact::opencl::OPENCL;
+use shale_compact::parallel::PARALLEL;
+use shale_compact::remote::REMOTE;
+use shale_compact::streaming::STREAMING;
+use shale_format::Error;
+
+use crate::compaction::picker::CompactionPlan;
+use crate::compaction::priority::{self, QueueEnd};
+use crate::compaction::scheduler::placement::{self, Chain, DeviceFacts, ExecutorChoice, Load};
+use crate::compaction::scheduler::{ScheduledJob, Scheduler};
+use crate::info_log::InfoLog;
+use crate::options::Options;
+use crate::version::Version;
+
+/// Which executors a compaction thread offers its jobs to first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// The OpenCL device first, then the CPU.
+    Device,
+    /// CPU executors only.
+    Host,
+    /// A remote worker first, then the CPU.
+    Remote,
+}
+
+/// What placement knows of the database's executors (fixed at open).
+#[derive(Debug, Clone)]
+pub struct Executors {
+    /// `compaction_executor`.
+    pub choice: ExecutorChoice,
+    /// The OpenCL device, when the database has one.
+    pub device: Option<DeviceFacts>,
+    /// True when the database has remote workers.
+    pub remote: bool,
+    /// The options' custom executor, by name.
+    pub custom: Option<&'static str>,
+}
+
+/// How a job ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Its outputs are in the current version.
+    Installed(Installed),
+    /// It did not complete: the error becomes the background error.
+    Failed(Error),
+}
+
+/// What the ledger records of an installed job.
+#[derive(Debug, Clone, Default)]
+pub struct Installed {
+    /// The executor that wrote its outputs (empty for a trivial move).
+    pub executor: String,
+    /// Input bytes.
+    pub input_bytes: u64,
+    /// Seconds from start to install.
+    pub seconds: f64,
+    /// Input entries.
+    pub entries: u64,
+    /// Sub-compactions it ran as.
+    pub subcompactions: usize,
+    /// A file moved down without being rewritten.
+    pub trivial_move: bool,
+    /// Why it did not run on the first executor of its chain, if it did not.
+    pub fallback: Option<String>,
+}
+
+/// One executor's attempt at a job that did not complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The executor.
+    pub executor: &'static str,
+    /// Why (its error, or the panic's message).
+    pub reason: String,
+    /// It panicked.
+    pub panicked: bool,
+}
+
+/// What waiters sleep on: counters that only grow.
+#[derive(Debug, Default)]
+struct Bell {
+    /// Bumped when something may have made compaction work: a flush, an
+    /// install, a resume, a seek allowance run out, a job's end.
+    work: u64,
+    /// Bumped when a job ends, a background error is recorded, or a thread
+    /// finds nothing to do.
+    ended: u64,
+    closing: bool,
+}
+
+/// The compaction service (see the module comment).
+pub struct Service {
+    scheduler: Mutex<Scheduler>,
+    bell: Mutex<Bell>,
+    rung: Condvar,
+    options: Options,
+    executors: Executors,
+    info_log: InfoLog,
+}
+
+/// "The current version, or `None` while a background error stands (no job
+/// starts then)", read under the scheduler's lock.
+pub type Current<'a> = &'a dyn Fn() -> Option<Arc<Version>>;
+
+impl Service {
+    /// A service with empty queues.
+    pub fn new(options: &Options, executors: Executors, info_log: InfoLog) -> Service {
+        Service {
+            scheduler: Mutex::new(Scheduler::new(options)),
+            bell: Mutex::new(Bell {
+                work: 1,
+                ..Bell::default()
+            }),
+            rung: Condvar::new(),
+            options: options.clone(),
+            executors,
+            info_log,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Scheduler> {
+        // A panic under this lock is caught around jobs; the queues stay
+        // structurally valid, so keep serving.
+        self.scheduler.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn bell(&self) -> MutexGuard<'_, Bell> {
+        self.bell.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sleeps while `asleep` holds for the bell, or until the service closes.
+    fn sleep_while(&self, asleep: impl Fn(&Bell) -> bool) -> bool {
+        let mut bell = self.bell();
+        while !bell.closing && asleep(&bell) {
+            bell = self.rung.wait(bell).unwrap_or_else(|e| e.into_inner());
+        }
+        !bell.closing
+    }
+
+    fn ring(&self, change: impl FnOnce(&mut Bell)) {
+        change(&mut self.bell());
+        self.rung.notify_all();
+    }
+
+    /// Reads the scheduler's state and counters.
+    pub fn with_scheduler<T>(&self, read: impl FnOnce(&Scheduler) -> T) -> T {
+        read(&self.lock())
+    }
+
+    /// Sets LevelDB's compact pointers (the MANIFEST's, at open).
+    pub fn set_compact_pointers(
+        &self,
+        pointers: [Vec<u8>; shale_format::version_edit::NUM_LEVELS],
+    ) {
+        self.lock().compact_pointers = pointers;
+    }
+
+    /// Something may have made compaction work: threads look again. May be
+    /// called under any lock.
+    pub fn work_available(&self) {
+        self.ring(|bell| bell.work += 1);
+    }
+
+    /// A background error was recorded: waiters look again (and give up).
+    /// May be called under any lock.
+    pub fn error_recorded(&self) {
+        self.ring(|bell| bell.ended += 1);
+    }
+
+    /// The database closes: threads and waiters return.
+    pub fn close(&self) {
+        self.ring(|bell| bell.closing = true);
+    }
+
+    /// Blocks until there may be work, then revalidates and refills the
+    /// queues and takes a job for `lane` from the end its measured
+    /// throughput earns (equation 3). `seen`: the work count this thread
+    /// last looked at (0: look at once). `None` when the database closes.
+    pub fn next(&self, lane: Lane, seen: &mut u64, current: Current<'_>) -> Option<ScheduledJob> {
+        loop {
+            let work = self.bell().work;
+            if work != *seen {
+                *seen = work;
+                let mut scheduler = self.lock();
+                if let Some(version) = current() {
+                    self.refill(&mut scheduler, &version);
+                    let end = self.queue_end(&scheduler, lane);
+                    if let Some(job) = scheduler.take(&version, &self.options, end) {
+                        // More may be ready once it is taken.
+                        *seen = 0;
+                        return Some(job);
+                    }
+                }
+                drop(scheduler);
+                // Nothing to do now: whoever waits for idleness looks again.
+                self.ring(|bell| bell.ended += 1);
+            }
+            if !self.sleep_while(|bell| bell.work == *seen) {
+                return None;
+            }
+        }
+    }
+
+    /// Drops stale queued jobs and picks new ones, logging both.
+    fn refill(&self, scheduler: &mut Scheduler, version: &Version) {
+        for job in scheduler.revalidate(version, &self.options) {
+            shale_log!(self.info_log, "Scheduler: dropped stale {}", job.describe());
+        }
+        for job in scheduler.refill(version, &self.options) {
+            shale_log!(
+                self.info_log,
+                "Scheduler: queued {} (queue L{} now {})",
+                job.describe(),
+                job.plan.level,
+                scheduler.queue_lengths()[job.plan.level]
+            );
+        }
+    }
+
+    /// Equation 3 for `lane`: its executor's throughput against the others'.
+    fn queue_end(&self, scheduler: &Scheduler, lane: Lane) -> QueueEnd {
+        let book = &scheduler.book;
+        let cpu = [PARALLEL, STREAMING]
+            .iter()
+            .filter_map(|name| book.throughput(name))
+            .reduce(f64::max);
+        match lane {
+            Lane::Device => priority::queue_end(book.throughput(OPENCL), &[cpu], QueueEnd::Large),
+            Lane::Host if self.executors.device.is_some() => {
+                priority::queue_end(cpu, &[book.throughput(OPENCL)], QueueEnd::Small)
+            }
+            Lane::Host => QueueEnd::Large,
+            Lane::Remote => priority::queue_end(book.throughput(REMOTE), &[cpu], QueueEnd::Large),
+        }
+    }
+
+    /// Plans a manual compaction under the service's lock from the current
+    /// version (read through `current`), so that the plan sees every job
+    /// the service knows ended, then reserves it and takes it for its
+    /// caller ([`Scheduler::start_manual`]: its files are taken from queued
+    /// automatic jobs). `None` when `plan` finds nothing to do; `Err(epoch)`
+    /// while a running job holds some of its files: wait for a job to end
+    /// with [`Service::wait_for_job_end`], then plan again.
+    pub fn plan_manual<T>(
+        &self,
+        current: Current<'_>,
+        plan: impl FnOnce(&Version) -> Option<(CompactionPlan, T)>,
+    ) -> Option<(Result<ScheduledJob, u64>, T)> {
+        let mut scheduler = self.lock();
+        let ended = self.bell().ended;
+        let version = current()?;
+        let (plan, extra) = plan(&version)?;
+        drop(version);
+        let taken = scheduler.start_manual(plan).ok_or(ended);
+        drop(scheduler);
+        if taken.is_err() {
+            // Let the threads take (and so end) what is queued.
+            self.work_available();
+        }
+        Some((taken, extra))
+    }
+
+    /// Sleeps until a job ends (or an error is recorded) after `ended`, an
+    /// epoch from [`Service::plan_manual`]; `false` when the service closes.
+    pub fn wait_for_job_end(&self, ended: u64) -> bool {
+        self.sleep_while(|bell| bell.ended == ended)
+    }
+
+    /// Where `job` runs: its executor chain, decided here once. `lane`:
+    /// the thread's; `parts`: the sub-compactions it will run as;
+    /// `requested`: the executor a manual compaction named (then
+    /// `streaming` if it fails), instead of placement's choice.
+    pub fn place(
+        &self,
+        job: &CompactionJob,
+        lane: Lane,
+        parts: usize,
+        requested: Option<&'static str>,
+    ) -> Chain {
+        if let Some(name) = requested {
+            return placement::requested(name);
+        }
+        let scheduler = self.lock();
+        let load = Load {
+            cores: crate::options::available_cores(),
+            other_jobs: scheduler.running().len().saturating_sub(1),
+            parts,
+            job_sequence: job.id,
+        };
+        let device = match lane {
+            Lane::Device => self.executors.device.as_ref(),
+            Lane::Host | Lane::Remote => None,
+        };
+        let chain = placement::chain(job, &self.executors.choice, device, &scheduler.book, &load);
+        drop(scheduler);
+        let chain = match lane {
+            Lane::Remote if self.executors.remote => placement::remote_first(chain),
+            _ => chain,
+        };
+        match self.executors.custom {
+            Some(custom) => placement::custom_first(chain, custom),
+            None => chain,
+        }
+    }
+
+    /// An executor refused or failed job `job_id` (a caught panic
+    /// included); `next`: the executor that runs it now, if any. Counted
+    /// against the executor and logged; the fallback itself is recorded
+    /// once, with the job's outcome.
+    pub fn attempt_failed(&self, job_id: u64, refusal: &Refusal, next: Option<&str>) {
+        self.lock()
+            .book
+            .record_failure(refusal.executor, refusal.panicked);
+        match next {
+            Some(next) => shale_log!(
+                self.info_log,
+                "Compaction #{job_id}: the {} executor {} ({}); running it on {next}",
+                refusal.executor,
+                if refusal.panicked {
+                    "panicked"
+                } else {
+                    "failed"
+                },
+                refusal.reason
+            ),
+            None => shale_log!(
+                self.info_log,
+                "Compaction #{job_id}: the {} executor {}: {}",
+                refusal.executor,
+                if refusal.panicked {
+                    "panicked"
+                } else {
+                    "failed"
+                },
+                refusal.reason
+            ),
+        }
+    }
+
+    /// Job `job` ended with `outcome`: recorded in the ledger (an
+    /// installed job's executor, bytes, time, sub-compactions and
+    /// fallback), its files released, and whoever waits woken.
+    pub fn finish(&self, job: &ScheduledJob, outcome: &Outcome) {
+        let mut scheduler = self.lock();
+        scheduler.finish(job.ticket);
+        if let Outcome::Installed(done) = outcome {
+            scheduler.counts.completed += 1;
+            if done.trivial_move {
+                scheduler.counts.trivial_moves += 1;
+            } else {
+                scheduler.book.record_job(
+                    &done.executor,
+                    done.input_bytes,
+                    done.seconds,
+                    done.entries,
+                );
+                if job.plan.is_cross_level() {
+                    scheduler.counts.cross_level += 1;
+                }
+            }
+            if done.subcompactions > 1 {
+                scheduler.counts.split_jobs += 1;
+                scheduler.counts.subcompactions += done.subcompactions as u64;
+            }
+            if let Some(reason) = &done.fallback {
+                scheduler.book.record_fallback(reason.clone());
+            }
+        }
+        drop(scheduler);
+        self.ring(|bell| {
+            bell.ended += 1;
+            bell.work += 1;
+        });
+    }
+
+    /// Blocks until no compaction is needed, queued or running: the
+    /// queues, refilled from the current version, are empty and nothing
+    /// runs. `false` when a background error stands or the service closes.
+    pub fn wait_idle(&self, current: Current<'_>) -> bool {
+        loop {
+            let ended = self.bell().ended;
+            {
+                let mut scheduler = self.lock();
+                let Some(version) = current() else {
+                    return false;
+                };
+                self.refill(&mut scheduler, &version);
+                if scheduler.is_idle() {
+                    return true;
+                }
+            }
+            self.work_available();
+            if !self.sleep_while(|bell| bell.ended == ended) {
+                return false;
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("executors", &self.executors)
+            .finish_non_exhaustive()
+    }
+}
