@@ -8,7 +8,6 @@
 //! Nothing here touches a disk or a lock, so it is tested on versions built
 //! in memory.
 
-use std::cmp::Ordering;
 use std::sync::Arc;
 
 use shale_compact::job::{CompactionJob, InputRun, JobFile, UserKeyRange};
@@ -78,19 +77,6 @@ pub fn max_grandparent_overlap_bytes(options: &Options) -> u64 {
 /// Largest input size a compaction grows to when expanding its input level.
 fn expanded_compaction_byte_limit(options: &Options) -> u64 {
     25 * options.max_file_size
-}
-
-/// The score of each level but the last: >= 1 means it needs compacting.
-pub fn level_scores(version: &Version, options: &Options) -> Vec<f64> {
-    (0..NUM_LEVELS - 1)
-        .map(|level| {
-            if level == 0 {
-                version.num_files(0) as f64 / options.l0_compaction_trigger as f64
-            } else {
-                version.level_bytes(level) as f64 / options.max_bytes_for_level(level)
-            }
-        })
-        .collect()
 }
 
 /// A queued or running compaction, as far as picking another one is
@@ -361,42 +347,6 @@ pub fn plan_from_file(
     setup_other_inputs(version, options, level, first, reason)
 }
 
-/// The compaction to run next by LevelDB's rules (levels by descending
-/// score, files in rotation order, then the seek compaction), never one that
-/// conflicts with `running`. The scheduler uses its own priorities
-/// (`compaction::priority`); this is the plain rule, for tests and tools.
-pub fn pick_compaction(
-    version: &Version,
-    options: &Options,
-    compact_pointers: &[Vec<u8>; NUM_LEVELS],
-    running: &[RunningCompaction],
-) -> Option<CompactionPlan> {
-    let free = |plan: &CompactionPlan| running.iter().all(|r| !plan.conflicts_with(r));
-    let scores = level_scores(version, options);
-    let mut levels: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
-    levels.sort_by(|&a, &b| scores[b].partial_cmp(&scores[a]).unwrap_or(Ordering::Equal));
-    for level in levels {
-        let candidates = candidate_files(
-            version,
-            level,
-            &compact_pointers[level],
-            PickStyle::RoundRobin,
-            &|_| false,
-        );
-        let tries = if level == 0 { 1 } else { candidates.len() };
-        for file in candidates.into_iter().take(tries) {
-            let reason = PickReason::Size {
-                score: scores[level],
-            };
-            let plan = plan_from_file(version, options, level, file, reason);
-            if free(&plan) {
-                return Some(plan);
-            }
-        }
-    }
-    seek_plan(version, options).filter(free)
-}
-
 /// The version's seek compaction as a plan, if it has one.
 pub fn seek_plan(version: &Version, options: &Options) -> Option<CompactionPlan> {
     let (level, file) = version.seek_compaction.get()?;
@@ -646,10 +596,38 @@ fn setup_other_inputs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compaction::priority::QueueEnd;
+    use crate::compaction::scheduler::Scheduler;
     use crate::compaction::test_versions::{numbers, version};
     use crate::version::VersionBuilder;
     use shale_format::internal_key::ValueType;
     use shale_format::version_edit::{FileMetaData, VersionEdit};
+
+    /// The scheduler with LevelDB's round-robin picks and no cross-level
+    /// jobs, its compact pointers `pointers`.
+    fn scheduler(options: &Options, pointers: &[Vec<u8>; NUM_LEVELS]) -> Scheduler {
+        let mut scheduler = Scheduler::new(&Options {
+            compaction_pick: PickStyle::RoundRobin,
+            cross_level_compaction: false,
+            ..options.clone()
+        });
+        scheduler.compact_pointers = pointers.clone();
+        scheduler
+    }
+
+    /// The job the scheduler runs first on `v`.
+    fn first_job(s: &mut Scheduler, v: &Version, options: &Options) -> Option<CompactionPlan> {
+        s.refill(v, options);
+        s.take(v, options, QueueEnd::Small).map(|job| job.plan)
+    }
+
+    fn pick_compaction(
+        v: &Version,
+        options: &Options,
+        pointers: &[Vec<u8>; NUM_LEVELS],
+    ) -> Option<CompactionPlan> {
+        first_job(&mut scheduler(options, pointers), v, options)
+    }
 
     #[test]
     fn l0_trigger_picks_all_overlapping_l0_and_l1() {
@@ -663,7 +641,7 @@ mod tests {
             (1, 6, "d", "f", 100),
             (1, 7, "m", "n", 100),
         ]);
-        let plan = pick_compaction(&v, &options, &Default::default(), &[]).unwrap();
+        let plan = pick_compaction(&v, &options, &Default::default()).unwrap();
         assert_eq!(plan.level, 0);
         assert!(numbers(&plan.inputs[0]).len() >= 3);
         assert_eq!(numbers(&plan.inputs[1]), vec![5, 6]);
@@ -680,26 +658,27 @@ mod tests {
             (2, 8, "d", "e", 100),
             (2, 9, "h", "i", 100),
         ]);
-        assert!(pick_compaction(&v, &options, &Default::default(), &[]).is_none());
+        assert!(pick_compaction(&v, &options, &Default::default()).is_none());
         let file = v.files[1][0].clone();
         // The allowance is at least 100 seeks; only the last one reports.
         let charged: Vec<bool> = (0..100).map(|_| file.charge_seek()).collect();
         assert_eq!(charged.iter().filter(|&&out| out).count(), 1);
         assert!(charged[99]);
         v.seek_compaction.set((1, file)).unwrap();
-        let plan = pick_compaction(&v, &options, &Default::default(), &[]).unwrap();
+        let mut s = scheduler(&options, &Default::default());
+        let plan = first_job(&mut s, &v, &options).unwrap();
         assert_eq!(plan.reason, PickReason::Seek);
         assert_eq!(plan.level, 1);
         assert_eq!(numbers(&plan.inputs[0]), vec![5]);
         assert_eq!(numbers(&plan.inputs[1]), vec![7, 8]);
-        // Not while a conflicting compaction runs.
-        assert!(pick_compaction(&v, &options, &Default::default(), &[plan.running()]).is_none());
+        // Not while a conflicting compaction runs (this one).
+        assert!(first_job(&mut s, &v, &options).is_none());
     }
 
     #[test]
     fn nothing_to_do_below_the_triggers() {
         let v = version(&[(0, 10, "a", "c", 100), (1, 5, "a", "b", 100)]);
-        assert!(pick_compaction(&v, &Options::default(), &Default::default(), &[]).is_none());
+        assert!(pick_compaction(&v, &Options::default(), &Default::default()).is_none());
     }
 
     #[test]
@@ -714,11 +693,11 @@ mod tests {
             (1, 3, "e", "f", 100),
         ]);
         let mut pointers: [Vec<u8>; NUM_LEVELS] = Default::default();
-        let plan = pick_compaction(&v, &options, &pointers, &[]).unwrap();
+        let plan = pick_compaction(&v, &options, &pointers).unwrap();
         assert_eq!(numbers(&plan.inputs[0]), vec![1]);
         assert!(plan.is_trivial_move(&options));
         pointers[1] = plan.compact_pointer.encoded().to_vec();
-        let plan = pick_compaction(&v, &options, &pointers, &[]).unwrap();
+        let plan = pick_compaction(&v, &options, &pointers).unwrap();
         assert_eq!(numbers(&plan.inputs[0]), vec![2]);
     }
 
@@ -761,8 +740,11 @@ mod tests {
             (0, 12, "c", "e", 100),
             (0, 13, "c", "d", 100),
         ]);
-        let plan = pick_compaction(&v, &options, &Default::default(), &[]).unwrap();
-        assert!(pick_compaction(&v, &options, &Default::default(), &[plan.running()]).is_none());
+        let mut s = scheduler(&options, &Default::default());
+        let plan = first_job(&mut s, &v, &options).unwrap();
+        assert_eq!(plan.level, 0);
+        // While it runs, no other job takes any of its files.
+        assert!(first_job(&mut s, &v, &options).is_none());
     }
 
     #[test]
