@@ -1,5 +1,9 @@
 //! Options for opening a database, writing and reading. Defaults are
 //! LevelDB 1.23's, except a 10-bit Bloom filter (LevelDB has none by default).
+//!
+//! A leaf of the engine: it imports only the formats, the executors'
+//! crate, the env and snapshots, never the database or the compaction
+//! modules (which import it), so the crate has no import circle.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,12 +14,62 @@ use shale_format::bloom::{FilterPolicy, InternalFilterPolicy};
 use shale_format::comparator::{Comparator, KeyOrder};
 use shale_format::options::TableOptions;
 
-use crate::compaction::picker::PickStyle;
 use shale_compact::opencl::{DeviceSelector, PlacementPolicy};
 use shale_compact::remote::RemoteMode;
 
 use crate::env::{Env, PosixEnv};
 use crate::snapshot::Snapshot;
+
+/// Names `compaction_executor` accepts.
+pub const EXECUTORS: &[&str] = &[
+    shale_compact::parallel::PARALLEL,
+    shale_compact::streaming::STREAMING,
+    shale_compact::opencl::OPENCL,
+    shale_compact::remote::REMOTE,
+    AUTO,
+];
+
+/// The scheduler chooses per job (the default).
+pub const AUTO: &str = "auto";
+
+/// How the file to compact is chosen within a level (ProckStore's second
+/// priority, beside LevelDB's rule).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PickStyle {
+    /// The file with the fewest overlapping files in the next level
+    /// (ProckStore's equation 2); ties go in rotation order. The default:
+    /// it rewrites less of the next level per byte moved down
+    /// (`docs/benchmarks.md`, "Scheduler").
+    #[default]
+    MinOverlap,
+    /// LevelDB's rotating compact pointer: the first file after the last
+    /// compacted key.
+    RoundRobin,
+}
+
+impl PickStyle {
+    /// The style's name in options.
+    pub fn name(self) -> &'static str {
+        match self {
+            PickStyle::MinOverlap => "min-overlap",
+            PickStyle::RoundRobin => "round-robin",
+        }
+    }
+}
+
+impl std::str::FromStr for PickStyle {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PickStyle, String> {
+        match s {
+            "min-overlap" => Ok(PickStyle::MinOverlap),
+            "round-robin" => Ok(PickStyle::RoundRobin),
+            other => Err(format!(
+                "unknown compaction_pick {other:?} (min-overlap or round-robin)"
+            )),
+        }
+    }
+}
 
 /// How a database is opened and run.
 #[derive(Debug, Clone)]
@@ -200,7 +254,7 @@ impl Default for Options {
             level_multiplier: 10.0,
             seek_compaction: true,
             max_background_compactions: 0,
-            compaction_executor: crate::db::AUTO.to_string(),
+            compaction_executor: AUTO.to_string(),
             custom_executor: None,
             compaction_pick: PickStyle::default(),
             cross_level_compaction: true,
@@ -344,7 +398,7 @@ impl Options {
             return Err("compaction_executor=remote needs remote_workers".into());
         }
         if let Some(custom) = &self.custom_executor {
-            if crate::db::EXECUTORS.contains(&custom.name()) {
+            if EXECUTORS.contains(&custom.name()) {
                 return Err(format!(
                     "custom_executor is named {:?}, the name of a built-in executor; give it \
                      a name of its own",
@@ -357,7 +411,7 @@ impl Options {
         }
         let executor = self.compaction_executor.as_str();
         let streaming_only =
-            executor == crate::db::AUTO || executor == shale_compact::streaming::STREAMING;
+            executor == AUTO || executor == shale_compact::streaming::STREAMING;
         if let Some(comparator) = self.comparator.as_ref().filter(|_| !streaming_only) {
             return Err(format!(
                 "compaction_executor={executor} compares key bytes and cannot use the \

@@ -15,6 +15,7 @@ use shale_format::comparator::KeyOrder;
 use shale_format::internal_key::{InternalKey, SequenceNumber};
 use shale_format::version_edit::NUM_LEVELS;
 
+pub use crate::options::PickStyle;
 use crate::options::Options;
 use crate::version::{total_file_size, FileMeta, Version};
 
@@ -226,45 +227,6 @@ impl CompactionPlan {
             deeper_levels,
             table: options.table_settings(),
             range: Default::default(),
-        }
-    }
-}
-
-/// How the file to compact is chosen within a level (ProckStore's second
-/// priority, beside LevelDB's rule).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum PickStyle {
-    /// The file with the fewest overlapping files in the next level
-    /// (ProckStore's equation 2); ties go in rotation order. The default:
-    /// it rewrites less of the next level per byte moved down
-    /// (`docs/benchmarks.md`, "Scheduler").
-    #[default]
-    MinOverlap,
-    /// LevelDB's rotating compact pointer: the first file after the last
-    /// compacted key.
-    RoundRobin,
-}
-
-impl PickStyle {
-    /// The style's name in options.
-    pub fn name(self) -> &'static str {
-        match self {
-            PickStyle::MinOverlap => "min-overlap",
-            PickStyle::RoundRobin => "round-robin",
-        }
-    }
-}
-
-impl std::str::FromStr for PickStyle {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<PickStyle, String> {
-        match s {
-            "min-overlap" => Ok(PickStyle::MinOverlap),
-            "round-robin" => Ok(PickStyle::RoundRobin),
-            other => Err(format!(
-                "unknown compaction_pick {other:?} (min-overlap or round-robin)"
-            )),
         }
     }
 }

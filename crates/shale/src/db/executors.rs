@@ -16,11 +16,7 @@ use shale_format::{Error, Result};
 use crate::compaction::scheduler::placement::{DeviceFacts, ExecutorChoice};
 use crate::options::Options;
 
-/// Names `compaction_executor` accepts.
-pub const EXECUTORS: &[&str] = &[PARALLEL, STREAMING, OPENCL, REMOTE, AUTO];
-
-/// The scheduler chooses per job (the default).
-pub const AUTO: &str = "auto";
+pub use crate::options::{AUTO, EXECUTORS};
 
 pub use crate::compaction::service::Lane;
 
