@@ -410,8 +410,7 @@ impl Options {
             return Err("remote_timeout must be above 0".into());
         }
         let executor = self.compaction_executor.as_str();
-        let streaming_only =
-            executor == AUTO || executor == shale_compact::streaming::STREAMING;
+        let streaming_only = executor == AUTO || executor == shale_compact::streaming::STREAMING;
         if let Some(comparator) = self.comparator.as_ref().filter(|_| !streaming_only) {
             return Err(format!(
                 "compaction_executor={executor} compares key bytes and cannot use the \

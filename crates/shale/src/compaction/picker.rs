@@ -15,8 +15,8 @@ use shale_format::comparator::KeyOrder;
 use shale_format::internal_key::{InternalKey, SequenceNumber};
 use shale_format::version_edit::NUM_LEVELS;
 
-pub use crate::options::PickStyle;
 use crate::options::Options;
+pub use crate::options::PickStyle;
 use crate::version::{total_file_size, FileMeta, Version};
 
 /// Why a compaction was chosen.

@@ -1,20 +1,31 @@
-//! The database: open and recovery, the public read/write API, and the
-//! shared state the write path and the background threads work on.
+//! The database: opening it, the public read/write API, and the shared
+//! state the write path and the background threads work on. Its parts:
+//! `write.rs` (group commit, the WAL, throttling), `read.rs` (lookups,
+//! iterators, sizes), `flush.rs`, `recovery.rs` (replaying the MANIFEST
+//! and the WALs at open), `files.rs` (file numbers, obsolete files,
+//! `destroy`), `resume.rs` (background errors and resuming after a full
+//! disk), `compaction_threads.rs` and `install.rs` (the engine's side of a
+//! compaction job, whose life the compaction service owns:
+//! `crate::compaction::service`), `executors.rs`, `job_io.rs`,
+//! `properties.rs`.
 //!
-//! Locks: `versions` (the MANIFEST, held across its fsync), `state`
-//! (everything else, held briefly) and `scheduler` (the compaction queues).
-//! Code holding `versions` may take `state`; code holding `state` never
-//! takes `versions` or `scheduler`; code holding `scheduler` may take
-//! `state` (picks read the current version under it), never `versions`. The WAL writer
-//! is owned by whichever writer leads the current write group (see
+//! Locks, always taken in this order: `versions` (the MANIFEST, held
+//! across its fsync), then the compaction service's scheduler, then
+//! `state` (everything else, held briefly), then the service's bell (a
+//! leaf that anything may ring). Code holding `state` takes neither
+//! `versions` nor the scheduler; code holding the scheduler reads the
+//! current version (`state`) but never takes `versions`. The WAL writer is
+//! owned by whichever writer leads the current write group (see
 //! `write.rs`).
 
 mod compaction_threads;
 mod executors;
+mod files;
 mod flush;
 mod install;
 mod job_io;
 mod properties;
+mod read;
 mod recovery;
 mod resume;
 mod table_writer;
@@ -28,13 +39,7 @@ use std::thread::JoinHandle;
 
 use shale_compact::job::PhaseStats;
 use shale_format::comparator::KeyOrder;
-use shale_format::concat_iterator::ConcatIterator;
-use shale_format::internal_key::{
-    InternalKey, ParsedInternalKey, SequenceNumber, ValueType, MAX_SEQUENCE_NUMBER,
-};
-use shale_format::iterator::KvIterator;
-use shale_format::merging_iterator::merging_iterator;
-use shale_format::table::BlockReadOptions;
+use shale_format::internal_key::SequenceNumber;
 use shale_format::version_edit::NUM_LEVELS;
 use shale_format::write_batch::WriteBatch;
 use shale_format::{Error, Result};
@@ -44,14 +49,15 @@ use crate::db_iter::DbIterator;
 use crate::env::FileLock;
 use crate::filename;
 use crate::info_log::InfoLog;
-use crate::memtable::{MemGet, MemTable};
+use crate::memtable::MemTable;
 use crate::options::{CompactRangeOptions, Options, ReadOptions, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::table_cache::{SharedBlockCache, TableCache};
-use crate::version::{FileMeta, Version};
+use crate::version::Version;
 use crate::version_set::VersionSet;
 
 pub use executors::{executor_by_name, opencl_options, Lane, AUTO, EXECUTORS};
+pub use files::destroy;
 pub use flush::pick_level_for_memtable_output;
 pub use properties::LevelStats;
 pub(crate) use table_writer::TableWriter;
@@ -456,41 +462,6 @@ impl DB {
     }
 }
 
-/// Deletes the database in `path`: every file the database owns, then the
-/// directory if it is empty. Fails with [`Error::Busy`] when it is open.
-pub fn destroy(path: impl AsRef<Path>, options: &Options) -> Result<()> {
-    let dir = path.as_ref();
-    let env = &options.env;
-    let names = match env.children(dir) {
-        Ok(names) => names,
-        Err(Error::NotFound(_)) => return Ok(()),
-        Err(err) => return Err(err),
-    };
-    let lock_path = filename::lock_file_name(dir);
-    let lock = env.lock_file(&lock_path)?;
-    // What remote workers staged is the database's too.
-    job_io::remove_staging(&**env, dir);
-    for name in names {
-        if let Some((_, kind)) = filename::parse_file_name(&name) {
-            if kind != filename::FileType::DbLock {
-                env.remove_file(&dir.join(&name))?;
-            }
-        }
-    }
-    drop(lock);
-    let _ = env.remove_file(&lock_path);
-    let _ = env.remove_dir(dir);
-    Ok(())
-}
-
-/// The block-level part of read options.
-fn block_read_options(options: &ReadOptions) -> BlockReadOptions {
-    BlockReadOptions {
-        verify_checksums: options.verify_checksums,
-        fill_cache: options.fill_cache,
-    }
-}
-
 impl DbInner {
     pub(crate) fn lock_state(&self) -> MutexGuard<'_, State> {
         // A panic in a thread holding the state lock is a bug; the data it
@@ -506,193 +477,6 @@ impl DbInner {
         cv.wait(guard).unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The sequence reads see: the snapshot's, or the latest.
-    fn read_sequence(&self, state: &State, options: &ReadOptions) -> SequenceNumber {
-        options
-            .snapshot
-            .as_ref()
-            .map_or(state.last_sequence, Snapshot::sequence)
-    }
-
-    /// Pins the current version for a reader.
-    fn pin_current(state: &mut State) -> Arc<Version> {
-        state.current.clone()
-    }
-
-    fn get(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let (mem, imm, version, sequence) = {
-            let mut state = self.lock_state();
-            let sequence = self.read_sequence(&state, options);
-            (
-                state.mem.clone(),
-                state.imm.clone(),
-                Self::pin_current(&mut state),
-                sequence,
-            )
-        };
-        for table in std::iter::once(&mem).chain(imm.as_ref()) {
-            match table.get(key, sequence) {
-                Some(MemGet::Value(value)) => return Ok(Some(value)),
-                Some(MemGet::Deleted) => return Ok(None),
-                None => {}
-            }
-        }
-        self.version_get(&version, options, key, sequence)
-    }
-
-    /// Looks `user_key` up in the tables of `version`: L0 newest first, then
-    /// one candidate file per deeper level.
-    fn version_get(
-        &self,
-        version: &Version,
-        options: &ReadOptions,
-        user_key: &[u8],
-        sequence: SequenceNumber,
-    ) -> Result<Option<Vec<u8>>> {
-        let (mut stack, mut heap) = ([0u8; crate::memtable::STACK_KEY_LEN], Vec::new());
-        let lookup = crate::memtable::lookup_key(user_key, sequence, &mut stack, &mut heap);
-        let read = block_read_options(options);
-        let order = &self.order;
-        // The first file searched, charged a seek when the search goes on
-        // to a second file (LevelDB's `GetStats`).
-        let mut first_searched: Option<(usize, Arc<FileMeta>)> = None;
-        let mut searched_more = false;
-        // `Some(answer)` when `file` decides the key: a value or a deletion.
-        let mut search = |level: usize, file: &Arc<FileMeta>| {
-            if first_searched.is_none() {
-                first_searched = Some((level, file.clone()));
-            } else {
-                searched_more = true;
-            }
-            let table = self.table_cache.table(file.number, file.file_size)?;
-            let found =
-                table.get_entry(
-                    lookup,
-                    read,
-                    |found_key, value| match ParsedInternalKey::parse(found_key) {
-                        Ok(parsed) if order.compare_user(parsed.user_key, user_key).is_ne() => {
-                            Ok(None)
-                        }
-                        Ok(parsed) => Ok(Some(match parsed.value_type {
-                            ValueType::Value => Some(value.to_vec()),
-                            ValueType::Deletion => None,
-                        })),
-                        Err(err) => Err(err.at(table.name(), 0)),
-                    },
-                )?;
-            Ok::<_, Error>(found.transpose()?.flatten())
-        };
-        let answer = (|| {
-            // L0 files may overlap: search those that hold the key, newest
-            // first, since a newer file's entry hides an older one's.
-            // Inline up to the stop trigger's default: no allocation per lookup.
-            let mut overlapping: smallvec::SmallVec<[&Arc<FileMeta>; 12]> = version.files[0]
-                .iter()
-                .filter(|f| {
-                    order.compare_user(f.smallest.user_key(), user_key).is_le()
-                        && order.compare_user(user_key, f.largest.user_key()).is_le()
-                })
-                .collect();
-            overlapping.sort_unstable_by_key(|f| std::cmp::Reverse(f.number));
-            for file in overlapping {
-                if let Some(answer) = search(0, file)? {
-                    return Ok(answer);
-                }
-            }
-            // Deeper levels are sorted and disjoint: at most one file each.
-            for level in 1..NUM_LEVELS {
-                let index = version.find_file(level, lookup);
-                if let Some(file) = version.files[level]
-                    .get(index)
-                    .filter(|f| order.compare_user(f.smallest.user_key(), user_key).is_le())
-                {
-                    if let Some(answer) = search(level, file)? {
-                        return Ok(answer);
-                    }
-                }
-            }
-            Ok(None)
-        })();
-        if let (Some((level, file)), true) = (first_searched, searched_more) {
-            self.charge_seek(version, level, &file);
-        }
-        answer
-    }
-
-    /// Charges `file` (at `level` of `version`) a seek that found nothing;
-    /// when its allowance runs out it becomes the version's seek compaction.
-    fn charge_seek(&self, version: &Version, level: usize, file: &Arc<FileMeta>) {
-        if !self.options.seek_compaction
-            || !file.charge_seek()
-            || version.seek_compaction.get().is_some()
-            || version.seek_compaction.set((level, file.clone())).is_err()
-        {
-            return;
-        }
-        self.service.work_available();
-    }
-
-    /// The merged internal iterator over memtables and tables of `version`.
-    fn internal_iter(
-        &self,
-        mem: &Arc<MemTable>,
-        imm: Option<&Arc<MemTable>>,
-        version: &Arc<Version>,
-        read: BlockReadOptions,
-    ) -> Result<Box<dyn KvIterator + Send>> {
-        let mut children: Vec<Box<dyn KvIterator + Send>> = vec![Box::new(mem.iter())];
-        if let Some(imm) = imm {
-            children.push(Box::new(imm.iter()));
-        }
-        for file in &version.files[0] {
-            let table = self.table_cache.table(file.number, file.file_size)?;
-            children.push(Box::new(table.iter_with(read)));
-        }
-        for level in 1..NUM_LEVELS {
-            let files = version.files[level].clone();
-            if files.is_empty() {
-                continue;
-            }
-            let largest = files.iter().map(|f| f.largest.encoded().to_vec()).collect();
-            let table_cache = self.table_cache.clone();
-            // The closure holds the version, so its files outlive the cursor.
-            let pinned = version.clone();
-            children.push(Box::new(ConcatIterator::new(
-                self.order.internal_comparator(),
-                largest,
-                Box::new(move |i| {
-                    let file = &pinned.files[level][i];
-                    let table = table_cache.table(file.number, file.file_size)?;
-                    Ok(Box::new(table.iter_with(read)) as Box<dyn KvIterator + Send>)
-                }),
-            )));
-        }
-        Ok(merging_iterator(self.order.internal_comparator(), children))
-    }
-
-    fn iter(&self, options: &ReadOptions) -> Result<DbIterator> {
-        let (mem, imm, version, sequence) = {
-            let mut state = self.lock_state();
-            let sequence = self.read_sequence(&state, options);
-            (
-                state.mem.clone(),
-                state.imm.clone(),
-                Self::pin_current(&mut state),
-                sequence,
-            )
-        };
-        let internal =
-            self.internal_iter(&mem, imm.as_ref(), &version, block_read_options(options))?;
-        let mut iter = DbIterator::with_order(internal, sequence, self.order.clone());
-        if let Some(lower) = &options.lower_bound {
-            iter = iter.with_lower_bound(lower.clone());
-        }
-        if let Some(upper) = &options.upper_bound {
-            iter = iter.with_upper_bound(upper.clone());
-        }
-        Ok(iter)
-    }
-
     /// Input bytes per second of the last compaction out of L0.
     fn l0_drain_rate(&self) -> Option<f64> {
         let rate = f64::from_bits(self.l0_drain_rate.load(Ordering::Relaxed));
@@ -702,10 +486,6 @@ impl DbInner {
     /// Smallest sequence a live snapshot (or the present) can read.
     fn smallest_snapshot(&self, state: &State) -> SequenceNumber {
         self.snapshots.oldest().unwrap_or(state.last_sequence)
-    }
-
-    fn new_file_number(&self) -> u64 {
-        self.file_numbers.fetch_add(1, Ordering::SeqCst)
     }
 
     /// Installs `version` as current. REQUIRES: the version-set lock is held
@@ -724,96 +504,5 @@ impl DbInner {
     fn signal_done(&self, state: &mut State) {
         state.done_epoch += 1;
         self.done_cv.notify_all();
-    }
-
-    /// The files no version, pending output or needed log refers to, with
-    /// their kinds and numbers. REQUIRES: the version-set lock is held by
-    /// the caller, so the set of live files cannot change underneath. A
-    /// number once obsolete never becomes live again (numbers are not
-    /// reused), so the caller deletes them after releasing the lock
-    /// ([`DbInner::delete_files`]).
-    fn obsolete_files(&self, versions: &VersionSet) -> Vec<(String, u64, filename::FileType)> {
-        // List first, then read the live set: a file being created already
-        // has its number in `pending_outputs` (or is the WAL whose number is
-        // already in `log_number`) before it appears in a listing.
-        let Ok(names) = self.options.env.children(&self.dir) else {
-            return Vec::new();
-        };
-        let (live, log_number) = {
-            let mut state = self.lock_state();
-            if state.bg_error.is_some() {
-                // After an error the state of the directory is uncertain:
-                // keep everything.
-                return Vec::new();
-            }
-            state.live_versions.retain(|v| v.strong_count() > 0);
-            let mut live: HashSet<u64> = state.pending_outputs.clone();
-            live.extend(state.current.live_files());
-            for version in state.live_versions.iter().filter_map(Weak::upgrade) {
-                live.extend(version.live_files());
-            }
-            (live, state.log_number)
-        };
-        let mut obsolete = Vec::new();
-        for name in names {
-            let Some((number, kind)) = filename::parse_file_name(&name) else {
-                continue;
-            };
-            use filename::FileType;
-            let keep = match kind {
-                FileType::Log => {
-                    number >= versions.log_number.min(log_number)
-                        || number == versions.prev_log_number
-                }
-                FileType::Descriptor => number >= versions.manifest_file_number(),
-                FileType::Table | FileType::Temp => live.contains(&number),
-                FileType::Current | FileType::DbLock | FileType::InfoLog => true,
-            };
-            if !keep {
-                obsolete.push((name, number, kind));
-            }
-        }
-        obsolete
-    }
-
-    /// Deletes files [`DbInner::obsolete_files`] found, without any lock.
-    fn delete_files(&self, files: Vec<(String, u64, filename::FileType)>) {
-        for (name, number, kind) in files {
-            if kind == filename::FileType::Table {
-                self.table_cache.evict(number);
-            }
-            shale_log!(self.info_log, "Delete type={kind:?} #{number}");
-            let _ = self.options.env.remove_file(&self.dir.join(&name));
-        }
-    }
-
-    fn approximate_sizes(&self, ranges: &[(&[u8], &[u8])]) -> Vec<u64> {
-        let version = self.lock_state().current.clone();
-        let offset_of = |user_key: &[u8]| -> u64 {
-            let key = InternalKey::new(user_key, MAX_SEQUENCE_NUMBER, ValueType::VALUE_FOR_SEEK);
-            let mut total = 0;
-            for file in version.files.iter().flatten() {
-                if self
-                    .order
-                    .compare_internal(file.largest.encoded(), key.encoded())
-                    .is_le()
-                {
-                    total += file.file_size;
-                } else if self
-                    .order
-                    .compare_internal(file.smallest.encoded(), key.encoded())
-                    .is_lt()
-                {
-                    if let Ok(table) = self.table_cache.table(file.number, file.file_size) {
-                        total += table.approximate_offset_of(key.encoded());
-                    }
-                }
-            }
-            total
-        };
-        ranges
-            .iter()
-            .map(|(start, end)| offset_of(end).saturating_sub(offset_of(start)))
-            .collect()
     }
 }
