@@ -19,6 +19,7 @@ pub mod db_iter;
 pub mod env;
 pub mod filename;
 pub mod kill_point;
+pub(crate) mod lock_order;
 pub mod memtable;
 pub mod options;
 pub mod repair;

@@ -46,7 +46,7 @@
 //! older than the jobs the service knows finished; the bell is a leaf, so
 //! anything (an install under the state lock) may ring it.
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 
 use shale_compact::job::CompactionJob;
 use shale_compact::opencl::OPENCL;
@@ -60,6 +60,7 @@ use crate::compaction::priority::{self, QueueEnd};
 use crate::compaction::scheduler::placement::{self, Chain, DeviceFacts, ExecutorChoice, Load};
 use crate::compaction::scheduler::{ScheduledJob, Scheduler};
 use crate::info_log::InfoLog;
+use crate::lock_order::{self, Guard, Rank};
 use crate::options::Options;
 use crate::version::Version;
 
@@ -168,21 +169,19 @@ impl Service {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Scheduler> {
-        // A panic under this lock is caught around jobs; the queues stay
-        // structurally valid, so keep serving.
-        self.scheduler.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> Guard<'_, Scheduler> {
+        lock_order::lock(&self.scheduler, Rank::Scheduler)
     }
 
-    fn bell(&self) -> MutexGuard<'_, Bell> {
-        self.bell.lock().unwrap_or_else(|e| e.into_inner())
+    fn bell(&self) -> Guard<'_, Bell> {
+        lock_order::lock(&self.bell, Rank::Bell)
     }
 
     /// Sleeps while `asleep` holds for the bell, or until the service closes.
     fn sleep_while(&self, asleep: impl Fn(&Bell) -> bool) -> bool {
         let mut bell = self.bell();
         while !bell.closing && asleep(&bell) {
-            bell = self.rung.wait(bell).unwrap_or_else(|e| e.into_inner());
+            bell = bell.wait(&self.rung);
         }
         !bell.closing
     }

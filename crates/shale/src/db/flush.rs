@@ -38,11 +38,7 @@ impl DbInner {
                 match state.resume.wait_before_attempt(Instant::now()) {
                     Some(wait) if wait.is_zero() => break true,
                     Some(wait) => {
-                        state = self
-                            .work_cv
-                            .wait_timeout(state, wait)
-                            .unwrap_or_else(|e| e.into_inner())
-                            .0;
+                        state = state.wait_timeout(&self.work_cv, wait).0;
                     }
                     None => state = self.wait(&self.work_cv, state),
                 }

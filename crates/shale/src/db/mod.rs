@@ -34,7 +34,7 @@ mod write;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 
 use shale_compact::job::PhaseStats;
@@ -49,6 +49,7 @@ use crate::db_iter::DbIterator;
 use crate::env::FileLock;
 use crate::filename;
 use crate::info_log::InfoLog;
+use crate::lock_order::{self, Rank};
 use crate::memtable::MemTable;
 use crate::options::{CompactRangeOptions, Options, ReadOptions, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
@@ -111,6 +112,9 @@ pub struct StallStats {
     /// Times a writer had to wait that way.
     pub stop_count: u64,
 }
+
+/// The state lock, held.
+pub(crate) type StateGuard<'a> = lock_order::Guard<'a, State>;
 
 pub(crate) struct State {
     mem: Arc<MemTable>,
@@ -463,18 +467,16 @@ impl DB {
 }
 
 impl DbInner {
-    pub(crate) fn lock_state(&self) -> MutexGuard<'_, State> {
-        // A panic in a thread holding the state lock is a bug; the data it
-        // guards is still structurally valid, so keep serving.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock_state(&self) -> StateGuard<'_> {
+        lock_order::lock(&self.state, Rank::State)
     }
 
-    pub(crate) fn lock_versions(&self) -> MutexGuard<'_, VersionSet> {
-        self.versions.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock_versions(&self) -> lock_order::Guard<'_, VersionSet> {
+        lock_order::lock(&self.versions, Rank::Versions)
     }
 
-    fn wait<'a>(&self, cv: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        cv.wait(guard).unwrap_or_else(|e| e.into_inner())
+    fn wait<'a>(&self, cv: &Condvar, guard: StateGuard<'a>) -> StateGuard<'a> {
+        guard.wait(cv)
     }
 
     /// Input bytes per second of the last compaction out of L0.

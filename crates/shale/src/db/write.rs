@@ -17,7 +17,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,7 @@ use shale_format::log_writer::LogWriter;
 use shale_format::write_batch::{BatchOp, WriteBatch};
 use shale_format::{Error, Result};
 
-use super::{DbInner, State};
+use super::{DbInner, State, StateGuard};
 use crate::compaction::priority;
 use crate::env::LogFile;
 use crate::filename;
@@ -203,7 +203,7 @@ impl DbInner {
     /// REQUIRES: the caller leads the write queue and made room.
     fn write_group<'a>(
         &'a self,
-        mut state: MutexGuard<'a, State>,
+        mut state: StateGuard<'a>,
         group: &mut Vec<QueuedWrite>,
     ) -> Result<()> {
         let sync = take_group(&mut state.write_queue, group);
@@ -268,10 +268,10 @@ impl DbInner {
     /// REQUIRES: the caller leads the write queue.
     fn make_room_for_write<'a>(
         &'a self,
-        mut state: MutexGuard<'a, State>,
+        mut state: StateGuard<'a>,
         mut force: bool,
         write_bytes: usize,
-    ) -> (MutexGuard<'a, State>, Result<()>) {
+    ) -> (StateGuard<'a>, Result<()>) {
         let options = &self.options;
         let mut allow_delay = !force;
         loop {
