@@ -16,6 +16,8 @@ pub mod priority;
 pub mod streaming;
 pub mod subcompaction;
 pub(crate) mod syncer;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, KeyRange, OutputSink};
 pub use parallel::ParallelExecutor;

@@ -1,8 +1,8 @@
 //! Device tests: every helper of `common.cl` through its tiny test kernel,
 //! every kernel against its CPU twin, and the executor against `streaming`
 //! (including forced fallbacks). They need an OpenCL device (PoCL in CI):
-//! without one they print why and pass, unless `SHALE_REQUIRE_OPENCL=1`,
-//! which makes a missing device a failure.
+//! without one they print why and pass, unless `SHALE_REQUIRE_ALL=1`
+//! ([`crate::testing::required`]) makes a missing device a failure.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
@@ -29,16 +29,13 @@ use crate::parallel::unpack::{parse_restart_group, EntryRef};
 use crate::streaming::StreamingExecutor;
 
 /// The test device, or `None` (with the reason printed) when there is none
-/// and `SHALE_REQUIRE_OPENCL` is not `1`.
+/// and the tests are not required ([`crate::testing::skip`]).
 fn test_device() -> Option<Arc<DeviceContext>> {
     match device(DeviceSelector::default()) {
         Ok(device) => Some(device),
         Err(e) => {
-            assert!(
-                std::env::var("SHALE_REQUIRE_OPENCL").as_deref() != Ok("1"),
-                "SHALE_REQUIRE_OPENCL=1 but {e}"
-            );
-            eprintln!("skipping an OpenCL test: {e}");
+            let missing = format!("no OpenCL device: {e}");
+            crate::testing::skip("an OpenCL test", &missing, crate::testing::PROVIDE_OPENCL);
             None
         }
     }
