@@ -26,39 +26,20 @@ use shale_compact::job::{
     CompactionJob, CompactionOutput, Executor, InputRun, JobFile, KeyRange, TableSettings,
     UserKeyRange,
 };
-use shale_compact::mem_io::MemIo;
 use shale_compact::remote::{
     LocalWorker, RemoteExecutor, RemoteMode, RemoteOptions, WorkerConfig, REMOTE,
 };
 use shale_compact::subcompaction::{boundaries, split};
-use shale_compact::testing;
+use shale_compact::testing::{self, build_table, table_file, MemIo};
 use shale_compact::{ParallelExecutor, StreamingExecutor};
 use shale_format::comparator::compare_internal_keys;
 use shale_format::internal_key::{InternalKey, ValueType};
-use shale_format::table_builder::TableBuilder;
 
 /// A generated job with its input files.
 #[derive(Debug, Clone)]
 struct Case {
     job: CompactionJob,
     files: Vec<(u64, Vec<u8>)>,
-}
-
-fn job_file(number: u64, bytes: &[u8], entries: &[(Vec<u8>, Vec<u8>)]) -> JobFile {
-    JobFile {
-        number,
-        file_size: bytes.len() as u64,
-        smallest: entries.first().unwrap().0.clone(),
-        largest: entries.last().unwrap().0.clone(),
-    }
-}
-
-fn build_table(entries: &[(Vec<u8>, Vec<u8>)], settings: &TableSettings) -> Vec<u8> {
-    let mut builder = TableBuilder::new(settings.table_options(), Vec::new());
-    for (k, v) in entries {
-        builder.add(k, v).unwrap();
-    }
-    builder.finish().unwrap().0
 }
 
 fn user_key() -> impl Strategy<Value = Vec<u8>> {
@@ -156,7 +137,7 @@ fn case() -> impl Strategy<Value = Case> {
                     let mut run_files = Vec::new();
                     for chunk in sorted.chunks(per.max(1)) {
                         let bytes = build_table(chunk, &input_settings);
-                        run_files.push(job_file(number, &bytes, chunk));
+                        run_files.push(table_file(number, &bytes, chunk));
                         files.push((number, bytes));
                         number += 1;
                     }
@@ -221,15 +202,13 @@ fn case() -> impl Strategy<Value = Case> {
                     .collect();
                 let job = CompactionJob {
                     id: 7,
-                    inputs,
-                    output_level: 1,
                     max_output_file_size: max_file,
                     grandparents: disjoint,
                     max_grandparent_overlap_bytes: overlap,
                     smallest_snapshot: sequence * snapshot_at / 1000,
                     deeper_levels,
                     table: settings,
-                    range: Default::default(),
+                    ..testing::job(inputs)
                 };
                 Case { job, files }
             },
@@ -528,19 +507,9 @@ fn single_run_without_drops_rewrites_the_same_entries() {
         .collect();
     let bytes = build_table(&entries, &settings);
     let job = CompactionJob {
-        id: 1,
-        inputs: vec![InputRun {
-            level: 0,
-            files: vec![job_file(1, &bytes, &entries)],
-        }],
-        output_level: 1,
         max_output_file_size: 64 << 10,
-        grandparents: vec![],
-        max_grandparent_overlap_bytes: 1 << 30,
-        smallest_snapshot: 0,
-        deeper_levels: vec![],
         table: settings,
-        range: Default::default(),
+        ..testing::job(testing::level0([table_file(1, &bytes, &entries)]))
     };
     let case = Case {
         job,
@@ -699,19 +668,9 @@ fn a_range_without_entries_writes_nothing() {
         .collect();
     let bytes = build_table(&entries, &settings);
     let job = CompactionJob {
-        id: 1,
-        inputs: vec![InputRun {
-            level: 0,
-            files: vec![job_file(1, &bytes, &entries)],
-        }],
-        output_level: 1,
         max_output_file_size: 4 << 10,
-        grandparents: vec![],
-        max_grandparent_overlap_bytes: 1 << 30,
-        smallest_snapshot: 0,
-        deeper_levels: vec![],
         table: settings,
-        range: KeyRange::FULL,
+        ..testing::job(testing::level0([table_file(1, &bytes, &entries)]))
     };
     let case = Case {
         job,
