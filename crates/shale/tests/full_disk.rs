@@ -97,12 +97,10 @@ fn tmpfs_or_skip() -> Option<Tmpfs> {
 
 fn options(env: &Arc<dyn Env>) -> Options {
     Options {
-        create_if_missing: true,
-        env: env.clone(),
         write_buffer_size: 128 << 10,
         max_file_size: 128 << 10,
         max_bytes_for_level_base: 512 << 10,
-        ..Options::default()
+        ..support::options(env)
     }
 }
 
