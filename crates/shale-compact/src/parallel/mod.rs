@@ -159,7 +159,7 @@ impl ParallelExecutor {
     }
 
     /// Like [`ParallelExecutor::new`], with worker threads `nice` levels
-    /// below normal CPU priority (see [`crate::priority`]).
+    /// below normal CPU priority (see [`crate::nice`]).
     pub fn with_nice(threads: usize, memory_budget: usize, nice: u8) -> Result<ParallelExecutor> {
         let threads = if threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -169,7 +169,7 @@ impl ParallelExecutor {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("shale-parallel-{i}"))
-            .start_handler(move |_| crate::priority::lower_current_thread(nice))
+            .start_handler(move |_| crate::nice::lower_current_thread(nice))
             .build()
             .map_err(|e| {
                 Error::InvalidArgument(format!("cannot start {threads} compaction threads: {e}"))
