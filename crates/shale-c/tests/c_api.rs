@@ -6,10 +6,10 @@
 //!
 //! Needs a C compiler, `libleveldb-dev`, `valgrind` and `cbindgen`
 //! (scripts/test installs them when root). Without them each test says what
-//! is missing and passes, except in CI (env `CI` set), where it fails.
+//! is missing and passes, unless `SHALE_REQUIRE_ALL=1` (set in CI): then
+//! it fails.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
-#![allow(clippy::print_stderr, reason = "tests say what they skip")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -39,17 +39,18 @@ fn library_dir() -> PathBuf {
         })
 }
 
-/// `Ok` when `what` is usable; otherwise skips (returns `false`) outside CI
-/// and panics in CI.
+/// `true` when `what` is usable; otherwise skips (returns `false`), or
+/// panics where the test is required ([`shale_compact::testing::skip`]).
 fn require(what: &str, usable: bool, install: &str) -> bool {
-    if usable {
-        return true;
+    if !usable {
+        let missing = format!("{what} is missing");
+        shale_compact::testing::skip(
+            "the C API",
+            &missing,
+            &format!("install it with: {install}"),
+        );
     }
-    if std::env::var_os("CI").is_some() {
-        panic!("{what} is required in CI (env CI is set); install it with: {install}");
-    }
-    eprintln!("skipped: {what} is missing; install it with: {install}");
-    false
+    usable
 }
 
 fn leveldb_available() -> bool {

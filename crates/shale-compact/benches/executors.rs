@@ -10,15 +10,11 @@
 #![allow(clippy::unwrap_used, reason = "benchmark program")]
 #![allow(clippy::print_stdout, reason = "benchmark program")]
 
-use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Instant;
 
-use shale_compact::job::{CompactionJob, Executor, InputRun, JobFile, TableSettings};
-use shale_compact::mem_io::MemIo;
+use shale_compact::job::{Executor, TableSettings};
+use shale_compact::testing::{MemIo, RandomLevel0};
 use shale_compact::{ParallelExecutor, StreamingExecutor};
-use shale_format::internal_key::{InternalKey, ValueType};
-use shale_format::table_builder::TableBuilder;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -42,68 +38,16 @@ fn main() {
         snappy: arg("--snappy", 1) != 0,
         ..TableSettings::default()
     };
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let piece: Vec<u8> = (0..value_size / 2 + 1)
-        .map(|_| b' ' + (next() % 95) as u8)
-        .collect();
-    let mut inputs = HashMap::new();
-    let mut job_runs = Vec::new();
-    let mut sequence = 1;
-    let mut input_bytes = 0;
-    for run in 0..runs as u64 {
-        let mut keys: Vec<u64> = (0..entries)
-            .map(|_| next() % (entries as u64 * runs as u64))
-            .collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let mut builder = TableBuilder::new(settings.table_options(), Vec::new());
-        let (mut smallest, mut largest) = (Vec::new(), Vec::new());
-        for k in keys {
-            let key = InternalKey::new(format!("{k:016}").as_bytes(), sequence, ValueType::Value)
-                .into_encoded();
-            sequence += 1;
-            let mut value = piece.clone();
-            value.extend_from_slice(&piece);
-            value.truncate(value_size);
-            value[0] = (next() % 256) as u8;
-            builder.add(&key, &value).unwrap();
-            if smallest.is_empty() {
-                smallest = key.clone();
-            }
-            largest = key;
-        }
-        let (bytes, size) = builder.finish().unwrap();
-        input_bytes += size;
-        inputs.insert(run + 1, Arc::new(bytes));
-        job_runs.push(InputRun {
-            level: 0,
-            files: vec![JobFile {
-                number: run + 1,
-                file_size: size,
-                smallest,
-                largest,
-            }],
-        });
+    let (job, (inputs, input_bytes)) = RandomLevel0 {
+        runs,
+        entries,
+        value_size,
+        key_space: entries as u64 * runs as u64,
+        overwrite_percent: 0,
+        settings: settings.clone(),
     }
-    let job = CompactionJob {
-        id: 1,
-        inputs: job_runs,
-        output_level: 1,
-        max_output_file_size: 2 << 20,
-        grandparents: vec![],
-        max_grandparent_overlap_bytes: 20 << 20,
-        smallest_snapshot: sequence,
-        deeper_levels: vec![],
-        table: settings.clone(),
-        range: Default::default(),
-    };
-    let io = MemIo::discarding(inputs.into_iter().collect());
+    .build();
+    let io = MemIo::discarding(inputs);
     println!(
         "job: {runs} runs x {entries} entries, {value_size}-byte values, snappy {}, {:.1} MB of input, {} threads available",
         settings.snappy,

@@ -17,18 +17,13 @@
 #![allow(clippy::unwrap_used, reason = "benchmark program")]
 #![allow(clippy::print_stdout, reason = "benchmark program")]
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
-use shale_compact::job::{
-    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, TableSettings,
-};
-use shale_compact::mem_io::MemIo;
+use shale_compact::job::{CompactionOutput, Executor, TableSettings};
 use shale_compact::opencl::{KernelTime, OpenClExecutor, OpenClOptions, PlacementPolicy};
+use shale_compact::testing::{MemIo, RandomLevel0};
 use shale_compact::ParallelExecutor;
-use shale_format::internal_key::{InternalKey, ValueType};
-use shale_format::table_builder::TableBuilder;
 
 fn arg(name: &str, default: usize) -> usize {
     let argv: Vec<String> = std::env::args().collect();
@@ -36,82 +31,6 @@ fn arg(name: &str, default: usize) -> usize {
         .position(|a| a == name)
         .and_then(|i| argv.get(i + 1))
         .map_or(default, |v| v.parse().expect("a number"))
-}
-
-fn make_job(
-    runs: usize,
-    entries: usize,
-    value_size: usize,
-    overwrite_percent: usize,
-) -> (CompactionJob, HashMap<u64, Arc<Vec<u8>>>, u64) {
-    let settings = TableSettings::default();
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let piece: Vec<u8> = (0..value_size / 2 + 1)
-        .map(|_| b' ' + (next() % 95) as u8)
-        .collect();
-    let mut inputs = HashMap::new();
-    let mut job_runs = Vec::new();
-    let mut sequence = 1;
-    let mut input_bytes = 0;
-    let mut previous: Vec<u64> = Vec::new();
-    for run in 0..runs as u64 {
-        let mut keys: Vec<u64> = (0..entries)
-            .map(|i| match previous.get(i) {
-                Some(&k) if next() % 100 < overwrite_percent as u64 => k,
-                _ => next() % (entries as u64 * runs as u64 * 4),
-            })
-            .collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let mut builder = TableBuilder::new(settings.table_options(), Vec::new());
-        let (mut smallest, mut largest) = (Vec::new(), Vec::new());
-        for &k in &keys {
-            let key = InternalKey::new(format!("{k:016}").as_bytes(), sequence, ValueType::Value)
-                .into_encoded();
-            sequence += 1;
-            let mut value = piece.clone();
-            value.extend_from_slice(&piece);
-            value.truncate(value_size);
-            value[0] = (next() % 256) as u8;
-            builder.add(&key, &value).unwrap();
-            if smallest.is_empty() {
-                smallest = key.clone();
-            }
-            largest = key;
-        }
-        let (bytes, size) = builder.finish().unwrap();
-        input_bytes += size;
-        inputs.insert(run + 1, Arc::new(bytes));
-        job_runs.push(InputRun {
-            level: 0,
-            files: vec![JobFile {
-                number: run + 1,
-                file_size: size,
-                smallest,
-                largest,
-            }],
-        });
-        previous = keys;
-    }
-    let job = CompactionJob {
-        id: 1,
-        inputs: job_runs,
-        output_level: 1,
-        max_output_file_size: 2 << 20,
-        grandparents: vec![],
-        max_grandparent_overlap_bytes: 20 << 20,
-        smallest_snapshot: sequence,
-        deeper_levels: vec![],
-        table: settings,
-        range: Default::default(),
-    };
-    (job, inputs, input_bytes)
 }
 
 fn main() {
@@ -124,7 +43,15 @@ fn main() {
         arg("--overwrite-percent", 30),
     );
     let slice_mib = arg("--slice-mib", 8) as u64;
-    let (job, inputs, input_bytes) = make_job(runs, entries, value_size, overwrite);
+    let (job, (inputs, input_bytes)) = RandomLevel0 {
+        runs,
+        entries,
+        value_size,
+        key_space: entries as u64 * runs as u64 * 4,
+        overwrite_percent: overwrite as u64,
+        settings: TableSettings::default(),
+    }
+    .build();
     let new_io = || MemIo::new(inputs.clone());
     let opencl = |policy, max_slice_input_bytes| {
         OpenClExecutor::new(OpenClOptions {

@@ -92,35 +92,20 @@ pub fn output_file_full(raw_data_bytes: u64, max_output_file_size: u64) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::TableSettings;
+    use crate::testing::{file, job};
     use shale_format::internal_key::{InternalKey, ValueType};
-
-    fn file(number: u64, smallest: &[u8], largest: &[u8], size: u64) -> JobFile {
-        JobFile {
-            number,
-            file_size: size,
-            smallest: InternalKey::new(smallest, 1, ValueType::Value).into_encoded(),
-            largest: InternalKey::new(largest, 1, ValueType::Value).into_encoded(),
-        }
-    }
 
     #[test]
     fn stops_after_overlapping_too_much() {
         let job = CompactionJob {
-            id: 1,
-            inputs: vec![],
-            output_level: 1,
             max_output_file_size: 1 << 20,
             grandparents: vec![
-                file(1, b"a", b"b", 100),
-                file(2, b"c", b"d", 100),
-                file(3, b"e", b"f", 100),
+                file(1, 100, b"a", b"b"),
+                file(2, 100, b"c", b"d"),
+                file(3, 100, b"e", b"f"),
             ],
             max_grandparent_overlap_bytes: 150,
-            smallest_snapshot: 0,
-            deeper_levels: vec![],
-            table: TableSettings::default(),
-            range: Default::default(),
+            ..job(vec![])
         };
         let mut cutter = GrandparentCutter::new(&job);
         let key = |k: &[u8]| InternalKey::new(k, 5, ValueType::Value).into_encoded();

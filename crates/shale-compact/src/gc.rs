@@ -166,16 +166,8 @@ mod tests {
             vec![range(b"x", b"z")],
         ];
         let job = CompactionJob {
-            id: 0,
-            inputs: vec![],
-            output_level: 1,
-            max_output_file_size: 0,
-            grandparents: vec![],
-            max_grandparent_overlap_bytes: 0,
-            smallest_snapshot: 0,
             deeper_levels: levels.clone(),
-            table: Default::default(),
-            range: Default::default(),
+            ..crate::testing::job(vec![])
         };
         let mut seq = DeeperLevels::new(&job);
         for key in [&b"a"[..], b"b", b"c", b"e", b"m", b"q", b"y", b"zz"] {

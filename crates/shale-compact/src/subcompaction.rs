@@ -232,7 +232,7 @@ mod tests {
     use super::*;
     use crate::inputs::open_table;
     use crate::job::{TableSettings, UserKeyRange};
-    use crate::mem_io::MemIo;
+    use crate::testing::MemIo;
 
     fn user_key(i: u32) -> Vec<u8> {
         format!("key{i:06}").into_bytes()
@@ -264,20 +264,13 @@ mod tests {
     }
 
     fn job(runs: Vec<Vec<JobFile>>) -> CompactionJob {
+        let inputs = runs
+            .into_iter()
+            .map(|files| InputRun { level: 0, files })
+            .collect();
         CompactionJob {
             id: 3,
-            inputs: runs
-                .into_iter()
-                .map(|files| InputRun { level: 0, files })
-                .collect(),
-            output_level: 1,
-            max_output_file_size: 2 << 20,
-            grandparents: vec![],
-            max_grandparent_overlap_bytes: 1 << 30,
-            smallest_snapshot: 0,
-            deeper_levels: vec![],
-            table: TableSettings::default(),
-            range: KeyRange::FULL,
+            ..crate::testing::job(inputs)
         }
     }
 

@@ -26,38 +26,20 @@ use shale_compact::job::{
     CompactionJob, CompactionOutput, Executor, InputRun, JobFile, KeyRange, TableSettings,
     UserKeyRange,
 };
-use shale_compact::mem_io::MemIo;
 use shale_compact::remote::{
     LocalWorker, RemoteExecutor, RemoteMode, RemoteOptions, WorkerConfig, REMOTE,
 };
 use shale_compact::subcompaction::{boundaries, split};
+use shale_compact::testing::{self, build_table, table_file, MemIo};
 use shale_compact::{ParallelExecutor, StreamingExecutor};
 use shale_format::comparator::compare_internal_keys;
 use shale_format::internal_key::{InternalKey, ValueType};
-use shale_format::table_builder::TableBuilder;
 
 /// A generated job with its input files.
 #[derive(Debug, Clone)]
 struct Case {
     job: CompactionJob,
     files: Vec<(u64, Vec<u8>)>,
-}
-
-fn job_file(number: u64, bytes: &[u8], entries: &[(Vec<u8>, Vec<u8>)]) -> JobFile {
-    JobFile {
-        number,
-        file_size: bytes.len() as u64,
-        smallest: entries.first().unwrap().0.clone(),
-        largest: entries.last().unwrap().0.clone(),
-    }
-}
-
-fn build_table(entries: &[(Vec<u8>, Vec<u8>)], settings: &TableSettings) -> Vec<u8> {
-    let mut builder = TableBuilder::new(settings.table_options(), Vec::new());
-    for (k, v) in entries {
-        builder.add(k, v).unwrap();
-    }
-    builder.finish().unwrap().0
 }
 
 fn user_key() -> impl Strategy<Value = Vec<u8>> {
@@ -155,7 +137,7 @@ fn case() -> impl Strategy<Value = Case> {
                     let mut run_files = Vec::new();
                     for chunk in sorted.chunks(per.max(1)) {
                         let bytes = build_table(chunk, &input_settings);
-                        run_files.push(job_file(number, &bytes, chunk));
+                        run_files.push(table_file(number, &bytes, chunk));
                         files.push((number, bytes));
                         number += 1;
                     }
@@ -220,15 +202,13 @@ fn case() -> impl Strategy<Value = Case> {
                     .collect();
                 let job = CompactionJob {
                     id: 7,
-                    inputs,
-                    output_level: 1,
                     max_output_file_size: max_file,
                     grandparents: disjoint,
                     max_grandparent_overlap_bytes: overlap,
                     smallest_snapshot: sequence * snapshot_at / 1000,
                     deeper_levels,
                     table: settings,
-                    range: Default::default(),
+                    ..testing::job(inputs)
                 };
                 Case { job, files }
             },
@@ -324,7 +304,7 @@ fn executors() -> Vec<Box<dyn Executor>> {
         Box::new(ParallelExecutor::new(3, 6 * 4096).unwrap()),
     ];
     // The OpenCL executor (PoCL in CI). Without a device its variants are
-    // skipped, unless SHALE_REQUIRE_OPENCL=1 makes that a failure.
+    // skipped, unless SHALE_REQUIRE_ALL=1 makes that a failure.
     let opencl = |options: OpenClOptions| {
         OpenClExecutor::new(OpenClOptions {
             cpu_threads: 2,
@@ -383,13 +363,11 @@ fn executors() -> Vec<Box<dyn Executor>> {
                 .unwrap(),
             ));
         }
-        Err(reason) => {
-            assert!(
-                std::env::var("SHALE_REQUIRE_OPENCL").as_deref() != Ok("1"),
-                "SHALE_REQUIRE_OPENCL=1 but {reason}"
-            );
-            eprintln!("conformance: skipping the opencl executor: {reason}");
-        }
+        Err(reason) => testing::skip(
+            "conformance of the opencl executor",
+            &format!("no OpenCL device: {reason}"),
+            testing::PROVIDE_OPENCL,
+        ),
     }
     // A worker on loopback, in both modes.
     for executor in remote_executors(&test_worker().1.url()) {
@@ -445,7 +423,7 @@ impl Drop for WorkerProcess {
 
 /// The random jobs again, through a worker in another process, in both
 /// modes. `cargo test --workspace` builds the `shale` binary; run alone,
-/// without it, the test says so and passes, except in CI.
+/// without it, the test says so and passes, unless `SHALE_REQUIRE_ALL=1`.
 #[test]
 fn a_worker_process_matches_streaming() {
     use std::io::BufRead;
@@ -454,12 +432,10 @@ fn a_worker_process_matches_streaming() {
         .and_then(|exe| Some(exe.parent()?.parent()?.join("shale")))
         .filter(|path| path.exists());
     let Some(binary) = binary else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "the shale binary is not built beside this test"
-        );
-        eprintln!(
-            "conformance: skipping the worker process: no shale binary (cargo build -p shale-cli)"
+        testing::skip(
+            "conformance of a worker process",
+            "the shale binary is not built beside this test",
+            "cargo build -p shale-cli, or cargo test --workspace",
         );
         return;
     };
@@ -531,19 +507,9 @@ fn single_run_without_drops_rewrites_the_same_entries() {
         .collect();
     let bytes = build_table(&entries, &settings);
     let job = CompactionJob {
-        id: 1,
-        inputs: vec![InputRun {
-            level: 0,
-            files: vec![job_file(1, &bytes, &entries)],
-        }],
-        output_level: 1,
         max_output_file_size: 64 << 10,
-        grandparents: vec![],
-        max_grandparent_overlap_bytes: 1 << 30,
-        smallest_snapshot: 0,
-        deeper_levels: vec![],
         table: settings,
-        range: Default::default(),
+        ..testing::job(testing::level0([table_file(1, &bytes, &entries)]))
     };
     let case = Case {
         job,
@@ -702,19 +668,9 @@ fn a_range_without_entries_writes_nothing() {
         .collect();
     let bytes = build_table(&entries, &settings);
     let job = CompactionJob {
-        id: 1,
-        inputs: vec![InputRun {
-            level: 0,
-            files: vec![job_file(1, &bytes, &entries)],
-        }],
-        output_level: 1,
         max_output_file_size: 4 << 10,
-        grandparents: vec![],
-        max_grandparent_overlap_bytes: 1 << 30,
-        smallest_snapshot: 0,
-        deeper_levels: vec![],
         table: settings,
-        range: KeyRange::FULL,
+        ..testing::job(testing::level0([table_file(1, &bytes, &entries)]))
     };
     let case = Case {
         job,

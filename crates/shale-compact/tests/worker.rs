@@ -10,9 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shale_compact::job::{
-    CompactionJob, CompactionOutput, Executor, InputRun, JobFile, JobIo, PhaseStats,
-};
+use shale_compact::job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, PhaseStats};
 use shale_compact::remote::convert::job_to_proto;
 use shale_compact::remote::paths::new_session;
 use shale_compact::remote::proto::compaction_worker_client::CompactionWorkerClient;
@@ -20,6 +18,7 @@ use shale_compact::remote::proto::{
     keys_only_request, CompactRequest, HelloRequest, KeysOnlyRequest, OrderChunk,
 };
 use shale_compact::remote::{LocalWorker, WorkerConfig};
+use shale_compact::testing;
 use tonic::transport::Channel;
 use tonic::{Code, Request};
 
@@ -42,21 +41,14 @@ impl Executor for Sleeper {
     }
 }
 
+/// One level-0 file from "a" to "z" (sequence 1), compacted to level 1.
 fn job(number: u64, file_size: u64) -> CompactionJob {
     CompactionJob {
-        id: 1,
-        inputs: vec![InputRun {
-            level: 0,
-            files: vec![JobFile {
-                number,
-                file_size,
-                smallest: b"a\x01\x01\x00\x00\x00\x00\x00\x00".to_vec(),
-                largest: b"z\x01\x01\x00\x00\x00\x00\x00\x00".to_vec(),
-            }],
-        }],
-        output_level: 1,
         max_output_file_size: 1 << 20,
-        ..CompactionJob::default()
+        max_grandparent_overlap_bytes: 0,
+        ..testing::job(testing::level0([testing::file(
+            number, file_size, b"a", b"z",
+        )]))
     }
 }
 

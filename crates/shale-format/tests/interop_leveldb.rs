@@ -1,7 +1,7 @@
 //! Compatibility with the real LevelDB 1.23 (Debian's libleveldb, through the
 //! `leveldb-shim` test crate). Each test first asks `leveldb_shim::require()`:
-//! without the library it skips with a printed reason, except under CI, where
-//! it fails.
+//! without the library it skips with a printed reason, unless
+//! `SHALE_REQUIRE_ALL=1` (set in CI), where it fails.
 //!
 //! What is proven here:
 //! - without compression, our table bytes equal LevelDB's `TableBuilder`

@@ -21,14 +21,27 @@ def db(db_path):
     database.close()
 
 
+def required():
+    """Whether tests that need something of their machine must run: the
+    workspace's one rule, SHALE_REQUIRE_ALL=1 exactly (scripts/test sets it
+    when CI is set), read as shale_compact::testing reads it."""
+    return os.environ.get("SHALE_REQUIRE_ALL") == "1"
+
+
+def skip(missing, provide):
+    """Fails naming what is missing and how to provide it when required();
+    otherwise skips, saying why."""
+    if required():
+        pytest.fail(f"cannot run: {missing}; SHALE_REQUIRE_ALL=1 requires it ({provide})")
+    pytest.skip(f"{missing} ({provide}; SHALE_REQUIRE_ALL=1 makes this fail)")
+
+
 @pytest.fixture
 def plyvel():
     """Debian's python3-plyvel (real LevelDB 1.23). Skips when it is not
-    installed, except in CI (SHALEDB_REQUIRE_PLYVEL set), where that fails."""
+    installed, unless required()."""
     try:
         import plyvel as module
     except ImportError:
-        if os.environ.get("SHALEDB_REQUIRE_PLYVEL"):
-            pytest.fail("plyvel is required (apt-get install python3-plyvel)")
-        pytest.skip("plyvel is not installed (apt-get install python3-plyvel)")
+        skip("plyvel is not installed", "apt-get install python3-plyvel")
     return module

@@ -382,10 +382,10 @@ impl Options {
         if self.opencl_memory_budget == Some(0) {
             return Err("opencl_memory_budget must be at least 1 byte".into());
         }
-        if self.compaction_nice > shale_compact::priority::MAX_NICE_INCREMENT {
+        if self.compaction_nice > shale_compact::nice::MAX_NICE_INCREMENT {
             return Err(format!(
                 "compaction_nice must be at most {} (got {})",
-                shale_compact::priority::MAX_NICE_INCREMENT,
+                shale_compact::nice::MAX_NICE_INCREMENT,
                 self.compaction_nice
             ));
         }

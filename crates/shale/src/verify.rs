@@ -410,154 +410,233 @@ fn verify_table(
     order: &KeyOrder,
     report: &mut VerifyReport,
 ) -> Result<TableCheck> {
-    let Some(TableFile {
-        source,
-        name,
-        size: file_size,
-        ..
-    }) = open_table_file(env, dir, meta.number)?
-    else {
+    let Some(file) = open_table_file(env, dir, meta.number)? else {
         return Ok(TableCheck::Missing);
     };
-    if file_size != meta.file_size {
-        return Err(corruption_at(
-            &name,
-            0,
-            format!(
-                "file is {file_size} bytes, the MANIFEST says {}",
-                meta.file_size
-            ),
-        ));
-    }
-    // Open it the way the engine does, so that whatever the engine would
-    // reject at open is rejected here too.
-    let options = ReadTableOptions {
-        comparator: order.internal_comparator(),
-        ..ReadTableOptions::internal_scan()
-    };
-    Table::open(source.clone(), file_size, &name, options)?;
-
-    // Table::open checked that the file holds a footer.
-    let footer_offset = file_size - FOOTER_LEN as u64;
-    let mut footer_bytes = [0u8; FOOTER_LEN];
-    source
-        .read_exact_at(&mut footer_bytes, footer_offset)
-        .map_err(|e| Error::io(format!("reading the footer of {name}"), e))?;
-    let footer = Footer::decode(&footer_bytes).map_err(|e| e.at(&name, footer_offset))?;
-    let read = |handle: BlockHandle| -> Result<Block> {
-        let bytes = read_block(&*source, &name, file_size, handle, true)?;
-        Block::new(bytes).map_err(|e| e.at(&name, handle.offset))
-    };
-
-    // The metaindex block, and every meta block it names (the filter).
-    let metaindex = read(footer.metaindex_handle)?;
-    report.blocks += 1;
-    let mut meta_iter = metaindex.iter(Arc::new(BytewiseComparator));
-    meta_iter.seek_to_first();
-    while meta_iter.valid() {
-        let handle = BlockHandle::decode(meta_iter.value())
-            .map_err(|e| e.at(&name, footer.metaindex_handle.offset))?;
-        read_block(&*source, &name, file_size, handle, true)?;
-        report.blocks += 1;
-        meta_iter.next();
-    }
-    meta_iter
-        .status()
-        .map_err(|e| e.at(&name, footer.metaindex_handle.offset))?;
-
-    // The index block, then each data block it points to. Each index key
-    // separates its block from the next: last key of the block <= index key
-    // < first key of the next block.
-    let index_handle = footer.index_handle;
-    let index = read(index_handle)?;
-    report.blocks += 1;
-    // One comparator for the index and every data block.
-    let comparator = order.internal_comparator();
-    let mut index_iter = index.iter(comparator.clone());
-    index_iter.seek_to_first();
-    // The key before the current one (one buffer, reused), and the first.
-    let mut previous_key: Vec<u8> = Vec::new();
-    let mut first_key: Option<Vec<u8>> = None;
-    let mut previous_separator: Option<Vec<u8>> = None;
-    while index_iter.valid() {
-        let handle = BlockHandle::decode(index_iter.value())
-            .map_err(|e| e.at(&name, index_handle.offset))?;
-        let separator = index_iter.key();
-        let data = read(handle)?;
-        report.blocks += 1;
-        let bad =
-            |reason: String| corruption_at(&name, handle.offset, format!("data block: {reason}"));
-        let mut iter = data.iter(comparator.clone());
-        iter.seek_to_first();
-        let mut first_in_block = true;
-        while iter.valid() {
-            let key = iter.key();
-            ParsedInternalKey::parse(key).map_err(|e| {
-                bad(format!(
-                    "entry {:?} is not an internal key: {e}",
-                    key.escape_ascii().to_string()
-                ))
-            })?;
-            if first_in_block {
-                if let Some(separator) = &previous_separator {
-                    if order.compare_internal(separator, key).is_ge() {
-                        return Err(bad(
-                            "first key is not above the previous block's index key".into()
-                        ));
-                    }
-                }
-                first_in_block = false;
-            }
-            if first_key.is_none() {
-                first_key = Some(key.to_vec());
-            } else if order.compare_internal(&previous_key, key).is_ge() {
-                return Err(bad(format!(
-                    "keys out of order at {:?}",
-                    key.escape_ascii().to_string()
-                )));
-            }
-            previous_key.clear();
-            previous_key.extend_from_slice(key);
-            report.entries += 1;
-            iter.next();
-        }
-        iter.status().map_err(|e| e.at(&name, handle.offset))?;
-        if first_key.is_some() && order.compare_internal(&previous_key, separator).is_gt() {
-            return Err(bad("last key is above its index key".into()));
-        }
-        previous_separator = Some(separator.to_vec());
-        index_iter.next();
-    }
-    index_iter
-        .status()
-        .map_err(|e| e.at(&name, index_handle.offset))?;
-
-    // The bounds the MANIFEST records must cover the entries.
-    let Some(first) = first_key else {
-        return Err(corruption_at(&name, 0, "live table holds no entries"));
-    };
-    let last = previous_key;
-    if order
-        .compare_internal(&first, meta.smallest.encoded())
-        .is_lt()
-        || order
-            .compare_internal(&last, meta.largest.encoded())
-            .is_gt()
-    {
-        return Err(corruption_at(
-            &name,
-            0,
-            format!(
-                "entries span {:?} .. {:?}, outside the MANIFEST's bounds {:?} .. {:?}",
-                InternalKey::from_encoded(first),
-                InternalKey::from_encoded(last),
-                meta.smallest,
-                meta.largest
-            ),
-        ));
-    }
-    report.bytes += file_size;
+    let table = TableVerifier::open(file, meta, order)?;
+    table.check_meta_blocks(report)?;
+    let span = table.check_index_and_data_blocks(report)?;
+    table.check_manifest_bounds(span, meta)?;
+    report.bytes += table.file_size;
     Ok(TableCheck::Checked)
+}
+
+/// One live table being verified: its bytes, its name for errors, its
+/// footer, and the order of its keys.
+struct TableVerifier<'a> {
+    source: Arc<dyn RandomAccess>,
+    name: String,
+    file_size: u64,
+    footer: Footer,
+    order: &'a KeyOrder,
+}
+
+impl<'a> TableVerifier<'a> {
+    /// Checks the file's size against the MANIFEST's, opens the table the
+    /// way the engine does (so that whatever the engine would reject at
+    /// open is rejected here too), and reads its footer.
+    fn open(file: TableFile, meta: &FileMeta, order: &'a KeyOrder) -> Result<TableVerifier<'a>> {
+        let TableFile {
+            source,
+            name,
+            size: file_size,
+            ..
+        } = file;
+        if file_size != meta.file_size {
+            return Err(corruption_at(
+                &name,
+                0,
+                format!(
+                    "file is {file_size} bytes, the MANIFEST says {}",
+                    meta.file_size
+                ),
+            ));
+        }
+        let options = ReadTableOptions {
+            comparator: order.internal_comparator(),
+            ..ReadTableOptions::internal_scan()
+        };
+        Table::open(source.clone(), file_size, &name, options)?;
+        // Table::open checked that the file holds a footer.
+        let footer_offset = file_size - FOOTER_LEN as u64;
+        let mut footer_bytes = [0u8; FOOTER_LEN];
+        source
+            .read_exact_at(&mut footer_bytes, footer_offset)
+            .map_err(|e| Error::io(format!("reading the footer of {name}"), e))?;
+        let footer = Footer::decode(&footer_bytes).map_err(|e| e.at(&name, footer_offset))?;
+        Ok(TableVerifier {
+            source,
+            name,
+            file_size,
+            footer,
+            order,
+        })
+    }
+
+    /// Reads the block at `handle`, checking its CRC.
+    fn read(&self, handle: BlockHandle) -> Result<Block> {
+        let bytes = read_block(&*self.source, &self.name, self.file_size, handle, true)?;
+        Block::new(bytes).map_err(|e| e.at(&self.name, handle.offset))
+    }
+
+    /// The metaindex block, and every meta block it names (the filter).
+    fn check_meta_blocks(&self, report: &mut VerifyReport) -> Result<()> {
+        let metaindex_offset = self.footer.metaindex_handle.offset;
+        let metaindex = self.read(self.footer.metaindex_handle)?;
+        report.blocks += 1;
+        let mut meta_iter = metaindex.iter(Arc::new(BytewiseComparator));
+        meta_iter.seek_to_first();
+        while meta_iter.valid() {
+            let handle = BlockHandle::decode(meta_iter.value())
+                .map_err(|e| e.at(&self.name, metaindex_offset))?;
+            read_block(&*self.source, &self.name, self.file_size, handle, true)?;
+            report.blocks += 1;
+            meta_iter.next();
+        }
+        meta_iter
+            .status()
+            .map_err(|e| e.at(&self.name, metaindex_offset))
+    }
+
+    /// The index block, then each data block it points to, in order: every
+    /// key an internal key, keys ascending across blocks, and each index
+    /// key separating its block from the next (last key of the block <=
+    /// index key < first key of the next block). The first and last key.
+    fn check_index_and_data_blocks(&self, report: &mut VerifyReport) -> Result<KeySpan> {
+        let index_handle = self.footer.index_handle;
+        let index = self.read(index_handle)?;
+        report.blocks += 1;
+        // One comparator for the index and every data block.
+        let comparator = self.order.internal_comparator();
+        let mut index_iter = index.iter(comparator.clone());
+        index_iter.seek_to_first();
+        let mut walk = KeyWalk::default();
+        while index_iter.valid() {
+            let handle = BlockHandle::decode(index_iter.value())
+                .map_err(|e| e.at(&self.name, index_handle.offset))?;
+            let separator = index_iter.key();
+            let data = self.read(handle)?;
+            report.blocks += 1;
+            let bad = |reason: String| {
+                corruption_at(&self.name, handle.offset, format!("data block: {reason}"))
+            };
+            let mut iter = data.iter(comparator.clone());
+            iter.seek_to_first();
+            let mut first_in_block = true;
+            while iter.valid() {
+                walk.step(iter.key(), first_in_block, self.order)
+                    .map_err(bad)?;
+                first_in_block = false;
+                report.entries += 1;
+                iter.next();
+            }
+            iter.status().map_err(|e| e.at(&self.name, handle.offset))?;
+            walk.end_block(separator, self.order).map_err(bad)?;
+            index_iter.next();
+        }
+        index_iter
+            .status()
+            .map_err(|e| e.at(&self.name, index_handle.offset))?;
+        match walk.first_key {
+            Some(first) => Ok(KeySpan {
+                first,
+                last: walk.previous_key,
+            }),
+            None => Err(corruption_at(&self.name, 0, "live table holds no entries")),
+        }
+    }
+
+    /// The bounds the MANIFEST records must cover the entries.
+    fn check_manifest_bounds(&self, span: KeySpan, meta: &FileMeta) -> Result<()> {
+        let order = self.order;
+        if order
+            .compare_internal(&span.first, meta.smallest.encoded())
+            .is_lt()
+            || order
+                .compare_internal(&span.last, meta.largest.encoded())
+                .is_gt()
+        {
+            return Err(corruption_at(
+                &self.name,
+                0,
+                format!(
+                    "entries span {:?} .. {:?}, outside the MANIFEST's bounds {:?} .. {:?}",
+                    InternalKey::from_encoded(span.first),
+                    InternalKey::from_encoded(span.last),
+                    meta.smallest,
+                    meta.largest
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The first and last key of a table.
+struct KeySpan {
+    first: Vec<u8>,
+    last: Vec<u8>,
+}
+
+/// The walk over a table's keys, block after block: the key before the
+/// current one (one buffer, reused), the first key, and the index key of
+/// the block before.
+#[derive(Default)]
+struct KeyWalk {
+    previous_key: Vec<u8>,
+    first_key: Option<Vec<u8>>,
+    previous_separator: Option<Vec<u8>>,
+}
+
+impl KeyWalk {
+    /// Checks `key`: an internal key, above the previous block's index key
+    /// when it is its block's first, above the key before it. The error is
+    /// the reason, for the caller to place.
+    fn step(
+        &mut self,
+        key: &[u8],
+        first_in_block: bool,
+        order: &KeyOrder,
+    ) -> std::result::Result<(), String> {
+        ParsedInternalKey::parse(key).map_err(|e| {
+            format!(
+                "entry {:?} is not an internal key: {e}",
+                key.escape_ascii().to_string()
+            )
+        })?;
+        if first_in_block {
+            if let Some(separator) = &self.previous_separator {
+                if order.compare_internal(separator, key).is_ge() {
+                    return Err("first key is not above the previous block's index key".into());
+                }
+            }
+        }
+        if self.first_key.is_none() {
+            self.first_key = Some(key.to_vec());
+        } else if order.compare_internal(&self.previous_key, key).is_ge() {
+            return Err(format!(
+                "keys out of order at {:?}",
+                key.escape_ascii().to_string()
+            ));
+        }
+        self.previous_key.clear();
+        self.previous_key.extend_from_slice(key);
+        Ok(())
+    }
+
+    /// Checks that the block just walked ends at or below its index key
+    /// `separator`, which the next block's first key must be above.
+    fn end_block(&mut self, separator: &[u8], order: &KeyOrder) -> std::result::Result<(), String> {
+        if self.first_key.is_some()
+            && order
+                .compare_internal(&self.previous_key, separator)
+                .is_gt()
+        {
+            return Err("last key is above its index key".into());
+        }
+        self.previous_separator = Some(separator.to_vec());
+        Ok(())
+    }
 }
 
 /// Reads the write-ahead log at `path`, checking every record and the write

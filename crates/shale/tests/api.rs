@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
+mod support;
+
 use std::sync::Arc;
 
 use shale::env::{Env, MemEnv};
@@ -11,11 +13,9 @@ use shale::{Options, ReadOptions, WriteOptions, DB};
 
 fn options(env: &Arc<dyn Env>) -> Options {
     Options {
-        create_if_missing: true,
-        env: env.clone(),
         write_buffer_size: 32 << 10,
         max_file_size: 16 << 10,
-        ..Options::default()
+        ..support::options(env)
     }
 }
 

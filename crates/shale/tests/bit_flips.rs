@@ -10,7 +10,9 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::collections::{BTreeMap, BTreeSet};
+mod support;
+
+use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,8 +20,7 @@ use std::sync::{Arc, Once};
 
 use shale::env::{read_file, write_file, Env, MemEnv};
 use shale::{Error, Options, ReadOptions, WriteOptions, DB};
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+use support::Model;
 
 fn dir() -> PathBuf {
     PathBuf::from("/db")
@@ -42,15 +43,13 @@ fn count_panics() {
 /// Nothing compacts by itself: each flip sees the same files.
 fn options(env: &Arc<dyn Env>, paranoid_checks: bool) -> Options {
     Options {
-        create_if_missing: true,
         paranoid_checks,
-        env: env.clone(),
         write_buffer_size: 1 << 20,
         block_size: 256,
         l0_compaction_trigger: 1000,
         l0_slowdown_writes_trigger: 1000,
         l0_stop_writes_trigger: 1000,
-        ..Options::default()
+        ..support::options(env)
     }
 }
 

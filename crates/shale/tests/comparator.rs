@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
+mod support;
+
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -45,8 +47,6 @@ fn key(n: u64) -> Vec<u8> {
 
 fn options(env: &Arc<dyn Env>) -> Options {
     Options {
-        create_if_missing: true,
-        env: env.clone(),
         comparator: Some(Arc::new(Numeric)),
         // Small memtables and tables: flushes, L0 compactions and deeper
         // ones all happen.
@@ -54,7 +54,7 @@ fn options(env: &Arc<dyn Env>) -> Options {
         max_file_size: 8 << 10,
         max_bytes_for_level_base: 64 << 10,
         block_size: 512,
-        ..Options::default()
+        ..support::options(env)
     }
 }
 

@@ -20,7 +20,8 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::collections::BTreeMap;
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -28,8 +29,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use shale::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+use support::Model;
 
 /// Set in the child: the database directory.
 const CHILD_DIR: &str = "SHALE_CRASH_CHILD";

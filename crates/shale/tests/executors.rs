@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use shale::{Options, ReadOptions, WriteOptions, DB};
+use shale_compact::testing;
 
 fn options(executor: &str) -> Options {
     Options {
@@ -106,11 +107,11 @@ fn full_compaction_is_identical_with_every_executor() {
         if let Err(err) = shale::db::executor_by_name(executor, &options(executor)) {
             // Only opencl can be missing: no OpenCL platform on this machine.
             assert_eq!(*executor, "opencl", "{err}");
-            assert!(
-                std::env::var_os("SHALE_REQUIRE_OPENCL").is_none(),
-                "OpenCL required: {err}"
+            testing::skip(
+                "the opencl executor",
+                &err.to_string(),
+                testing::PROVIDE_OPENCL,
             );
-            eprintln!("skipping opencl: {err}");
             continue;
         }
         let dir = tmp.path().join(executor);
@@ -167,16 +168,17 @@ fn full_compaction_is_identical_with_every_executor() {
 }
 
 /// Opens a database with an `opencl` executor; `None` (the test skips)
-/// when this machine has no OpenCL and `SHALE_REQUIRE_OPENCL` is unset.
+/// when this machine has no OpenCL and the test is not required
+/// ([`testing::skip`]).
 fn open_opencl_or_skip(dir: &Path, options: Options) -> Option<DB> {
     match DB::open(dir, options) {
         Ok(db) => Some(db),
         Err(err) => {
-            assert!(
-                std::env::var_os("SHALE_REQUIRE_OPENCL").is_none(),
-                "OpenCL required: {err}"
+            testing::skip(
+                "an opencl database",
+                &err.to_string(),
+                testing::PROVIDE_OPENCL,
             );
-            eprintln!("skipping: {err}");
             None
         }
     }
@@ -279,7 +281,11 @@ fn direct_io_compaction_writes_the_same_tables() {
         let db = match DB::open(&dir, direct_options) {
             Ok(db) => db,
             Err(shale::Error::NotSupported(reason)) if direct => {
-                eprintln!("skipping: {reason}");
+                testing::skip(
+                    "direct I/O compaction",
+                    &reason,
+                    "run it on a file system that takes O_DIRECT (ext4, xfs, tmpfs on Linux 6.6+)",
+                );
                 return;
             }
             Err(e) => panic!("{e}"),

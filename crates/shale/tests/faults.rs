@@ -16,7 +16,9 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::collections::{BTreeMap, BTreeSet};
+mod support;
+
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,8 +27,7 @@ use std::sync::Arc;
 use shale::env::{read_file, write_file, Env, FaultInjectionEnv, FileLock, MemEnv, WritableFile};
 use shale::format::format::RandomAccess;
 use shale::{Error, Options, ReadOptions, WriteBatch, WriteOptions, DB};
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+use support::Model;
 
 const DIR: &str = "/db";
 
@@ -37,8 +38,6 @@ fn dir() -> PathBuf {
 /// Tiny memtables, blocks and files; automatic compactions as usual.
 fn options(env: &Arc<dyn Env>) -> Options {
     Options {
-        create_if_missing: true,
-        env: env.clone(),
         write_buffer_size: 8 << 10,
         max_file_size: 8 << 10,
         block_size: 512,
@@ -48,7 +47,7 @@ fn options(env: &Arc<dyn Env>) -> Options {
         max_bytes_for_level_base: 32 << 10,
         level_multiplier: 4.0,
         block_cache_size: 64 << 10,
-        ..Options::default()
+        ..support::options(env)
     }
 }
 

@@ -9,15 +9,16 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::collections::BTreeMap;
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use leveldb_shim::{Db as LevelDb, DbOptions as LevelDbOptions};
 use shale::{Error, Options, ReadOptions, WriteBatch, WriteOptions, DB};
+use support::Model;
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// A tiny deterministic generator (xorshift64*), so the data is the same on

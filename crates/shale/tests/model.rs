@@ -4,14 +4,14 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::collections::BTreeMap;
+mod support;
+
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use shale::env::{Env, MemEnv};
 use shale::{Options, ReadOptions, Snapshot, WriteBatch, WriteOptions, DB};
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+use support::Model;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -92,11 +92,9 @@ fn options(env: &Arc<dyn Env>) -> Options {
 /// go cross-level).
 fn options_with(env: &Arc<dyn Env>, scheduling: Scheduling) -> Options {
     Options {
-        create_if_missing: true,
         max_background_compactions: scheduling.threads,
         compaction_executor: scheduling.executor.to_string(),
         max_subcompactions: 4,
-        env: env.clone(),
         write_buffer_size: 8 << 10,
         max_file_size: 8 << 10,
         block_size: 256,
@@ -105,7 +103,7 @@ fn options_with(env: &Arc<dyn Env>, scheduling: Scheduling) -> Options {
         l0_slowdown_writes_trigger: 4,
         l0_stop_writes_trigger: 6,
         block_cache_size: 64 << 10,
-        ..Options::default()
+        ..support::options(env)
     }
 }
 

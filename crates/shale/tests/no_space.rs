@@ -30,8 +30,6 @@ fn dir() -> PathBuf {
 fn options(env: &Arc<dyn Env>, auto: bool) -> Options {
     let trigger = |n: usize| if auto { n } else { 1000 };
     Options {
-        create_if_missing: true,
-        env: env.clone(),
         write_buffer_size: 8 << 10,
         max_file_size: 8 << 10,
         block_size: 512,
@@ -40,7 +38,7 @@ fn options(env: &Arc<dyn Env>, auto: bool) -> Options {
         l0_stop_writes_trigger: trigger(8),
         max_bytes_for_level_base: if auto { 32 << 10 } else { 1 << 40 },
         level_multiplier: 4.0,
-        ..Options::default()
+        ..support::options(env)
     }
 }
 

@@ -9,7 +9,8 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::collections::BTreeMap;
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,16 +22,14 @@ use shale::format::iterator::KvIterator;
 use shale::format::table::{ReadTableOptions, Table};
 use shale::repair::{LostReason, TableOrigin};
 use shale::{Error, Options, ReadOptions, RepairReport, WriteBatch, WriteOptions, DB};
+use support::Model;
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Small buffers and blocks, and no automatic compaction: the tables a test
 /// writes stay where it put them, so that it knows what is in each.
 fn options(env: Arc<dyn Env>) -> Options {
     Options {
-        env,
-        create_if_missing: true,
         write_buffer_size: 32 << 10,
         block_size: 1024,
         max_file_size: 32 << 10,
@@ -39,7 +38,7 @@ fn options(env: Arc<dyn Env>) -> Options {
         l0_stop_writes_trigger: 1000,
         max_bytes_for_level_base: 1 << 40,
         seek_compaction: false,
-        ..Options::default()
+        ..support::options(&env)
     }
 }
 

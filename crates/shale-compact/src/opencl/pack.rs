@@ -136,194 +136,376 @@ pub(crate) fn pack_on_device(
     entries: &DeviceEntries,
     last: bool,
 ) -> Result<PackedSlice, DeviceError> {
-    let m = entries.kept_count;
-    let sizes = session.alloc::<u32>("kept sizes", 3 * m)?;
-    session.launch(
-        "kept_sizes",
-        m,
-        None,
-        m as u64 * 16,
-        &[
-            mem(&entries.keys),
-            mem(&entries.key_offset),
-            mem(&entries.key_len),
-            mem(&entries.value_len),
-            mem(&entries.kept),
-            Arg::U32(m as u32),
-            mem(&sizes),
-        ],
-    )?;
-    let flat = session.download("kept sizes", &sizes, 3 * m)?;
-    let host_sizes: Vec<EntrySize> = flat
-        .chunks_exact(3)
-        .map(|s| EntrySize {
-            key_len: s[0],
-            value_len: s[1],
-            shared: s[2],
-        })
-        .collect();
-
-    // Boundaries: the one sequential scan, over integers.
-    let mut state = ScanState {
-        file_open: false,
-        raw_data_bytes: 0,
+    let mut packer = Packer {
+        session,
+        pool,
+        job,
+        entries,
     };
-    let (planned, unfinished_block) =
-        plan_boundaries_from_sizes(&host_sizes, &entries.stops, &mut state, job, last);
-    // Finished files first; only the last planned file may still be open.
-    let finished: Vec<&PlannedFile> = planned.iter().filter(|f| f.finish).collect();
-    let mut block_ranges: Vec<Range<usize>> = finished
-        .iter()
-        .flat_map(|f| f.blocks.iter().cloned())
-        .collect();
-    let finished_blocks = block_ranges.len();
-    let finished_entries = block_ranges.last().map_or(0, |b| b.end);
-    block_ranges.extend(
-        planned
-            .iter()
-            .filter(|f| !f.finish)
-            .flat_map(|f| f.blocks.iter().cloned()),
-    );
-    if !unfinished_block.is_empty() {
-        block_ranges.push(unfinished_block);
-    }
-    if block_ranges.last().map_or(0, |b| b.end) != m {
-        return Err(DeviceError::new(
-            "the boundary plan does not cover every kept entry",
-        ));
-    }
-    let layout = group_layout(&host_sizes, &block_ranges, job.table.block_restart_interval);
-    let out_len = layout.blocks.last().map_or(0, |b| b.end);
-    if out_len > u32::MAX as usize {
-        return Err(DeviceError::new(format!(
-            "{out_len} bytes of output blocks: past 32-bit offsets"
-        )));
-    }
+    let sizes = packer.kept_sizes()?;
+    let plan = packer.plan_blocks(&sizes.host, last)?;
+    let out = packer.encode(&sizes, &plan)?;
+    let downloads = packer.start_downloads(&plan, &out)?;
+    let boundary_keys = packer.boundary_keys(&sizes.host, &plan)?;
+    let open_blocks = packer.open_blocks(&plan, downloads.open, downloads.open_range)?;
+    let files = packer.finish_files(&plan, downloads.files, &boundary_keys)?;
+    drop(out);
+    Ok(PackedSlice {
+        files,
+        open_blocks,
+        open_entries: entries.kept_count - plan.finished_entries,
+    })
+}
 
-    // Encode every restart group.
-    let groups = layout.first.len();
-    let group_buffers = [
-        session.upload("output groups", &layout.first)?,
-        session.upload("output groups", &layout.count)?,
-        session.upload("output groups", &layout.offset)?,
-        session.upload("output groups", &layout.block_first_group)?,
-    ];
-    let group_last = session.upload("output groups", &layout.last)?;
-    let out = session.alloc::<u8>("output blocks", out_len)?;
-    session.launch(
-        "encode_groups",
-        groups,
-        None,
-        out_len as u64,
-        &[
-            mem(&entries.keys),
-            mem(&entries.key_offset),
-            mem(&entries.data.buffer),
-            mem(&entries.value_offset),
-            mem(&entries.kept),
-            mem(&sizes),
-            mem(&group_buffers[0]),
-            mem(&group_buffers[1]),
-            mem(&group_buffers[2]),
-            mem(&group_buffers[3]),
-            mem(&group_last),
-            Arg::U32(groups as u32),
-            mem(&out),
-        ],
-    )?;
-    // Files: their blocks (indices into block_ranges).
-    let mut file_blocks = Vec::with_capacity(finished.len());
-    let mut next_block = 0;
-    for file in &finished {
-        file_blocks.push(next_block..next_block + file.blocks.len());
-        next_block += file.blocks.len();
-    }
-    // The encoded blocks come back file by file on the transfer queue,
-    // while the compute queue gathers the boundary keys and, below, builds
-    // the filters of one file while the host compresses the next.
-    let bytes_of = |blocks: Range<usize>| {
-        let start = layout.blocks.get(blocks.start).map_or(out_len, |b| b.start);
+/// Packing one slice: the device session and the kept entries it packs.
+struct Packer<'a, 's> {
+    session: &'a mut Session<'s>,
+    pool: &'a rayon::ThreadPool,
+    job: &'a CompactionJob,
+    entries: &'a DeviceEntries,
+}
+
+/// The kept entries' key and value lengths and shared prefixes, on the
+/// device (three `u32` per entry, for encoding) and on the host.
+struct KeptSizes {
+    device: Buffer<u32>,
+    host: Vec<EntrySize>,
+}
+
+/// Where the slice's output blocks go.
+struct BlockPlan {
+    /// Every block as a range of kept entries: the finished files' blocks,
+    /// then the open file's (its unfinished block last).
+    ranges: Vec<Range<usize>>,
+    /// How many of `ranges` belong to finished files.
+    finished_blocks: usize,
+    /// Kept entries in finished files.
+    finished_entries: usize,
+    /// Per finished file, its blocks (indices into `ranges`).
+    file_blocks: Vec<Range<usize>>,
+    /// Every restart group's place in the output buffer.
+    layout: GroupLayout,
+    /// Bytes of encoded blocks.
+    out_len: usize,
+}
+
+impl BlockPlan {
+    /// The bytes of `blocks` (indices into `ranges`) in the output buffer.
+    fn bytes_of(&self, blocks: Range<usize>) -> Range<usize> {
+        let layout = &self.layout.blocks;
+        let start = layout.get(blocks.start).map_or(self.out_len, |b| b.start);
         let end = blocks
             .end
             .checked_sub(1)
-            .and_then(|b| layout.blocks.get(b))
+            .and_then(|b| layout.get(b))
             .map_or(start, |b| b.end.max(start));
         start..end
-    };
-    let mut downloads = Vec::with_capacity(file_blocks.len());
-    for blocks in &file_blocks {
-        let range = bytes_of(blocks.clone());
-        downloads.push(session.download_async(
-            "output blocks",
-            &out,
-            range.start,
-            range.len(),
-            &[],
-        )?);
     }
-    let open_range = bytes_of(finished_blocks..block_ranges.len());
-    let open_download = session.download_async(
-        "output blocks",
-        &out,
-        open_range.start,
-        open_range.len(),
-        &[],
-    )?;
+}
 
-    // The first and last key of every finished block.
-    let mut which = Vec::with_capacity(2 * finished_blocks);
-    let mut key_at = Vec::with_capacity(2 * finished_blocks + 1);
-    let mut key_bytes = 0usize;
-    for range in &block_ranges[..finished_blocks] {
-        for j in [range.start, range.end - 1] {
-            which.push(j as u32);
-            key_at.push(key_bytes);
-            key_bytes += host_sizes[j].key_len as usize;
-        }
+/// The encoded blocks coming back: one read per finished file, and one for
+/// the open file's blocks.
+struct BlockDownloads {
+    files: Vec<Download<u8>>,
+    open: Download<u8>,
+    open_range: Range<usize>,
+}
+
+/// The first and last key of every finished block, read back.
+struct BoundaryKeys {
+    gathered: Vec<u8>,
+    /// Where key `w` starts in `gathered` (then the end).
+    key_at: Vec<usize>,
+}
+
+impl BoundaryKeys {
+    /// Key `w`: the first key of block `w / 2` when even, its last when odd.
+    fn key(&self, w: usize) -> &[u8] {
+        &self.gathered[self.key_at[w]..self.key_at[w + 1]]
     }
-    key_at.push(key_bytes);
-    let which_buffer = session.upload("boundary keys", &which)?;
-    let at: Vec<u32> = key_at.iter().map(|&a| a as u32).collect();
-    let at_buffer = session.upload("boundary keys", &at)?;
-    let gathered = session.alloc::<u8>("boundary keys", key_bytes)?;
-    session.launch(
-        "gather_keys",
-        which.len(),
-        None,
-        key_bytes as u64,
-        &[
-            mem(&entries.keys),
-            mem(&entries.key_offset),
-            mem(&entries.key_len),
-            mem(&entries.kept),
-            mem(&which_buffer),
-            mem(&at_buffer),
-            Arg::U32(which.len() as u32),
-            mem(&gathered),
-        ],
-    )?;
-    let gathered = session.download("boundary keys", &gathered, key_bytes)?;
-    let boundary_key = |w: usize| &gathered[key_at[w]..key_at[w + 1]];
-    let open_bytes = session.finish_download(open_download)?;
-    let open_blocks: Vec<Vec<u8>> = layout.blocks[finished_blocks..]
-        .iter()
-        .map(|range| {
-            open_bytes[range.start - open_range.start..range.end - open_range.start].to_vec()
+}
+
+impl Packer<'_, '_> {
+    /// Computes the kept entries' sizes on the device and reads them back.
+    fn kept_sizes(&mut self) -> Result<KeptSizes, DeviceError> {
+        let entries = self.entries;
+        let m = entries.kept_count;
+        let sizes = self.session.alloc::<u32>("kept sizes", 3 * m)?;
+        self.session.launch(
+            "kept_sizes",
+            m,
+            None,
+            m as u64 * 16,
+            &[
+                mem(&entries.keys),
+                mem(&entries.key_offset),
+                mem(&entries.key_len),
+                mem(&entries.value_len),
+                mem(&entries.kept),
+                Arg::U32(m as u32),
+                mem(&sizes),
+            ],
+        )?;
+        let flat = self.session.download("kept sizes", &sizes, 3 * m)?;
+        let host = flat
+            .chunks_exact(3)
+            .map(|s| EntrySize {
+                key_len: s[0],
+                value_len: s[1],
+                shared: s[2],
+            })
+            .collect();
+        Ok(KeptSizes {
+            device: sizes,
+            host,
         })
-        .collect();
-    let open_entries = m - finished_entries;
+    }
 
-    // Per file: wait for its blocks, Snappy on the host (blocks in
-    // parallel), then its filters on the device without waiting for them.
-    let options = job.table.table_options();
-    let compression = options.compression;
-    let mut files = Vec::with_capacity(file_blocks.len());
-    let mut pending_filters = Vec::with_capacity(file_blocks.len());
-    for (blocks, download) in file_blocks.iter().zip(downloads) {
-        let encoded = session.finish_download(download)?;
-        let base = bytes_of(blocks.clone()).start;
-        let compressed: Vec<(Vec<u8>, CompressionType)> = pool.install(|| {
-            layout.blocks[blocks.clone()]
+    /// Block and file boundaries, the one sequential scan over integers,
+    /// and the restart groups' layout: finished files first; only the last
+    /// planned file may still be open.
+    fn plan_blocks(&self, sizes: &[EntrySize], last: bool) -> Result<BlockPlan, DeviceError> {
+        let mut state = ScanState {
+            file_open: false,
+            raw_data_bytes: 0,
+        };
+        let (planned, unfinished_block) =
+            plan_boundaries_from_sizes(sizes, &self.entries.stops, &mut state, self.job, last);
+        let finished: Vec<&PlannedFile> = planned.iter().filter(|f| f.finish).collect();
+        let mut ranges: Vec<Range<usize>> = finished
+            .iter()
+            .flat_map(|f| f.blocks.iter().cloned())
+            .collect();
+        let finished_blocks = ranges.len();
+        let finished_entries = ranges.last().map_or(0, |b| b.end);
+        ranges.extend(
+            planned
+                .iter()
+                .filter(|f| !f.finish)
+                .flat_map(|f| f.blocks.iter().cloned()),
+        );
+        if !unfinished_block.is_empty() {
+            ranges.push(unfinished_block);
+        }
+        if ranges.last().map_or(0, |b| b.end) != self.entries.kept_count {
+            return Err(DeviceError::new(
+                "the boundary plan does not cover every kept entry",
+            ));
+        }
+        let layout = group_layout(sizes, &ranges, self.job.table.block_restart_interval);
+        let out_len = layout.blocks.last().map_or(0, |b| b.end);
+        if out_len > u32::MAX as usize {
+            return Err(DeviceError::new(format!(
+                "{out_len} bytes of output blocks: past 32-bit offsets"
+            )));
+        }
+        let mut file_blocks = Vec::with_capacity(finished.len());
+        let mut next_block = 0;
+        for file in &finished {
+            file_blocks.push(next_block..next_block + file.blocks.len());
+            next_block += file.blocks.len();
+        }
+        Ok(BlockPlan {
+            ranges,
+            finished_blocks,
+            finished_entries,
+            file_blocks,
+            layout,
+            out_len,
+        })
+    }
+
+    /// Encodes every restart group of every planned block on the device.
+    fn encode(&mut self, sizes: &KeptSizes, plan: &BlockPlan) -> Result<Buffer<u8>, DeviceError> {
+        let (session, entries, layout) = (&mut *self.session, self.entries, &plan.layout);
+        let groups = layout.first.len();
+        let group_buffers = [
+            session.upload("output groups", &layout.first)?,
+            session.upload("output groups", &layout.count)?,
+            session.upload("output groups", &layout.offset)?,
+            session.upload("output groups", &layout.block_first_group)?,
+        ];
+        let group_last = session.upload("output groups", &layout.last)?;
+        let out = session.alloc::<u8>("output blocks", plan.out_len)?;
+        session.launch(
+            "encode_groups",
+            groups,
+            None,
+            plan.out_len as u64,
+            &[
+                mem(&entries.keys),
+                mem(&entries.key_offset),
+                mem(&entries.data.buffer),
+                mem(&entries.value_offset),
+                mem(&entries.kept),
+                mem(&sizes.device),
+                mem(&group_buffers[0]),
+                mem(&group_buffers[1]),
+                mem(&group_buffers[2]),
+                mem(&group_buffers[3]),
+                mem(&group_last),
+                Arg::U32(groups as u32),
+                mem(&out),
+            ],
+        )?;
+        Ok(out)
+    }
+
+    /// Starts reading the encoded blocks back file by file on the transfer
+    /// queue, while the compute queue gathers the boundary keys and later
+    /// builds the filters of one file while the host compresses the next.
+    fn start_downloads(
+        &mut self,
+        plan: &BlockPlan,
+        out: &Buffer<u8>,
+    ) -> Result<BlockDownloads, DeviceError> {
+        let mut files = Vec::with_capacity(plan.file_blocks.len());
+        for blocks in &plan.file_blocks {
+            let range = plan.bytes_of(blocks.clone());
+            files.push(self.session.download_async(
+                "output blocks",
+                out,
+                range.start,
+                range.len(),
+                &[],
+            )?);
+        }
+        let open_range = plan.bytes_of(plan.finished_blocks..plan.ranges.len());
+        let open = self.session.download_async(
+            "output blocks",
+            out,
+            open_range.start,
+            open_range.len(),
+            &[],
+        )?;
+        Ok(BlockDownloads {
+            files,
+            open,
+            open_range,
+        })
+    }
+
+    /// Gathers the first and last key of every finished block on the device
+    /// and reads them back.
+    fn boundary_keys(
+        &mut self,
+        sizes: &[EntrySize],
+        plan: &BlockPlan,
+    ) -> Result<BoundaryKeys, DeviceError> {
+        let (session, entries) = (&mut *self.session, self.entries);
+        let finished_blocks = plan.finished_blocks;
+        let mut which = Vec::with_capacity(2 * finished_blocks);
+        let mut key_at = Vec::with_capacity(2 * finished_blocks + 1);
+        let mut key_bytes = 0usize;
+        for range in &plan.ranges[..finished_blocks] {
+            for j in [range.start, range.end - 1] {
+                which.push(j as u32);
+                key_at.push(key_bytes);
+                key_bytes += sizes[j].key_len as usize;
+            }
+        }
+        key_at.push(key_bytes);
+        let which_buffer = session.upload("boundary keys", &which)?;
+        let at: Vec<u32> = key_at.iter().map(|&a| a as u32).collect();
+        let at_buffer = session.upload("boundary keys", &at)?;
+        let gathered = session.alloc::<u8>("boundary keys", key_bytes)?;
+        session.launch(
+            "gather_keys",
+            which.len(),
+            None,
+            key_bytes as u64,
+            &[
+                mem(&entries.keys),
+                mem(&entries.key_offset),
+                mem(&entries.key_len),
+                mem(&entries.kept),
+                mem(&which_buffer),
+                mem(&at_buffer),
+                Arg::U32(which.len() as u32),
+                mem(&gathered),
+            ],
+        )?;
+        let gathered = session.download("boundary keys", &gathered, key_bytes)?;
+        Ok(BoundaryKeys { gathered, key_at })
+    }
+
+    /// The open file's blocks, uncompressed, for the next slice.
+    fn open_blocks(
+        &mut self,
+        plan: &BlockPlan,
+        open: Download<u8>,
+        open_range: Range<usize>,
+    ) -> Result<Vec<Vec<u8>>, DeviceError> {
+        let open_bytes = self.session.finish_download(open)?;
+        Ok(plan.layout.blocks[plan.finished_blocks..]
+            .iter()
+            .map(|range| {
+                open_bytes[range.start - open_range.start..range.end - open_range.start].to_vec()
+            })
+            .collect())
+    }
+
+    /// Per finished file: waits for its blocks, compresses them on the host
+    /// (blocks in parallel), then starts its filters on the device without
+    /// waiting; finally waits for every file's filters.
+    fn finish_files(
+        &mut self,
+        plan: &BlockPlan,
+        downloads: Vec<Download<u8>>,
+        boundary_keys: &BoundaryKeys,
+    ) -> Result<Vec<FileParts>, DeviceError> {
+        let options = self.job.table.table_options();
+        let mut files = Vec::with_capacity(plan.file_blocks.len());
+        let mut pending_filters = Vec::with_capacity(plan.file_blocks.len());
+        for (blocks, download) in plan.file_blocks.iter().zip(downloads) {
+            let compressed = self.compressed_blocks(plan, blocks.clone(), download)?;
+            if let Some(bits_per_key) = self.job.table.bloom_bits_per_key {
+                let stored: Vec<usize> = compressed.iter().map(|(c, _)| c.len()).collect();
+                pending_filters.push(bloom_for_file(
+                    self.session,
+                    self.entries,
+                    &plan.ranges,
+                    &stored,
+                    blocks.clone(),
+                    bits_per_key,
+                )?);
+            }
+            files.push(FileParts {
+                blocks: blocks
+                    .clone()
+                    .zip(compressed)
+                    .map(|(b, (contents, kind))| StoredBlock {
+                        contents,
+                        kind,
+                        first_key: boundary_keys.key(2 * b).to_vec(),
+                        last_key: boundary_keys.key(2 * b + 1).to_vec(),
+                    })
+                    .collect(),
+                filters: None,
+                entries: blocks.clone().map(|b| plan.ranges[b].len() as u64).sum(),
+                options: options.clone(),
+            });
+        }
+        self.session.settle()?;
+        for (file, pending) in files.iter_mut().zip(pending_filters) {
+            file.filters = Some(pending.finish(self.session)?);
+        }
+        Ok(files)
+    }
+
+    /// Waits for one file's encoded blocks and compresses them (Snappy, on
+    /// the host), blocks in parallel.
+    fn compressed_blocks(
+        &mut self,
+        plan: &BlockPlan,
+        blocks: Range<usize>,
+        download: Download<u8>,
+    ) -> Result<Vec<(Vec<u8>, CompressionType)>, DeviceError> {
+        let compression = self.job.table.table_options().compression;
+        let encoded = self.session.finish_download(download)?;
+        let base = plan.bytes_of(blocks.clone()).start;
+        Ok(self.pool.install(|| {
+            plan.layout.blocks[blocks]
                 .par_iter()
                 .map(|range| {
                     maybe_compress_owned(
@@ -332,44 +514,8 @@ pub(crate) fn pack_on_device(
                     )
                 })
                 .collect()
-        });
-        if let Some(bits_per_key) = job.table.bloom_bits_per_key {
-            let stored: Vec<usize> = compressed.iter().map(|(c, _)| c.len()).collect();
-            pending_filters.push(bloom_for_file(
-                session,
-                entries,
-                &block_ranges,
-                &stored,
-                blocks.clone(),
-                bits_per_key,
-            )?);
-        }
-        files.push(FileParts {
-            blocks: blocks
-                .clone()
-                .zip(compressed)
-                .map(|(b, (contents, kind))| StoredBlock {
-                    contents,
-                    kind,
-                    first_key: boundary_key(2 * b).to_vec(),
-                    last_key: boundary_key(2 * b + 1).to_vec(),
-                })
-                .collect(),
-            filters: None,
-            entries: blocks.clone().map(|b| block_ranges[b].len() as u64).sum(),
-            options: options.clone(),
-        });
+        }))
     }
-    session.settle()?;
-    for (file, pending) in files.iter_mut().zip(pending_filters) {
-        file.filters = Some(pending.finish(session)?);
-    }
-    drop(out);
-    Ok(PackedSlice {
-        files,
-        open_blocks,
-        open_entries,
-    })
 }
 
 /// One output data block as stored, with its first and last key.

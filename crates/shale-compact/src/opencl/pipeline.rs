@@ -85,10 +85,10 @@ pub(crate) struct GcCarry<'j> {
 
 /// Runs unpack, merge and gc over one slice, whose last `carried` entries
 /// (its last run) are those of the open output file; `None` when no entry
-/// is kept.
+/// is kept. The parameters of a [`SliceRun`], named at the call.
 #[allow(
     clippy::too_many_arguments,
-    reason = "the slice, its carried state and the job's settings, named at the call"
+    reason = "the call in opencl/mod.rs names each field of a SliceRun"
 )]
 pub(crate) fn entries_on_device(
     session: &mut Session<'_>,
@@ -100,250 +100,585 @@ pub(crate) fn entries_on_device(
     carry: &mut GcCarry<'_>,
     stats: &mut PhaseStats,
 ) -> Result<Option<DeviceEntries>, DeviceError> {
-    // Unpack.
-    let t = Instant::now();
-    let SliceInput {
-        mut data,
-        mut blocks,
-        run_first_block,
-        names,
-        ..
-    } = input;
-    decompress(pool, &names, &mut data, &mut blocks)?;
-    if data.len() > u32::MAX as usize {
-        return Err(DeviceError::new(format!(
-            "{} bytes of input blocks: past 32-bit offsets",
-            data.len()
-        )));
+    SliceRun {
+        session,
+        pool,
+        job,
+        carried,
+        gc,
+        carry,
+        stats,
     }
-    // The blocks go up on the transfer queue; the checksum kernel waits for
-    // them while the host lists the restart groups.
-    let upload = session.upload_async("input blocks", data)?;
-    let offsets: Vec<u32> = blocks.iter().map(|b| b.raw).collect();
-    let lengths: Vec<u32> = blocks.iter().map(|b| b.handle.size as u32).collect();
-    let offset_buffer = session.upload("block offsets", &offsets)?;
-    let length_buffer = session.upload("block sizes", &lengths)?;
-    let crc_ok = session.alloc::<u32>("checksum results", blocks.len())?;
-    session.launch_after(
-        "check_block_crc",
-        blocks.len(),
-        None,
-        lengths.iter().map(|&l| u64::from(l) + 1).sum(),
-        &[
-            mem(&upload.buffer),
-            mem(&offset_buffer),
-            mem(&length_buffer),
-            Arg::U32(blocks.len() as u32),
-            mem(&crc_ok),
-        ],
-        &upload.wait_list(),
-    )?;
-    session.finish_upload(&upload)?;
-    let crc_ok = session.download("checksum results", &crc_ok, blocks.len())?;
-    if let Some(b) = crc_ok.iter().position(|&ok| ok == 0) {
-        return Err(corrupt(
-            &names,
-            &blocks[b],
-            "block checksum mismatch (found on the device)",
-        ));
-    }
-    let data_buffer = &upload.buffer;
-    let (group_start, group_limit, block_first_group) =
-        restart_groups(pool, &names, upload.host(), &blocks)?;
-    let groups = group_start.len();
-    let group_start = session.upload("restart groups", &group_start)?;
-    let group_limit = session.upload("restart groups", &group_limit)?;
-    let entry_count = session.alloc::<u32>("entry counts", groups)?;
-    let key_bytes = session.alloc::<u32>("key sizes", groups)?;
-    let error = session.alloc_zeroed::<u32>("an error flag", 1)?;
-    session.launch(
-        "unpack_count",
-        groups,
-        None,
-        u64::from(blocks.iter().map(|b| b.contents_len).sum::<u32>()),
-        &[
-            mem(data_buffer),
-            mem(&group_start),
-            mem(&group_limit),
-            Arg::U32(groups as u32),
-            mem(&entry_count),
-            mem(&key_bytes),
-            mem(&error),
-        ],
-    )?;
-    session.check_flag("an input restart group does not parse", &error)?;
-    let (entry_base, total) = exclusive_scan_u32(session, "entry offsets", &entry_count, groups)?;
-    let (key_base, key_total) = exclusive_scan_u32(session, "key offsets", &key_bytes, groups)?;
-    if total > u64::from(u32::MAX / 2) || key_total > u64::from(u32::MAX) {
-        return Err(DeviceError::new(format!(
-            "{total} entries with {key_total} key bytes: past 32-bit offsets"
-        )));
-    }
-    let n = total as usize;
-    if n < carried {
-        return Err(DeviceError::new(format!(
-            "the slice has {n} entries, fewer than the {carried} carried over"
-        )));
-    }
-    stats.entries_in += total - carried as u64;
-    // Where each run's entries start: runs are laid out one after another.
-    let runs = run_first_block.len() - 1;
-    let mut run_start = Vec::with_capacity(runs + 1);
-    for &first_block in &run_first_block[..runs] {
-        let first_group = block_first_group
-            .get(first_block)
-            .copied()
-            .unwrap_or(groups);
-        let start = if first_group < groups {
-            session.read_one("entry offsets", &entry_base, first_group)? as u32
-        } else {
-            n as u32
+    .entries(input)
+}
+
+/// One slice on its way through unpack, merge and gc: the device session,
+/// the job, and what carries over between slices.
+pub(crate) struct SliceRun<'a, 's, 'c> {
+    pub(crate) session: &'a mut Session<'s>,
+    pub(crate) pool: &'a rayon::ThreadPool,
+    pub(crate) job: &'a CompactionJob,
+    /// Entries of the open output file, the slice's last run.
+    pub(crate) carried: usize,
+    /// Where gc decides.
+    pub(crate) gc: GcSite,
+    /// The grandparent cut and a cut pending from the previous slice.
+    pub(crate) carry: &'a mut GcCarry<'c>,
+    pub(crate) stats: &'a mut PhaseStats,
+}
+
+/// The slice's input blocks on the device, decompressed and checked.
+struct CheckedBlocks {
+    upload: Upload<u8>,
+    blocks: Vec<InputBlock>,
+    names: Vec<String>,
+    /// Per run, its first block; then the block count.
+    run_first_block: Vec<usize>,
+}
+
+/// The slice's restart groups on the device, and per group where its
+/// entries and key bytes go.
+struct CountedGroups {
+    groups: usize,
+    group_start: Buffer<u32>,
+    group_limit: Buffer<u32>,
+    /// Per block, its first restart group.
+    block_first_group: Vec<usize>,
+    entry_base: Buffer<u64>,
+    key_base: Buffer<u64>,
+    /// Entries in the slice, carried ones included.
+    entries: usize,
+    key_bytes: usize,
+}
+
+/// The slice's entries parsed on the device, in input order.
+struct Unpacked {
+    data: Upload<u8>,
+    keys: Buffer<u8>,
+    key_bytes: usize,
+    key_offset: Buffer<u32>,
+    key_len: Buffer<u32>,
+    value_offset: Buffer<u32>,
+    value_len: Buffer<u32>,
+    /// Where each run's entries start, then the entry count.
+    run_start: Vec<u32>,
+    entries: usize,
+}
+
+/// The kept entries in merged order, and the cut before each.
+struct Kept {
+    kept: Buffer<u32>,
+    count: usize,
+    stops: Vec<bool>,
+}
+
+impl SliceRun<'_, '_, '_> {
+    /// Unpack, merge by rank, gc: the slice's kept entries, `None` when
+    /// none is kept.
+    pub(crate) fn entries(
+        mut self,
+        input: SliceInput,
+    ) -> Result<Option<DeviceEntries>, DeviceError> {
+        let t = Instant::now();
+        let unpacked = self.unpack(input)?;
+        self.stats.unpack_secs += t.elapsed().as_secs_f64();
+        let Some((unpacked, prefix)) = unpacked else {
+            return Ok(None);
         };
-        run_start.push(start);
-    }
-    run_start.push(n as u32);
-    if n == 0 {
-        stats.unpack_secs += t.elapsed().as_secs_f64();
-        return Ok(None);
-    }
-    let keys = session.alloc::<u8>("keys", key_total as usize)?;
-    let key_offset = session.alloc::<u32>("entry tuples", n)?;
-    let key_len = session.alloc::<u32>("entry tuples", n)?;
-    let value_offset = session.alloc::<u32>("entry tuples", n)?;
-    let value_len = session.alloc::<u32>("entry tuples", n)?;
-    let prefix = session.alloc::<u64>("key prefixes", n)?;
-    session.launch(
-        "unpack_parse",
-        groups,
-        None,
-        u64::from(blocks.iter().map(|b| b.contents_len).sum::<u32>()),
-        &[
-            mem(data_buffer),
-            mem(&group_start),
-            mem(&group_limit),
-            Arg::U32(groups as u32),
-            mem(&entry_base),
-            mem(&key_base),
-            Arg::U32(shared_user_key_prefix(job) as u32),
-            mem(&keys),
-            mem(&key_offset),
-            mem(&key_len),
-            mem(&value_offset),
-            mem(&value_len),
-            mem(&prefix),
-        ],
-    )?;
-    stats.unpack_secs += t.elapsed().as_secs_f64();
-
-    // Merge by rank.
-    let t = Instant::now();
-    let run_start_buffer = session.upload("run starts", &run_start)?;
-    let entry_args = [mem(&keys), mem(&key_offset), mem(&key_len), mem(&prefix)];
-    let run_args = [
-        mem(&run_start_buffer),
-        Arg::U32(runs as u32),
-        Arg::U32(n as u32),
-    ];
-    let sorted_error = session.alloc_zeroed::<u32>("an error flag", 1)?;
-    let mut args = entry_args.to_vec();
-    args.extend_from_slice(&run_args);
-    args.push(mem(&sorted_error));
-    session.launch("check_runs_sorted", n, None, n as u64 * 24, &args)?;
-    session.check_flag("an input run is not in key order", &sorted_error)?;
-    let order = session.alloc::<u32>("the merged order", n)?;
-    let mut args = entry_args.to_vec();
-    args.extend_from_slice(&run_args);
-    args.push(mem(&order));
-    session.launch("rank_merge", n, None, n as u64 * 24, &args)?;
-    drop(prefix);
-    stats.merge_secs += t.elapsed().as_secs_f64();
-
-    // GC: keep flags, the grandparent cuts, stream compaction.
-    let t = Instant::now();
-    let (keep, stops_by_merged) = match gc {
-        GcSite::Device => gc_on_device(
-            session,
-            job,
-            &mut carry.cutter,
-            carried,
-            &keys,
-            &key_offset,
-            &key_len,
-            &order,
-            n,
-        )?,
-        GcSite::Host => gc_on_host(
-            session,
-            pool,
-            job,
-            &mut carry.cutter,
-            carried,
-            &keys,
-            key_total as usize,
-            &key_offset,
-            &key_len,
-            &order,
-            n,
-        )?,
-    };
-    let (position, kept_total) = exclusive_scan_u32(session, "kept positions", &keep, n)?;
-    let kept_count = kept_total as usize;
-    let kept = session.alloc::<u32>("kept entries", kept_count)?;
-    session.launch(
-        "compact_kept",
-        n,
-        None,
-        n as u64 * 16,
-        &[
-            mem(&order),
-            mem(&keep),
-            mem(&position),
-            Arg::U32(n as u32),
-            mem(&kept),
-        ],
-    )?;
-    // The cut before kept entry j: a grandparent cut seen at or since the
-    // previous kept entry.
-    let stops = match stops_by_merged {
-        Some((stop_before, keep)) => {
-            if keep.iter().take(carried).any(|&k| k == 0) {
-                return Err(DeviceError::new(
-                    "gc dropped an entry carried over from the previous slice",
-                ));
-            }
-            // Carried entries (all kept) had their stops in an earlier
-            // slice; a cut pending from there belongs to the next new entry.
-            let mut stops = vec![false; carried];
-            for (stop, keep) in stop_before.into_iter().zip(keep).skip(carried) {
-                carry.pending_stop |= stop;
-                if keep != 0 {
-                    stops.push(std::mem::take(&mut carry.pending_stop));
-                }
-            }
-            stops
+        let t = Instant::now();
+        let order = self.merge(&unpacked, prefix)?;
+        self.stats.merge_secs += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let kept = self.collect_kept(&unpacked, &order)?;
+        self.stats.gc_secs += t.elapsed().as_secs_f64();
+        if kept.count < self.carried {
+            return Err(DeviceError::new(
+                "gc dropped an entry carried over from the previous slice",
+            ));
         }
-        None => vec![false; kept_count],
-    };
-    stats.gc_secs += t.elapsed().as_secs_f64();
-    if kept_count < carried {
-        return Err(DeviceError::new(
-            "gc dropped an entry carried over from the previous slice",
-        ));
+        if kept.count == 0 {
+            return Ok(None);
+        }
+        Ok(Some(DeviceEntries {
+            data: unpacked.data,
+            keys: unpacked.keys,
+            key_offset: unpacked.key_offset,
+            key_len: unpacked.key_len,
+            value_offset: unpacked.value_offset,
+            value_len: unpacked.value_len,
+            kept: kept.kept,
+            kept_count: kept.count,
+            stops: kept.stops,
+        }))
     }
-    if kept_count == 0 {
-        return Ok(None);
+
+    /// Checks the blocks, counts the entries of every restart group, then
+    /// parses them into the key arena and the entry tuples (with each
+    /// entry's key prefix, for the merge); `None` when the slice has no
+    /// entry.
+    fn unpack(
+        &mut self,
+        input: SliceInput,
+    ) -> Result<Option<(Unpacked, Buffer<u64>)>, DeviceError> {
+        let checked = self.upload_and_check(input)?;
+        let counted = self.count_entries(&checked)?;
+        let n = counted.entries;
+        if n < self.carried {
+            return Err(DeviceError::new(format!(
+                "the slice has {n} entries, fewer than the {} carried over",
+                self.carried
+            )));
+        }
+        self.stats.entries_in += (n - self.carried) as u64;
+        let run_start = self.run_starts(&checked, &counted)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.parse(checked, &counted, run_start).map(Some)
     }
-    Ok(Some(DeviceEntries {
-        data: upload,
-        keys,
-        key_offset,
-        key_len,
-        value_offset,
-        value_len,
-        kept,
-        kept_count,
-        stops,
-    }))
+
+    /// Decompresses the blocks on the host and uploads them on the transfer
+    /// queue; the checksum kernel waits for them while the host lists the
+    /// restart groups. Fails on the first block whose CRC32C is wrong.
+    fn upload_and_check(&mut self, input: SliceInput) -> Result<CheckedBlocks, DeviceError> {
+        let session = &mut *self.session;
+        let SliceInput {
+            mut data,
+            mut blocks,
+            run_first_block,
+            names,
+            ..
+        } = input;
+        decompress(self.pool, &names, &mut data, &mut blocks)?;
+        if data.len() > u32::MAX as usize {
+            return Err(DeviceError::new(format!(
+                "{} bytes of input blocks: past 32-bit offsets",
+                data.len()
+            )));
+        }
+        let upload = session.upload_async("input blocks", data)?;
+        let offsets: Vec<u32> = blocks.iter().map(|b| b.raw).collect();
+        let lengths: Vec<u32> = blocks.iter().map(|b| b.handle.size as u32).collect();
+        let offset_buffer = session.upload("block offsets", &offsets)?;
+        let length_buffer = session.upload("block sizes", &lengths)?;
+        let crc_ok = session.alloc::<u32>("checksum results", blocks.len())?;
+        session.launch_after(
+            "check_block_crc",
+            blocks.len(),
+            None,
+            lengths.iter().map(|&l| u64::from(l) + 1).sum(),
+            &[
+                mem(&upload.buffer),
+                mem(&offset_buffer),
+                mem(&length_buffer),
+                Arg::U32(blocks.len() as u32),
+                mem(&crc_ok),
+            ],
+            &upload.wait_list(),
+        )?;
+        session.finish_upload(&upload)?;
+        let crc_ok = session.download("checksum results", &crc_ok, blocks.len())?;
+        if let Some(b) = crc_ok.iter().position(|&ok| ok == 0) {
+            return Err(corrupt(
+                &names,
+                &blocks[b],
+                "block checksum mismatch (found on the device)",
+            ));
+        }
+        Ok(CheckedBlocks {
+            upload,
+            blocks,
+            names,
+            run_first_block,
+        })
+    }
+
+    /// Lists the restart groups on the host, counts each one's entries and
+    /// key bytes on the device, and scans the counts into offsets.
+    fn count_entries(&mut self, checked: &CheckedBlocks) -> Result<CountedGroups, DeviceError> {
+        let session = &mut *self.session;
+        let blocks = &checked.blocks;
+        let (group_start, group_limit, block_first_group) =
+            restart_groups(self.pool, &checked.names, checked.upload.host(), blocks)?;
+        let groups = group_start.len();
+        let group_start = session.upload("restart groups", &group_start)?;
+        let group_limit = session.upload("restart groups", &group_limit)?;
+        let entry_count = session.alloc::<u32>("entry counts", groups)?;
+        let key_bytes = session.alloc::<u32>("key sizes", groups)?;
+        let error = session.alloc_zeroed::<u32>("an error flag", 1)?;
+        session.launch(
+            "unpack_count",
+            groups,
+            None,
+            u64::from(blocks.iter().map(|b| b.contents_len).sum::<u32>()),
+            &[
+                mem(&checked.upload.buffer),
+                mem(&group_start),
+                mem(&group_limit),
+                Arg::U32(groups as u32),
+                mem(&entry_count),
+                mem(&key_bytes),
+                mem(&error),
+            ],
+        )?;
+        session.check_flag("an input restart group does not parse", &error)?;
+        let (entry_base, total) =
+            exclusive_scan_u32(session, "entry offsets", &entry_count, groups)?;
+        let (key_base, key_total) = exclusive_scan_u32(session, "key offsets", &key_bytes, groups)?;
+        if total > u64::from(u32::MAX / 2) || key_total > u64::from(u32::MAX) {
+            return Err(DeviceError::new(format!(
+                "{total} entries with {key_total} key bytes: past 32-bit offsets"
+            )));
+        }
+        Ok(CountedGroups {
+            groups,
+            group_start,
+            group_limit,
+            block_first_group,
+            entry_base,
+            key_base,
+            entries: total as usize,
+            key_bytes: key_total as usize,
+        })
+    }
+
+    /// Where each run's entries start: runs are laid out one after another.
+    fn run_starts(
+        &mut self,
+        checked: &CheckedBlocks,
+        counted: &CountedGroups,
+    ) -> Result<Vec<u32>, DeviceError> {
+        let (groups, n) = (counted.groups, counted.entries);
+        let runs = checked.run_first_block.len() - 1;
+        let mut run_start = Vec::with_capacity(runs + 1);
+        for &first_block in &checked.run_first_block[..runs] {
+            let first_group = counted
+                .block_first_group
+                .get(first_block)
+                .copied()
+                .unwrap_or(groups);
+            let start = if first_group < groups {
+                self.session
+                    .read_one("entry offsets", &counted.entry_base, first_group)?
+                    as u32
+            } else {
+                n as u32
+            };
+            run_start.push(start);
+        }
+        run_start.push(n as u32);
+        Ok(run_start)
+    }
+
+    /// Parses every restart group into the key arena, the entry tuples and
+    /// the entries' 8-byte user-key prefixes.
+    fn parse(
+        &mut self,
+        checked: CheckedBlocks,
+        counted: &CountedGroups,
+        run_start: Vec<u32>,
+    ) -> Result<(Unpacked, Buffer<u64>), DeviceError> {
+        let session = &mut *self.session;
+        let n = counted.entries;
+        let keys = session.alloc::<u8>("keys", counted.key_bytes)?;
+        let key_offset = session.alloc::<u32>("entry tuples", n)?;
+        let key_len = session.alloc::<u32>("entry tuples", n)?;
+        let value_offset = session.alloc::<u32>("entry tuples", n)?;
+        let value_len = session.alloc::<u32>("entry tuples", n)?;
+        let prefix = session.alloc::<u64>("key prefixes", n)?;
+        session.launch(
+            "unpack_parse",
+            counted.groups,
+            None,
+            u64::from(checked.blocks.iter().map(|b| b.contents_len).sum::<u32>()),
+            &[
+                mem(&checked.upload.buffer),
+                mem(&counted.group_start),
+                mem(&counted.group_limit),
+                Arg::U32(counted.groups as u32),
+                mem(&counted.entry_base),
+                mem(&counted.key_base),
+                Arg::U32(shared_user_key_prefix(self.job) as u32),
+                mem(&keys),
+                mem(&key_offset),
+                mem(&key_len),
+                mem(&value_offset),
+                mem(&value_len),
+                mem(&prefix),
+            ],
+        )?;
+        let unpacked = Unpacked {
+            data: checked.upload,
+            keys,
+            key_bytes: counted.key_bytes,
+            key_offset,
+            key_len,
+            value_offset,
+            value_len,
+            run_start,
+            entries: n,
+        };
+        Ok((unpacked, prefix))
+    }
+
+    /// Checks that every run is in key order, then merges by rank
+    /// (Algorithm 1): the entry numbers in merged order. The prefixes are
+    /// freed once the merge is queued.
+    fn merge(
+        &mut self,
+        unpacked: &Unpacked,
+        prefix: Buffer<u64>,
+    ) -> Result<Buffer<u32>, DeviceError> {
+        let session = &mut *self.session;
+        let n = unpacked.entries;
+        let runs = unpacked.run_start.len() - 1;
+        let run_start_buffer = session.upload("run starts", &unpacked.run_start)?;
+        let entry_args = [
+            mem(&unpacked.keys),
+            mem(&unpacked.key_offset),
+            mem(&unpacked.key_len),
+            mem(&prefix),
+        ];
+        let run_args = [
+            mem(&run_start_buffer),
+            Arg::U32(runs as u32),
+            Arg::U32(n as u32),
+        ];
+        let sorted_error = session.alloc_zeroed::<u32>("an error flag", 1)?;
+        let mut args = entry_args.to_vec();
+        args.extend_from_slice(&run_args);
+        args.push(mem(&sorted_error));
+        session.launch("check_runs_sorted", n, None, n as u64 * 24, &args)?;
+        session.check_flag("an input run is not in key order", &sorted_error)?;
+        let order = session.alloc::<u32>("the merged order", n)?;
+        let mut args = entry_args.to_vec();
+        args.extend_from_slice(&run_args);
+        args.push(mem(&order));
+        session.launch("rank_merge", n, None, n as u64 * 24, &args)?;
+        drop(prefix);
+        Ok(order)
+    }
+
+    /// GC: keep flags (on the device or the host), the grandparent cuts,
+    /// then stream compaction of the kept entries.
+    fn collect_kept(
+        &mut self,
+        unpacked: &Unpacked,
+        order: &Buffer<u32>,
+    ) -> Result<Kept, DeviceError> {
+        let n = unpacked.entries;
+        let (keep, stops_by_merged) = match self.gc {
+            GcSite::Device => self.gc_on_device(unpacked, order)?,
+            GcSite::Host => self.gc_on_host(unpacked, order)?,
+        };
+        let session = &mut *self.session;
+        let (position, kept_total) = exclusive_scan_u32(session, "kept positions", &keep, n)?;
+        let count = kept_total as usize;
+        let kept = session.alloc::<u32>("kept entries", count)?;
+        session.launch(
+            "compact_kept",
+            n,
+            None,
+            n as u64 * 16,
+            &[
+                mem(order),
+                mem(&keep),
+                mem(&position),
+                Arg::U32(n as u32),
+                mem(&kept),
+            ],
+        )?;
+        let stops = match stops_by_merged {
+            Some((stop_before, keep)) => self.stops_of_kept(stop_before, &keep)?,
+            None => vec![false; count],
+        };
+        Ok(Kept { kept, count, stops })
+    }
+
+    /// The cut before kept entry j: a grandparent cut seen at or since the
+    /// previous kept entry. Carried entries (all kept) had their stops in an
+    /// earlier slice; a cut pending from there belongs to the next new entry.
+    fn stops_of_kept(
+        &mut self,
+        stop_before: Vec<bool>,
+        keep: &[u32],
+    ) -> Result<Vec<bool>, DeviceError> {
+        let carried = self.carried;
+        if keep.iter().take(carried).any(|&k| k == 0) {
+            return Err(DeviceError::new(
+                "gc dropped an entry carried over from the previous slice",
+            ));
+        }
+        let mut stops = vec![false; carried];
+        for (stop, &keep) in stop_before.into_iter().zip(keep).skip(carried) {
+            self.carry.pending_stop |= stop;
+            if keep != 0 {
+                stops.push(std::mem::take(&mut self.carry.pending_stop));
+            }
+        }
+        Ok(stops)
+    }
+    /// Q-Compaction's gc: every decision on the device.
+    fn gc_on_device(
+        &mut self,
+        unpacked: &Unpacked,
+        order: &Buffer<u32>,
+    ) -> Result<GcResult, DeviceError> {
+        let (session, job, carried, n) =
+            (&mut *self.session, self.job, self.carried, unpacked.entries);
+        let cutter = &mut self.carry.cutter;
+        let (keys, key_offset, key_len) = (&unpacked.keys, &unpacked.key_offset, &unpacked.key_len);
+        // The deeper levels' user-key ranges, flattened.
+        let mut range_keys = Vec::new();
+        let (mut smallest_offset, mut smallest_len, mut largest_offset, mut largest_len) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut level_start = vec![0u32];
+        for level in &job.deeper_levels {
+            for range in level {
+                smallest_offset.push(range_keys.len() as u32);
+                smallest_len.push(range.smallest.len() as u32);
+                range_keys.extend_from_slice(&range.smallest);
+                largest_offset.push(range_keys.len() as u32);
+                largest_len.push(range.largest.len() as u32);
+                range_keys.extend_from_slice(&range.largest);
+            }
+            level_start.push(smallest_offset.len() as u32);
+        }
+        let buffers = [
+            session.upload("deeper ranges", &smallest_offset)?,
+            session.upload("deeper ranges", &smallest_len)?,
+            session.upload("deeper ranges", &largest_offset)?,
+            session.upload("deeper ranges", &largest_len)?,
+            session.upload("deeper ranges", &level_start)?,
+        ];
+        let range_keys = session.upload("deeper ranges", &range_keys)?;
+        let keep = session.alloc::<u32>("keep flags", n)?;
+        let error = session.alloc_zeroed::<u32>("an error flag", 1)?;
+        session.launch(
+            "gc_keep",
+            n,
+            None,
+            n as u64 * 16,
+            &[
+                mem(keys),
+                mem(key_offset),
+                mem(key_len),
+                mem(order),
+                Arg::U32(n as u32),
+                Arg::U64(job.smallest_snapshot),
+                mem(&range_keys),
+                mem(&buffers[0]),
+                mem(&buffers[1]),
+                mem(&buffers[2]),
+                mem(&buffers[3]),
+                mem(&buffers[4]),
+                Arg::U32(job.deeper_levels.len() as u32),
+                mem(&keep),
+                mem(&error),
+            ],
+        )?;
+        session.check_flag("compaction input has a bad internal key", &error)?;
+        if job.grandparents.is_empty() {
+            return Ok((keep, None));
+        }
+        let mut gp_keys = Vec::new();
+        let mut gp_offset = Vec::new();
+        let mut gp_len = Vec::new();
+        for file in &job.grandparents {
+            gp_offset.push(gp_keys.len() as u32);
+            gp_len.push(file.largest.len() as u32);
+            gp_keys.extend_from_slice(&file.largest);
+        }
+        let gp_keys = session.upload("grandparent keys", &gp_keys)?;
+        let gp_offset = session.upload("grandparent keys", &gp_offset)?;
+        let gp_len = session.upload("grandparent keys", &gp_len)?;
+        let passed = session.alloc::<u32>("grandparent positions", n)?;
+        session.launch(
+            "grandparent_index",
+            n,
+            None,
+            n as u64 * 12,
+            &[
+                mem(keys),
+                mem(key_offset),
+                mem(key_len),
+                mem(order),
+                Arg::U32(n as u32),
+                mem(&gp_keys),
+                mem(&gp_offset),
+                mem(&gp_len),
+                Arg::U32(job.grandparents.len() as u32),
+                mem(&passed),
+            ],
+        )?;
+        let passed = session.download("grandparent positions", &passed, n)?;
+        let keep_host = session.download("keep flags", &keep, n)?;
+        // The cut is sequential by nature: a scan over integers. Carried
+        // entries were fed to the cutter in an earlier slice.
+        let stops = passed
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| i >= carried && cutter.should_stop_before_position(p as usize))
+            .collect();
+        Ok((keep, Some((stops, keep_host))))
+    }
+
+    /// C-Compaction's gc: the merged keys come back to the host, which decides
+    /// (with the CPU executor's own predicate) and sends the flags back.
+    fn gc_on_host(
+        &mut self,
+        unpacked: &Unpacked,
+        order: &Buffer<u32>,
+    ) -> Result<GcResult, DeviceError> {
+        let (session, pool, job) = (&mut *self.session, self.pool, self.job);
+        let (carried, n, key_total) = (self.carried, unpacked.entries, unpacked.key_bytes);
+        let cutter = &mut self.carry.cutter;
+        let (keys, key_offset, key_len) = (&unpacked.keys, &unpacked.key_offset, &unpacked.key_len);
+        let keys = session.download("keys", keys, key_total)?;
+        let key_offset = session.download("key offsets", key_offset, n)?;
+        let key_len = session.download("key lengths", key_len, n)?;
+        let order = session.download("the merged order", order, n)?;
+        let key = |i: usize| -> Result<&[u8], DeviceError> {
+            let e = *order
+                .get(i)
+                .ok_or_else(|| DeviceError::new("merged order out of range"))?
+                as usize;
+            let (offset, len) = (key_offset[e] as usize, key_len[e] as usize);
+            keys.get(offset..offset + len)
+                .ok_or_else(|| DeviceError::new("key arena out of range"))
+        };
+        let parse = |i: usize| -> Result<ParsedInternalKey<'_>, DeviceError> {
+            ParsedInternalKey::parse(key(i)?).map_err(|e| {
+                DeviceError::new(format!("compaction input has a bad internal key: {e}"))
+            })
+        };
+        let keep: Vec<u32> = pool.install(|| {
+            (0..n)
+                .into_par_iter()
+                .map(|i| {
+                    let entry = parse(i)?;
+                    let previous = if i == 0 { None } else { Some(parse(i - 1)?) };
+                    let keep = keep_entry(
+                        &entry,
+                        previous.map(|p| (p.user_key, p.sequence)),
+                        job.smallest_snapshot,
+                        |k| is_base_level_for(&job.deeper_levels, k),
+                    );
+                    Ok(u32::from(keep))
+                })
+                .collect::<Result<_, DeviceError>>()
+        })?;
+        let stops = if job.grandparents.is_empty() {
+            None
+        } else {
+            let stops = (0..n)
+                .map(|i| Ok(i >= carried && cutter.should_stop_before(key(i)?)))
+                .collect::<Result<Vec<bool>, DeviceError>>()?;
+            Some((stops, keep.clone()))
+        };
+        let keep_buffer = session.upload("keep flags", &keep)?;
+        Ok((keep_buffer, stops))
+    }
 }
 
 /// Decompresses Snappy blocks on the host and appends their contents to
@@ -435,177 +770,3 @@ fn restart_groups(
 /// grandparents, per merged entry whether a grandparent cut falls before it
 /// together with the keep flags on the host.
 type GcResult = (Buffer<u32>, Option<(Vec<bool>, Vec<u32>)>);
-
-/// Q-Compaction's gc: every decision on the device.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the device buffers gc reads, passed explicitly"
-)]
-fn gc_on_device(
-    session: &mut Session<'_>,
-    job: &CompactionJob,
-    cutter: &mut GrandparentCutter<'_>,
-    carried: usize,
-    keys: &Buffer<u8>,
-    key_offset: &Buffer<u32>,
-    key_len: &Buffer<u32>,
-    order: &Buffer<u32>,
-    n: usize,
-) -> Result<GcResult, DeviceError> {
-    // The deeper levels' user-key ranges, flattened.
-    let mut range_keys = Vec::new();
-    let (mut smallest_offset, mut smallest_len, mut largest_offset, mut largest_len) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut level_start = vec![0u32];
-    for level in &job.deeper_levels {
-        for range in level {
-            smallest_offset.push(range_keys.len() as u32);
-            smallest_len.push(range.smallest.len() as u32);
-            range_keys.extend_from_slice(&range.smallest);
-            largest_offset.push(range_keys.len() as u32);
-            largest_len.push(range.largest.len() as u32);
-            range_keys.extend_from_slice(&range.largest);
-        }
-        level_start.push(smallest_offset.len() as u32);
-    }
-    let buffers = [
-        session.upload("deeper ranges", &smallest_offset)?,
-        session.upload("deeper ranges", &smallest_len)?,
-        session.upload("deeper ranges", &largest_offset)?,
-        session.upload("deeper ranges", &largest_len)?,
-        session.upload("deeper ranges", &level_start)?,
-    ];
-    let range_keys = session.upload("deeper ranges", &range_keys)?;
-    let keep = session.alloc::<u32>("keep flags", n)?;
-    let error = session.alloc_zeroed::<u32>("an error flag", 1)?;
-    session.launch(
-        "gc_keep",
-        n,
-        None,
-        n as u64 * 16,
-        &[
-            mem(keys),
-            mem(key_offset),
-            mem(key_len),
-            mem(order),
-            Arg::U32(n as u32),
-            Arg::U64(job.smallest_snapshot),
-            mem(&range_keys),
-            mem(&buffers[0]),
-            mem(&buffers[1]),
-            mem(&buffers[2]),
-            mem(&buffers[3]),
-            mem(&buffers[4]),
-            Arg::U32(job.deeper_levels.len() as u32),
-            mem(&keep),
-            mem(&error),
-        ],
-    )?;
-    session.check_flag("compaction input has a bad internal key", &error)?;
-    if job.grandparents.is_empty() {
-        return Ok((keep, None));
-    }
-    let mut gp_keys = Vec::new();
-    let mut gp_offset = Vec::new();
-    let mut gp_len = Vec::new();
-    for file in &job.grandparents {
-        gp_offset.push(gp_keys.len() as u32);
-        gp_len.push(file.largest.len() as u32);
-        gp_keys.extend_from_slice(&file.largest);
-    }
-    let gp_keys = session.upload("grandparent keys", &gp_keys)?;
-    let gp_offset = session.upload("grandparent keys", &gp_offset)?;
-    let gp_len = session.upload("grandparent keys", &gp_len)?;
-    let passed = session.alloc::<u32>("grandparent positions", n)?;
-    session.launch(
-        "grandparent_index",
-        n,
-        None,
-        n as u64 * 12,
-        &[
-            mem(keys),
-            mem(key_offset),
-            mem(key_len),
-            mem(order),
-            Arg::U32(n as u32),
-            mem(&gp_keys),
-            mem(&gp_offset),
-            mem(&gp_len),
-            Arg::U32(job.grandparents.len() as u32),
-            mem(&passed),
-        ],
-    )?;
-    let passed = session.download("grandparent positions", &passed, n)?;
-    let keep_host = session.download("keep flags", &keep, n)?;
-    // The cut is sequential by nature: a scan over integers. Carried
-    // entries were fed to the cutter in an earlier slice.
-    let stops = passed
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| i >= carried && cutter.should_stop_before_position(p as usize))
-        .collect();
-    Ok((keep, Some((stops, keep_host))))
-}
-
-/// C-Compaction's gc: the merged keys come back to the host, which decides
-/// (with the CPU executor's own predicate) and sends the flags back.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the device buffers gc reads, passed explicitly"
-)]
-fn gc_on_host(
-    session: &mut Session<'_>,
-    pool: &rayon::ThreadPool,
-    job: &CompactionJob,
-    cutter: &mut GrandparentCutter<'_>,
-    carried: usize,
-    keys: &Buffer<u8>,
-    key_total: usize,
-    key_offset: &Buffer<u32>,
-    key_len: &Buffer<u32>,
-    order: &Buffer<u32>,
-    n: usize,
-) -> Result<GcResult, DeviceError> {
-    let keys = session.download("keys", keys, key_total)?;
-    let key_offset = session.download("key offsets", key_offset, n)?;
-    let key_len = session.download("key lengths", key_len, n)?;
-    let order = session.download("the merged order", order, n)?;
-    let key = |i: usize| -> Result<&[u8], DeviceError> {
-        let e = *order
-            .get(i)
-            .ok_or_else(|| DeviceError::new("merged order out of range"))? as usize;
-        let (offset, len) = (key_offset[e] as usize, key_len[e] as usize);
-        keys.get(offset..offset + len)
-            .ok_or_else(|| DeviceError::new("key arena out of range"))
-    };
-    let parse = |i: usize| -> Result<ParsedInternalKey<'_>, DeviceError> {
-        ParsedInternalKey::parse(key(i)?)
-            .map_err(|e| DeviceError::new(format!("compaction input has a bad internal key: {e}")))
-    };
-    let keep: Vec<u32> = pool.install(|| {
-        (0..n)
-            .into_par_iter()
-            .map(|i| {
-                let entry = parse(i)?;
-                let previous = if i == 0 { None } else { Some(parse(i - 1)?) };
-                let keep = keep_entry(
-                    &entry,
-                    previous.map(|p| (p.user_key, p.sequence)),
-                    job.smallest_snapshot,
-                    |k| is_base_level_for(&job.deeper_levels, k),
-                );
-                Ok(u32::from(keep))
-            })
-            .collect::<Result<_, DeviceError>>()
-    })?;
-    let stops = if job.grandparents.is_empty() {
-        None
-    } else {
-        let stops = (0..n)
-            .map(|i| Ok(i >= carried && cutter.should_stop_before(key(i)?)))
-            .collect::<Result<Vec<bool>, DeviceError>>()?;
-        Some((stops, keep.clone()))
-    };
-    let keep_buffer = session.upload("keep flags", &keep)?;
-    Ok((keep_buffer, stops))
-}

@@ -182,35 +182,13 @@ pub fn placement(job: &CompactionJob, policy: PlacementPolicy, limits: &DeviceLi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{InputRun, JobFile, TableSettings};
-    use shale_format::internal_key::{InternalKey, ValueType};
-
-    fn file(number: u64, size: u64, smallest: &str, largest: &str) -> JobFile {
-        JobFile {
-            number,
-            file_size: size,
-            smallest: InternalKey::new(smallest.as_bytes(), 1, ValueType::Value).into_encoded(),
-            largest: InternalKey::new(largest.as_bytes(), 1, ValueType::Value).into_encoded(),
-        }
-    }
+    use crate::testing::{file, level0};
 
     fn job(output_level: usize, files: usize, file_size: u64) -> CompactionJob {
+        let inputs = level0((0..files).map(|i| file(i as u64, file_size, b"a", b"z")));
         CompactionJob {
-            id: 1,
-            inputs: (0..files)
-                .map(|i| InputRun {
-                    level: 0,
-                    files: vec![file(i as u64, file_size, "a", "z")],
-                })
-                .collect(),
             output_level,
-            max_output_file_size: 2 << 20,
-            grandparents: vec![],
-            max_grandparent_overlap_bytes: 20 << 20,
-            smallest_snapshot: 0,
-            deeper_levels: vec![],
-            table: TableSettings::default(),
-            range: Default::default(),
+            ..crate::testing::job(inputs)
         }
     }
 
@@ -294,7 +272,7 @@ mod tests {
     #[test]
     fn unordered_grandparents_move_gc_to_the_host() {
         let mut j = job(1, 2, 1000);
-        j.grandparents = vec![file(1, 10, "m", "n"), file(2, 10, "a", "b")];
+        j.grandparents = vec![file(1, 10, b"m", b"n"), file(2, 10, b"a", b"b")];
         assert_eq!(
             placement(&j, PlacementPolicy::AllDevice, &LIMITS),
             Placement::Device { gc: GcSite::Host }

@@ -1,8 +1,8 @@
 //! Device tests: every helper of `common.cl` through its tiny test kernel,
 //! every kernel against its CPU twin, and the executor against `streaming`
 //! (including forced fallbacks). They need an OpenCL device (PoCL in CI):
-//! without one they print why and pass, unless `SHALE_REQUIRE_OPENCL=1`,
-//! which makes a missing device a failure.
+//! without one they print why and pass, unless `SHALE_REQUIRE_ALL=1`
+//! ([`crate::testing::required`]) makes a missing device a failure.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
@@ -16,29 +16,26 @@ use shale_format::comparator::compare_internal_keys;
 use shale_format::crc;
 use shale_format::format::{block_checksum, block_trailer, CompressionType};
 use shale_format::internal_key::{InternalKey, ParsedInternalKey, ValueType};
-use shale_format::table_builder::TableBuilder;
 
 use super::session::{mem, Arg, Session};
 use super::*;
 use crate::gc::{is_base_level_for, keep_entry};
-use crate::job::{InputRun, JobFile, TableSettings, UserKeyRange};
+use crate::job::{JobFile, TableSettings, UserKeyRange};
 use crate::mem_io::MemIo;
 use crate::parallel::merge::user_key_prefix;
 use crate::parallel::twins;
 use crate::parallel::unpack::{parse_restart_group, EntryRef};
 use crate::streaming::StreamingExecutor;
+use crate::testing;
 
 /// The test device, or `None` (with the reason printed) when there is none
-/// and `SHALE_REQUIRE_OPENCL` is not `1`.
+/// and the tests are not required ([`crate::testing::skip`]).
 fn test_device() -> Option<Arc<DeviceContext>> {
     match device(DeviceSelector::default()) {
         Ok(device) => Some(device),
         Err(e) => {
-            assert!(
-                std::env::var("SHALE_REQUIRE_OPENCL").as_deref() != Ok("1"),
-                "SHALE_REQUIRE_OPENCL=1 but {e}"
-            );
-            eprintln!("skipping an OpenCL test: {e}");
+            let missing = format!("no OpenCL device: {e}");
+            testing::skip("an OpenCL test", &missing, testing::PROVIDE_OPENCL);
             None
         }
     }
@@ -1118,21 +1115,9 @@ fn make_job(
         }
         let mut sorted: Vec<(Vec<u8>, Vec<u8>)> = table.into_iter().collect();
         sorted.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
-        let mut builder = TableBuilder::new(input.table_options(), Vec::new());
-        for (k, v) in &sorted {
-            builder.add(k, v).unwrap();
-        }
-        let bytes = builder.finish().unwrap().0;
+        let bytes = testing::build_table(&sorted, input);
         let number = r as u64 + 1;
-        inputs.push(InputRun {
-            level: 0,
-            files: vec![JobFile {
-                number,
-                file_size: bytes.len() as u64,
-                smallest: sorted[0].0.clone(),
-                largest: sorted.last().unwrap().0.clone(),
-            }],
-        });
+        inputs.push(testing::table_file(number, &bytes, &sorted));
         files.insert(number, Arc::new(bytes));
     }
     let grandparents = (0..8u64)
@@ -1155,8 +1140,6 @@ fn make_job(
         .collect();
     let job = CompactionJob {
         id: seed,
-        inputs,
-        output_level: 1,
         max_output_file_size: 8 << 10,
         grandparents,
         max_grandparent_overlap_bytes: 5000,
@@ -1166,7 +1149,7 @@ fn make_job(
             largest: b"user000200".to_vec(),
         }]],
         table: output,
-        range: Default::default(),
+        ..testing::job(testing::level0(inputs))
     };
     (job, files)
 }

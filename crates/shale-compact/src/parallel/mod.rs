@@ -159,7 +159,7 @@ impl ParallelExecutor {
     }
 
     /// Like [`ParallelExecutor::new`], with worker threads `nice` levels
-    /// below normal CPU priority (see [`crate::priority`]).
+    /// below normal CPU priority (see [`crate::nice`]).
     pub fn with_nice(threads: usize, memory_budget: usize, nice: u8) -> Result<ParallelExecutor> {
         let threads = if threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -169,7 +169,7 @@ impl ParallelExecutor {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("shale-parallel-{i}"))
-            .start_handler(move |_| crate::priority::lower_current_thread(nice))
+            .start_handler(move |_| crate::nice::lower_current_thread(nice))
             .build()
             .map_err(|e| {
                 Error::io(
@@ -411,6 +411,9 @@ struct PackWork {
     files: Vec<PlannedFile>,
 }
 
+/// One slice: read, unpack, lay out, merge with gc, plan the pack. Entries
+/// past `limit` (the whole rest of the job when `None`) wait in `cursors`
+/// for a later slice.
 fn run_slice(
     slice: &SliceContext<'_>,
     cursors: &mut [RunCursor],
@@ -418,232 +421,336 @@ fn run_slice(
     carry: &mut Carry<'_>,
     stats: &mut PhaseStats,
 ) -> Result<PackWork> {
-    let (job, tables) = (slice.job, slice.tables);
-    // Read: per run, the blocks whose index key is <= limit, plus the first
-    // one past it (which may hold keys <= limit). One read per file range.
     let t = Instant::now();
-    let mut wanted: Vec<Vec<(usize, usize)>> = Vec::with_capacity(cursors.len());
-    // Per run, the position of its first block taken and how many blocks
-    // it has: the run's first and last blocks are the edges of the job's
-    // range, whose entries are filtered.
-    let mut positions: Vec<(usize, usize)> = Vec::with_capacity(cursors.len());
-    for cursor in cursors.iter_mut() {
-        positions.push((cursor.next, cursor.blocks.len()));
-        let mut take = Vec::new();
-        while let Some(&(t, b)) = cursor.blocks.get(cursor.next) {
-            let within =
-                limit.is_none_or(|l| compare_internal_keys(&tables[t].blocks[b].0, l).is_le());
-            take.push((t, b));
-            cursor.next += 1;
-            if !within {
-                break;
-            }
-        }
-        wanted.push(take);
-    }
-    let buffers = slice.buffers;
-    let stretches: Vec<Vec<Stretch>> = wanted
-        .par_iter()
-        .map(|take| read_stretches(tables, take, Some(&buffers.reads)))
-        .collect::<Result<_>>()?;
+    let (stretches, positions) = slice.read(cursors, limit)?;
     stats.read_secs += t.elapsed().as_secs_f64();
 
-    // Unpack every block in parallel, into reused buffers.
     let t = Instant::now();
-    let range = &job.range;
-    // With each block, the merge prefixes of its entries, taken while its
-    // keys are in cache.
-    let prefix_offset = slice.prefix_offset;
-    let unpacked: Vec<Vec<(ParsedBlock, Vec<u64>)>> = stretches
-        .par_iter()
-        .zip(positions)
-        .map(|(run, (first_position, run_blocks))| {
-            let raw: Vec<(&Stretch, &(BlockHandle, std::ops::Range<usize>))> = run
-                .iter()
-                .flat_map(|stretch| stretch.blocks.iter().map(move |b| (stretch, b)))
-                .collect();
-            raw.into_par_iter()
-                .enumerate()
-                .map(|(i, (stretch, (handle, bytes)))| {
-                    let mut block = buffers.block();
-                    unpack_block_into(
-                        &stretch.buffer[bytes.clone()],
-                        &tables[stretch.table].name,
-                        *handle,
-                        &mut block,
-                    )?;
-                    let position = first_position + i;
-                    if (position == 0 && range.lower.is_some())
-                        || (position + 1 == run_blocks && range.upper.is_some())
-                    {
-                        block.retain_range(range);
-                    }
-                    let mut prefixes = buffers.prefixes.take();
-                    prefixes.clear();
-                    prefixes.extend(
-                        (0..block.entries.len())
-                            .map(|e| user_key_prefix(block.key(e), prefix_offset)),
-                    );
-                    Ok((block, prefixes))
-                })
-                .collect::<Result<Vec<_>>>()
-        })
-        .collect::<Result<_>>()?;
+    let unpacked = slice.unpack(&stretches, positions)?;
     for stretch in stretches.into_iter().flatten() {
-        buffers.reads.give(stretch.buffer);
+        slice.buffers.reads.give(stretch.buffer);
     }
-
-    // Lay out the slice's blocks: per run, the leftovers from the previous
-    // slice, then the new blocks. Entries past the limit wait for a later
-    // slice, together with every block after them.
-    let mut blocks: Vec<Arc<ParsedBlock>> = Vec::new();
-    let mut runs: Vec<Vec<Item>> = Vec::with_capacity(cursors.len());
-    for (cursor, new_blocks) in cursors.iter_mut().zip(unpacked) {
-        let mut run = slice.buffers.items.take();
-        run.clear();
-        // A leftover's prefixes are computed again (one block per run).
-        let pending: Vec<(Arc<ParsedBlock>, usize, Option<Vec<u64>>)> =
-            std::mem::take(&mut cursor.leftover)
-                .into_iter()
-                .map(|(b, first)| (b, first, None))
-                .chain(
-                    new_blocks
-                        .into_iter()
-                        .map(|(b, prefixes)| (Arc::new(b), 0, Some(prefixes))),
-                )
-                .collect();
-        for (block, first, prefixes) in pending {
-            if !cursor.leftover.is_empty() {
-                cursor.leftover.push((block, first));
-                slice.buffers.prefixes.give(prefixes.unwrap_or_default());
-                continue;
-            }
-            let index = blocks.len() as u32;
-            let count = block.entries.len();
-            // Entries past the limit, found by one comparison for a block
-            // that ends at or below it and a binary search for the one
-            // that crosses it.
-            let end = match limit {
-                Some(l)
-                    if count > first && compare_internal_keys(block.key(count - 1), l).is_gt() =>
-                {
-                    first
-                        + block.entries[first..].partition_point(|e| {
-                            compare_internal_keys(block.entry_key(e), l).is_le()
-                        })
-                }
-                _ => count,
-            };
-            run.extend((first..end).map(|e| Item {
-                prefix: prefixes.as_ref().map_or_else(
-                    || user_key_prefix(block.key(e), prefix_offset),
-                    |prefixes| prefixes[e],
-                ),
-                block: index,
-                entry: e as u32,
-            }));
-            slice.buffers.prefixes.give(prefixes.unwrap_or_default());
-            if end < count {
-                cursor.leftover.push((block.clone(), end));
-            }
-            blocks.push(block);
-        }
-        stats.entries_in += run.len() as u64;
-        runs.push(run);
-    }
+    let (mut blocks, runs) = slice.lay_out(cursors, unpacked, limit);
+    stats.entries_in += runs.iter().map(|run| run.len() as u64).sum::<u64>();
     stats.unpack_secs += t.elapsed().as_secs_f64();
 
-    // Merge, fused with gc, the kept entries' sizes for the boundary scan
-    // and the grandparents each key passes (see `merge.rs`); gc's time is
-    // counted as the merge's.
+    // gc's time is counted as the merge's.
     let t = Instant::now();
-    let pieces = {
-        let previous = carry.previous.as_ref().map(|(k, s)| (k.as_slice(), *s));
-        merge_and_decide(&blocks, &runs, previous, job, slice.buffers)?
-    };
-    for run in runs {
-        slice.buffers.items.give(run);
-    }
-    if let Some(last) = pieces.iter().rev().find_map(|p| p.last) {
-        let parsed = ParsedInternalKey::parse(item_key(&blocks, &last))?;
-        carry.previous = Some((parsed.user_key.to_vec(), parsed.sequence));
-    }
+    let pieces = slice.merge(&blocks, runs, carry)?;
     stats.merge_secs += t.elapsed().as_secs_f64();
 
-    // Pack plan: the kept list is the unfinished block from before, then
-    // this slice's kept entries, piece after piece.
     let t = Instant::now();
-    let carried = std::mem::take(&mut carry.unfinished_block);
-    let carried_block = blocks.len() as u32;
-    blocks.push(Arc::new(ParsedBlock::from_entries(&carried)));
-    let total = carried.len() + pieces.iter().map(|p| p.kept.len()).sum::<usize>();
-    let mut kept: Vec<Kept> = slice.buffers.kept.take();
-    let mut sizes: Vec<EntrySize> = slice.buffers.sizes.take();
-    kept.clear();
-    sizes.clear();
-    kept.reserve(total);
-    sizes.reserve(total);
-    let mut stops = vec![false; total];
-    for (e, (key, value)) in carried.iter().enumerate() {
-        kept.push((carried_block, e as u32));
-        sizes.push(EntrySize {
-            key_len: key.len() as u32,
-            value_len: value.len() as u32,
-            shared: match e {
-                0 => 0,
-                _ => shared_prefix_len(&carried[e - 1].0, key) as u32,
-            },
-        });
-    }
-    // A grandparent cut seen after the last kept entry of the slice before
-    // ends the file before this slice's first kept entry.
-    if carry.pending_stop && carried.len() < total {
-        stops[carried.len()] = true;
-        carry.pending_stop = false;
-    }
-    for piece in pieces {
-        let base = kept.len();
-        if let (Some(first), Some(&before)) = (piece.sizes.first(), kept.last()) {
-            let mut first = *first;
-            first.shared =
-                shared_prefix_len(key_of(&blocks, before), key_of(&blocks, piece.kept[0])) as u32;
-            sizes.push(first);
-            sizes.extend_from_slice(&piece.sizes[1..]);
-        } else {
-            sizes.extend_from_slice(&piece.sizes);
-        }
-        kept.extend_from_slice(&piece.kept);
-        slice.buffers.kept.give(piece.kept);
-        slice.buffers.sizes.give(piece.sizes);
-        for (kept_before, passed) in piece.passes {
-            if carry.cutter.should_stop_before_position(passed as usize) {
-                match stops.get_mut(base + kept_before as usize) {
-                    Some(stop) => *stop = true,
-                    None => carry.pending_stop = true,
-                }
-            }
-        }
-    }
-    let last = limit.is_none();
-    let (files, unfinished) =
-        plan_boundaries_from_sizes(&sizes, &stops, &mut carry.scan, job, last);
-    slice.buffers.sizes.give(sizes);
-    carry.unfinished_block = kept[unfinished.clone()]
-        .iter()
-        .map(|&(b, e)| {
-            (
-                blocks[b as usize].key(e as usize).to_vec(),
-                blocks[b as usize].value(e as usize).to_vec(),
-            )
-        })
-        .collect();
-    kept.truncate(unfinished.start);
+    let (kept, files) = slice.plan_pack(&mut blocks, pieces, limit, carry);
     stats.pack_secs += t.elapsed().as_secs_f64();
     Ok(PackWork {
         blocks,
         kept,
         files,
     })
+}
+
+/// Per run of a slice, its unpacked new blocks, each with the merge
+/// prefixes of its entries.
+type UnpackedRuns = Vec<Vec<(ParsedBlock, Vec<u64>)>>;
+
+/// Per run, the position of its first block taken and how many blocks it
+/// has: the run's first and last blocks are the edges of the job's range,
+/// whose entries are filtered.
+type RunPositions = Vec<(usize, usize)>;
+
+impl SliceContext<'_> {
+    /// Reads, per run, the blocks whose index key is <= `limit`, plus the
+    /// first one past it (which may hold keys <= `limit`): one read per
+    /// file range, runs in parallel.
+    fn read(
+        &self,
+        cursors: &mut [RunCursor],
+        limit: Option<&[u8]>,
+    ) -> Result<(Vec<Vec<Stretch>>, RunPositions)> {
+        let mut wanted: Vec<Vec<(usize, usize)>> = Vec::with_capacity(cursors.len());
+        let mut positions = Vec::with_capacity(cursors.len());
+        for cursor in cursors.iter_mut() {
+            positions.push((cursor.next, cursor.blocks.len()));
+            wanted.push(self.take_blocks(cursor, limit));
+        }
+        let stretches = wanted
+            .par_iter()
+            .map(|take| read_stretches(self.tables, take, Some(&self.buffers.reads)))
+            .collect::<Result<_>>()?;
+        Ok((stretches, positions))
+    }
+
+    /// Advances `cursor` past the blocks this slice reads, and returns them.
+    fn take_blocks(&self, cursor: &mut RunCursor, limit: Option<&[u8]>) -> Vec<(usize, usize)> {
+        let mut take = Vec::new();
+        while let Some(&(t, b)) = cursor.blocks.get(cursor.next) {
+            let index_key = &self.tables[t].blocks[b].0;
+            let within = limit.is_none_or(|l| compare_internal_keys(index_key, l).is_le());
+            take.push((t, b));
+            cursor.next += 1;
+            if !within {
+                break;
+            }
+        }
+        take
+    }
+
+    /// Unpacks every block read, in parallel, into reused buffers.
+    fn unpack(&self, stretches: &[Vec<Stretch>], positions: RunPositions) -> Result<UnpackedRuns> {
+        stretches
+            .par_iter()
+            .zip(positions)
+            .map(|(run, (first_position, run_blocks))| {
+                let raw: Vec<(&Stretch, &(BlockHandle, std::ops::Range<usize>))> = run
+                    .iter()
+                    .flat_map(|stretch| stretch.blocks.iter().map(move |b| (stretch, b)))
+                    .collect();
+                raw.into_par_iter()
+                    .enumerate()
+                    .map(|(i, (stretch, block))| {
+                        self.unpack_block(stretch, block, first_position + i, run_blocks)
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect()
+    }
+
+    /// Unpacks one block (at `position` of its run's `run_blocks`), keeps
+    /// only the job's range when it is at an edge of the run, and takes the
+    /// merge prefixes of its entries while its keys are in cache.
+    fn unpack_block(
+        &self,
+        stretch: &Stretch,
+        (handle, bytes): &(BlockHandle, std::ops::Range<usize>),
+        position: usize,
+        run_blocks: usize,
+    ) -> Result<(ParsedBlock, Vec<u64>)> {
+        let range = &self.job.range;
+        let mut block = self.buffers.block();
+        unpack_block_into(
+            &stretch.buffer[bytes.clone()],
+            &self.tables[stretch.table].name,
+            *handle,
+            &mut block,
+        )?;
+        if (position == 0 && range.lower.is_some())
+            || (position + 1 == run_blocks && range.upper.is_some())
+        {
+            block.retain_range(range);
+        }
+        let mut prefixes = self.buffers.prefixes.take();
+        prefixes.clear();
+        prefixes.extend(
+            (0..block.entries.len()).map(|e| user_key_prefix(block.key(e), self.prefix_offset)),
+        );
+        Ok((block, prefixes))
+    }
+
+    /// Lays out the slice's blocks: per run, the leftovers from the
+    /// previous slice, then the new blocks. Entries past `limit` wait for a
+    /// later slice, together with every block after them. Returns the
+    /// blocks and, per run, its items.
+    fn lay_out(
+        &self,
+        cursors: &mut [RunCursor],
+        unpacked: UnpackedRuns,
+        limit: Option<&[u8]>,
+    ) -> (Vec<Arc<ParsedBlock>>, Vec<Vec<Item>>) {
+        let mut blocks: Vec<Arc<ParsedBlock>> = Vec::new();
+        let mut runs: Vec<Vec<Item>> = Vec::with_capacity(cursors.len());
+        for (cursor, new_blocks) in cursors.iter_mut().zip(unpacked) {
+            let mut run = self.buffers.items.take();
+            run.clear();
+            // A leftover's prefixes are computed again (one block per run).
+            let pending: Vec<(Arc<ParsedBlock>, usize, Option<Vec<u64>>)> =
+                std::mem::take(&mut cursor.leftover)
+                    .into_iter()
+                    .map(|(b, first)| (b, first, None))
+                    .chain(
+                        new_blocks
+                            .into_iter()
+                            .map(|(b, prefixes)| (Arc::new(b), 0, Some(prefixes))),
+                    )
+                    .collect();
+            for (block, first, prefixes) in pending {
+                if !cursor.leftover.is_empty() {
+                    cursor.leftover.push((block, first));
+                    self.buffers.prefixes.give(prefixes.unwrap_or_default());
+                    continue;
+                }
+                let index = blocks.len() as u32;
+                let end = entries_within(&block, first, limit);
+                run.extend((first..end).map(|e| Item {
+                    prefix: prefixes.as_ref().map_or_else(
+                        || user_key_prefix(block.key(e), self.prefix_offset),
+                        |prefixes| prefixes[e],
+                    ),
+                    block: index,
+                    entry: e as u32,
+                }));
+                self.buffers.prefixes.give(prefixes.unwrap_or_default());
+                if end < block.entries.len() {
+                    cursor.leftover.push((block.clone(), end));
+                }
+                blocks.push(block);
+            }
+            runs.push(run);
+        }
+        (blocks, runs)
+    }
+
+    /// Merge, fused with gc, the kept entries' sizes for the boundary scan
+    /// and the grandparents each key passes (see `merge.rs`); remembers the
+    /// last merged entry for the next slice's gc.
+    fn merge(
+        &self,
+        blocks: &[Arc<ParsedBlock>],
+        runs: Vec<Vec<Item>>,
+        carry: &mut Carry<'_>,
+    ) -> Result<Vec<merge::DecidedPiece>> {
+        let pieces = {
+            let previous = carry.previous.as_ref().map(|(k, s)| (k.as_slice(), *s));
+            merge_and_decide(blocks, &runs, previous, self.job, self.buffers)?
+        };
+        for run in runs {
+            self.buffers.items.give(run);
+        }
+        if let Some(last) = pieces.iter().rev().find_map(|p| p.last) {
+            let parsed = ParsedInternalKey::parse(item_key(blocks, &last))?;
+            carry.previous = Some((parsed.user_key.to_vec(), parsed.sequence));
+        }
+        Ok(pieces)
+    }
+
+    /// Pack plan: the kept list is the unfinished block from before (added
+    /// to `blocks` as one more block), then this slice's kept entries,
+    /// piece after piece; the files they fill, and the new unfinished block
+    /// kept in `carry`. Returns the kept entries of the planned files.
+    fn plan_pack(
+        &self,
+        blocks: &mut Vec<Arc<ParsedBlock>>,
+        pieces: Vec<merge::DecidedPiece>,
+        limit: Option<&[u8]>,
+        carry: &mut Carry<'_>,
+    ) -> (Vec<Kept>, Vec<PlannedFile>) {
+        let carried = std::mem::take(&mut carry.unfinished_block);
+        let carried_block = blocks.len() as u32;
+        blocks.push(Arc::new(ParsedBlock::from_entries(&carried)));
+        let total = carried.len() + pieces.iter().map(|p| p.kept.len()).sum::<usize>();
+        let mut list = KeptList {
+            kept: self.buffers.kept.take(),
+            sizes: self.buffers.sizes.take(),
+            stops: vec![false; total],
+        };
+        list.kept.clear();
+        list.sizes.clear();
+        list.kept.reserve(total);
+        list.sizes.reserve(total);
+        list.push_carried(&carried, carried_block);
+        // A grandparent cut seen after the last kept entry of the slice
+        // before ends the file before this slice's first kept entry.
+        if carry.pending_stop && carried.len() < total {
+            list.stops[carried.len()] = true;
+            carry.pending_stop = false;
+        }
+        for piece in pieces {
+            list.push_piece(piece, blocks, carry, self.buffers);
+        }
+        let KeptList {
+            mut kept,
+            sizes,
+            stops,
+        } = list;
+        let last = limit.is_none();
+        let (files, unfinished) =
+            plan_boundaries_from_sizes(&sizes, &stops, &mut carry.scan, self.job, last);
+        self.buffers.sizes.give(sizes);
+        carry.unfinished_block = kept[unfinished.clone()]
+            .iter()
+            .map(|&(b, e)| {
+                (
+                    blocks[b as usize].key(e as usize).to_vec(),
+                    blocks[b as usize].value(e as usize).to_vec(),
+                )
+            })
+            .collect();
+        kept.truncate(unfinished.start);
+        (kept, files)
+    }
+}
+
+/// The end of the entries of `block` from `first` on that are <= `limit`:
+/// one comparison for a block that ends at or below it, a binary search
+/// for the one that crosses it.
+fn entries_within(block: &ParsedBlock, first: usize, limit: Option<&[u8]>) -> usize {
+    let count = block.entries.len();
+    match limit {
+        Some(l) if count > first && compare_internal_keys(block.key(count - 1), l).is_gt() => {
+            first
+                + block.entries[first..]
+                    .partition_point(|e| compare_internal_keys(block.entry_key(e), l).is_le())
+        }
+        _ => count,
+    }
+}
+
+/// A slice's kept entries being listed for the boundary scan: the entries,
+/// their sizes, and whether an output file must end before each.
+struct KeptList {
+    kept: Vec<Kept>,
+    sizes: Vec<EntrySize>,
+    stops: Vec<bool>,
+}
+
+impl KeptList {
+    /// The unfinished block carried from the slice before, which is block
+    /// `carried_block`.
+    fn push_carried(&mut self, carried: &[(Vec<u8>, Vec<u8>)], carried_block: u32) {
+        for (e, (key, value)) in carried.iter().enumerate() {
+            self.kept.push((carried_block, e as u32));
+            self.sizes.push(EntrySize {
+                key_len: key.len() as u32,
+                value_len: value.len() as u32,
+                shared: match e {
+                    0 => 0,
+                    _ => shared_prefix_len(&carried[e - 1].0, key) as u32,
+                },
+            });
+        }
+    }
+
+    /// One merged piece: its first entry's shared prefix is fixed up
+    /// against the kept entry before it, and the grandparent cuts it passes
+    /// become stops (a cut after its last kept entry stays pending).
+    fn push_piece(
+        &mut self,
+        piece: merge::DecidedPiece,
+        blocks: &[Arc<ParsedBlock>],
+        carry: &mut Carry<'_>,
+        buffers: &Buffers,
+    ) {
+        let base = self.kept.len();
+        if let (Some(first), Some(&before)) = (piece.sizes.first(), self.kept.last()) {
+            let mut first = *first;
+            first.shared =
+                shared_prefix_len(key_of(blocks, before), key_of(blocks, piece.kept[0])) as u32;
+            self.sizes.push(first);
+            self.sizes.extend_from_slice(&piece.sizes[1..]);
+        } else {
+            self.sizes.extend_from_slice(&piece.sizes);
+        }
+        self.kept.extend_from_slice(&piece.kept);
+        buffers.kept.give(piece.kept);
+        buffers.sizes.give(piece.sizes);
+        for (kept_before, passed) in piece.passes {
+            if carry.cutter.should_stop_before_position(passed as usize) {
+                match self.stops.get_mut(base + kept_before as usize) {
+                    Some(stop) => *stop = true,
+                    None => carry.pending_stop = true,
+                }
+            }
+        }
+    }
 }
 
 /// The internal key of a kept entry.

@@ -202,21 +202,16 @@ pub(crate) mod tests {
             });
         }
         CompactionJob {
-            id: 1,
-            inputs: vec![],
-            output_level: 1,
             max_output_file_size: [256, 2048, 1 << 20][(next(state) % 3) as usize],
             grandparents,
             max_grandparent_overlap_bytes: next(state) % 5000,
-            smallest_snapshot: 0,
-            deeper_levels: vec![],
             table: TableSettings {
                 block_size: [64, 256, 4096][(next(state) % 3) as usize],
                 block_restart_interval: 1 + (next(state) % 16) as usize,
                 bloom_bits_per_key: None,
                 snappy: false,
             },
-            range: Default::default(),
+            ..crate::testing::job(vec![])
         }
     }
 

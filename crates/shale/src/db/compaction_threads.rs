@@ -51,7 +51,7 @@ pub(super) fn start(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
             format!("shale-compact-{i}"),
             Box::new(move || {
                 // Not the flush thread: writers wait for flushes.
-                shale_compact::priority::lower_current_thread(worker.options.compaction_nice);
+                shale_compact::nice::lower_current_thread(worker.options.compaction_nice);
                 worker.compaction_loop(lane)
             }),
         )?);
@@ -572,7 +572,7 @@ fn run_in_parts(
                 let handle = std::thread::Builder::new()
                     .name(format!("shale-sub-{i}"))
                     .spawn_scoped(scope, move || {
-                        shale_compact::priority::lower_current_thread(nice);
+                        shale_compact::nice::lower_current_thread(nice);
                         executor.run(sub, io)
                     });
                 (i, handle)

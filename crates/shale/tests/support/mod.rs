@@ -1,16 +1,30 @@
-//! Helpers shared by the full-disk tests (`no_space.rs` over the
-//! fault-injecting env, `full_disk.rs` on a real tmpfs): the model of what
-//! was acknowledged, the check that the database holds it, and the check
-//! that no half-written file is left in the directory.
+//! Helpers shared by the engine's tests, written once: the options every
+//! test starts from, the model of what was acknowledged ([`Model`]), and,
+//! for the full-disk tests (`no_space.rs` over the fault-injecting env,
+//! `full_disk.rs` on a real tmpfs), the check that the database holds it
+//! and the check that no half-written file is left in the directory.
+//! Helpers shared with other crates' tests live in `shale_compact::testing`.
 
 #![allow(dead_code, reason = "each test binary uses its own part")]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shale::env::Env;
-use shale::{Error, ReadOptions, WriteOptions, DB};
+use shale::{Error, Options, ReadOptions, WriteOptions, DB};
+
+/// The options every test starts from: a database created in `env`, the
+/// rest LevelDB's defaults; each test sets what it tunes with
+/// `Options { write_buffer_size: .., ..options(env) }`.
+pub fn options(env: &Arc<dyn Env>) -> Options {
+    Options {
+        create_if_missing: true,
+        env: env.clone(),
+        ..Options::default()
+    }
+}
 
 /// Acknowledged writes: key to value.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;

@@ -1,4 +1,6 @@
-//! CPU priority of compaction threads. On a machine where foreground
+//! The nice level (CPU priority) of compaction threads; not the order in
+//! which compactions run, which is the engine's `compaction::priority`.
+//! On a machine where foreground
 //! readers and writers keep the cores busy, compaction threads at a lower
 //! priority (a higher nice value) give the CPU back to them first, which
 //! shortens the foreground's latency tail; RocksDB offers the same
