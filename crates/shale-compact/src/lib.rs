@@ -13,9 +13,6 @@ pub mod nice;
 pub mod opencl;
 pub mod parallel;
 pub(crate) mod pool;
-/// The old name of [`nice`], kept only for `opencl/mod.rs` until the work
-/// under way there moves its one call to `crate::nice`.
-pub(crate) use nice as priority;
 pub mod streaming;
 pub mod subcompaction;
 pub(crate) mod syncer;

@@ -227,7 +227,7 @@ impl OpenClExecutor {
             .thread_name(|i| format!("shale-opencl-{i}"))
             .start_handler({
                 let nice = options.cpu_nice;
-                move |_| crate::priority::lower_current_thread(nice)
+                move |_| crate::nice::lower_current_thread(nice)
             })
             .build()
             .map_err(|e| unavailable(format!("cannot start {threads} host threads: {e}")))?;
@@ -291,17 +291,16 @@ impl OpenClExecutor {
             self.injected_failure.clone(),
         )?;
         let result = (|| {
-            let Some(entries) = pipeline::entries_on_device(
-                &mut session,
-                &self.pool,
+            let slice = pipeline::SliceRun {
+                session: &mut session,
+                pool: &self.pool,
                 job,
-                input,
-                carried.open_entries,
+                carried: carried.open_entries,
                 gc,
-                gc_carry,
+                carry: gc_carry,
                 stats,
-            )?
-            else {
+            };
+            let Some(entries) = slice.entries(input)? else {
                 return Ok(pack::PackedSlice::default());
             };
             let t = Instant::now();

@@ -83,35 +83,6 @@ pub(crate) struct GcCarry<'j> {
     pub(crate) pending_stop: bool,
 }
 
-/// Runs unpack, merge and gc over one slice, whose last `carried` entries
-/// (its last run) are those of the open output file; `None` when no entry
-/// is kept. The parameters of a [`SliceRun`], named at the call.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the call in opencl/mod.rs names each field of a SliceRun"
-)]
-pub(crate) fn entries_on_device(
-    session: &mut Session<'_>,
-    pool: &rayon::ThreadPool,
-    job: &CompactionJob,
-    input: SliceInput,
-    carried: usize,
-    gc: GcSite,
-    carry: &mut GcCarry<'_>,
-    stats: &mut PhaseStats,
-) -> Result<Option<DeviceEntries>, DeviceError> {
-    SliceRun {
-        session,
-        pool,
-        job,
-        carried,
-        gc,
-        carry,
-        stats,
-    }
-    .entries(input)
-}
-
 /// One slice on its way through unpack, merge and gc: the device session,
 /// the job, and what carries over between slices.
 pub(crate) struct SliceRun<'a, 's, 'c> {
