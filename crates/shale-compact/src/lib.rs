@@ -5,6 +5,7 @@
 //! (see `../shared/DESIGN.md`).
 
 pub mod boundaries;
+pub mod chain;
 pub mod gc;
 pub(crate) mod inputs;
 pub mod job;

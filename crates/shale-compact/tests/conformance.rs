@@ -296,7 +296,9 @@ fn check_against_reference(executor: &dyn Executor, case: &Case) {
 }
 
 fn executors() -> Vec<Box<dyn Executor>> {
-    use shale_compact::opencl::{OnDeviceError, OpenClExecutor, OpenClOptions, PlacementPolicy};
+    use shale_compact::chain::FallbackChain;
+    use shale_compact::opencl::{OpenClExecutor, OpenClOptions, PlacementPolicy};
+    use std::sync::Arc;
     let mut executors: Vec<Box<dyn Executor>> = vec![
         Box::new(ParallelExecutor::new(1, 256 << 20).unwrap()),
         Box::new(ParallelExecutor::new(2, 256 << 20).unwrap()),
@@ -313,7 +315,6 @@ fn executors() -> Vec<Box<dyn Executor>> {
     };
     let strict = OpenClOptions {
         max_device_files: usize::MAX,
-        on_device_error: OnDeviceError::Fail,
         ..OpenClOptions::default()
     };
     match opencl(strict.clone()) {
@@ -339,29 +340,27 @@ fn executors() -> Vec<Box<dyn Executor>> {
                     .unwrap(),
                 ));
             }
-            // Forced fallbacks: placement on the CPU, a failing kernel, and a
-            // budget small jobs pass at placement and may then run past.
-            executors.push(Box::new(
-                opencl(OpenClOptions {
-                    max_device_files: 0,
-                    ..OpenClOptions::default()
-                })
-                .unwrap(),
-            ));
-            executors.push(Box::new(
-                opencl(OpenClOptions {
-                    inject_kernel_failure: Some("rank_merge".into()),
-                    ..OpenClOptions::default()
-                })
-                .unwrap(),
-            ));
-            executors.push(Box::new(
-                opencl(OpenClOptions {
-                    memory_budget: Some(64 << 10),
-                    ..OpenClOptions::default()
-                })
-                .unwrap(),
-            ));
+            // Forced fallbacks, as the worker and the tools chain it:
+            // placement on the CPU, a failing kernel, and a budget small
+            // jobs pass at placement and may then run past.
+            let with_cpu = |options: OpenClOptions| -> Box<dyn Executor> {
+                Box::new(FallbackChain::new(vec![
+                    Arc::new(opencl(options).unwrap()),
+                    Arc::new(ParallelExecutor::new(2, 256 << 20).unwrap()),
+                ]))
+            };
+            executors.push(with_cpu(OpenClOptions {
+                max_device_files: 0,
+                ..OpenClOptions::default()
+            }));
+            executors.push(with_cpu(OpenClOptions {
+                inject_kernel_failure: Some("rank_merge".into()),
+                ..OpenClOptions::default()
+            }));
+            executors.push(with_cpu(OpenClOptions {
+                memory_budget: Some(64 << 10),
+                ..OpenClOptions::default()
+            }));
         }
         Err(reason) => testing::skip(
             "conformance of the opencl executor",

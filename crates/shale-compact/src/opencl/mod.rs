@@ -62,7 +62,6 @@ pub use placement::{
 
 use crate::boundaries::GrandparentCutter;
 use crate::job::{CompactionJob, CompactionOutput, Executor, JobIo, OutputTable, PhaseStats};
-use crate::parallel::ParallelExecutor;
 use pack::FileParts;
 use pipeline::GcCarry;
 use session::Session;
@@ -92,17 +91,6 @@ pub fn kernel_source() -> String {
     KERNEL_SOURCES.join("\n")
 }
 
-/// What to do when the device fails a job.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum OnDeviceError {
-    /// Run the job on the CPU executor and record why (the default).
-    #[default]
-    FallBack,
-    /// Fail the job with the device's error (tests that must prove the
-    /// device path ran).
-    Fail,
-}
-
 /// Settings of the OpenCL executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenClOptions {
@@ -114,15 +102,9 @@ pub struct OpenClOptions {
     pub max_device_files: usize,
     /// Device memory one job may use; `None`: half the device's global memory.
     pub memory_budget: Option<u64>,
-    /// What a device failure does.
-    pub on_device_error: OnDeviceError,
-    /// Threads for the host's share (Snappy, table layout) and for the CPU
-    /// executor jobs fall back to (0: one per core).
+    /// Threads for the host's share (Snappy, table layout; 0: one per core).
     pub cpu_threads: usize,
-    /// Memory budget of the CPU executor.
-    pub cpu_memory_budget: usize,
-    /// Nice levels below normal for the host threads (see
-    /// [`crate::priority`]).
+    /// Nice levels below normal for the host threads (see [`crate::nice`]).
     pub cpu_nice: u8,
     /// For tests: every launch of the kernel with this name fails; with
     /// `name#N`, every launch after its first N.
@@ -139,9 +121,7 @@ impl Default for OpenClOptions {
             policy: PlacementPolicy::default(),
             max_device_files: DEFAULT_MAX_DEVICE_FILES,
             memory_budget: None,
-            on_device_error: OnDeviceError::default(),
             cpu_threads: 0,
-            cpu_memory_budget: crate::parallel::DEFAULT_MEMORY_BUDGET,
             cpu_nice: 0,
             inject_kernel_failure: None,
             max_slice_input_bytes: None,
@@ -154,9 +134,10 @@ impl Default for OpenClOptions {
 pub struct OpenClStats {
     /// Jobs that ran on the device.
     pub device_jobs: u64,
-    /// Jobs placement sent to the CPU.
+    /// Jobs it refused because placement keeps them on the CPU (the
+    /// caller runs them elsewhere).
     pub placed_on_cpu: u64,
-    /// Jobs the device failed, run again on the CPU.
+    /// Jobs the device failed (refused to the caller's next executor).
     pub fallbacks: u64,
     /// Why the last job placed on the CPU went there.
     pub last_placement_reason: Option<String>,
@@ -177,7 +158,6 @@ pub struct OpenClExecutor {
     program: Arc<Program>,
     options: OpenClOptions,
     limits: DeviceLimits,
-    cpu: ParallelExecutor,
     pool: rayon::ThreadPool,
     stats: Mutex<OpenClStats>,
     injected_failure: Option<session::InjectedFailure>,
@@ -212,12 +192,6 @@ impl OpenClExecutor {
             memory_budget,
         };
         let unavailable = |reason: String| Unavailable { reason };
-        let cpu = ParallelExecutor::with_nice(
-            options.cpu_threads,
-            options.cpu_memory_budget,
-            options.cpu_nice,
-        )
-        .map_err(|e| unavailable(format!("the CPU executor: {e}")))?;
         let threads = match options.cpu_threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -240,7 +214,6 @@ impl OpenClExecutor {
             program,
             options,
             limits,
-            cpu,
             pool,
             stats: Mutex::new(OpenClStats::default()),
             injected_failure,
@@ -548,9 +521,11 @@ impl Executor for OpenClExecutor {
         OPENCL
     }
 
-    /// Runs `job` where [`placement`] says; a device failure runs it on the
-    /// CPU executor (whose output says `parallel`) unless the options say
-    /// [`OnDeviceError::Fail`].
+    /// Runs `job` on the device. A job that [`placement`] keeps on the CPU,
+    /// or that the device fails, is refused with [`Error::ExecutorFailed`]
+    /// saying why: the caller (the engine's compaction service, or a
+    /// [`crate::chain::FallbackChain`]) runs it elsewhere. The executor
+    /// never falls back on its own.
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
         crate::job::require_bytewise(OPENCL, io)?;
         let gc = match placement(job, self.options.policy, &self.limits) {
@@ -561,10 +536,7 @@ impl Executor for OpenClExecutor {
                     s.placed_on_cpu += 1;
                     s.last_placement_reason = Some(reason);
                 });
-                return self.cpu.run(job, io).map(|output| CompactionOutput {
-                    fallback: Some(why),
-                    ..output
-                });
+                return Err(Error::executor_failed(OPENCL, why));
             }
         };
         match self.run_on_device(job, io, gc) {
@@ -574,23 +546,14 @@ impl Executor for OpenClExecutor {
                 }
                 written
             }
-            Err(error) => match self.options.on_device_error {
-                OnDeviceError::Fail => Err(Error::executor_failed(
-                    OPENCL,
-                    format!("the device failed job {}: {error}", job.id),
-                )),
-                OnDeviceError::FallBack => {
-                    let why = format!("the device failed: {}", error.reason);
-                    self.record(|s| {
-                        s.fallbacks += 1;
-                        s.last_fallback_reason = Some(error.reason);
-                    });
-                    self.cpu.run(job, io).map(|output| CompactionOutput {
-                        fallback: Some(why),
-                        ..output
-                    })
-                }
-            },
+            Err(error) => {
+                let why = format!("the device failed job {}: {}", job.id, error.reason);
+                self.record(|s| {
+                    s.fallbacks += 1;
+                    s.last_fallback_reason = Some(error.reason);
+                });
+                Err(Error::executor_failed(OPENCL, why))
+            }
         }
     }
 }

@@ -1189,6 +1189,40 @@ fn executor(options: OpenClOptions) -> Option<OpenClExecutor> {
     )
 }
 
+/// `device`, then the CPU for what it refuses: how the worker and the tools
+/// run it (the engine's service does the same).
+fn on_cpu_too(device: &Arc<OpenClExecutor>) -> crate::chain::FallbackChain {
+    crate::chain::FallbackChain::new(vec![
+        device.clone(),
+        Arc::new(
+            crate::parallel::ParallelExecutor::new(2, crate::parallel::DEFAULT_MEMORY_BUDGET)
+                .unwrap(),
+        ),
+    ])
+}
+
+/// Asserts that `device` refuses `job` (an executor failure saying
+/// `why`) and leaves no file behind.
+fn assert_refused(
+    device: &OpenClExecutor,
+    job: &CompactionJob,
+    files: &HashMap<u64, Arc<Vec<u8>>>,
+    why: &str,
+) {
+    let io = MemIo::new(files.clone());
+    match device.run(job, &io) {
+        Err(shale_format::Error::ExecutorFailed { executor, reason }) => {
+            assert_eq!(executor, OPENCL);
+            assert!(reason.contains(why), "{reason}");
+        }
+        other => panic!("expected a refusal saying {why:?}, got {other:?}"),
+    }
+    assert!(
+        io.outputs.lock().unwrap().is_empty(),
+        "a refused job leaves no file"
+    );
+}
+
 fn settings(snappy: bool, bloom: Option<u32>, block_size: usize, restart: usize) -> TableSettings {
     TableSettings {
         block_size,
@@ -1215,7 +1249,6 @@ fn device_jobs_match_streaming_for_every_policy() {
     ] {
         let Some(executor) = executor(OpenClOptions {
             policy,
-            on_device_error: OnDeviceError::Fail,
             ..OpenClOptions::default()
         }) else {
             return;
@@ -1256,7 +1289,6 @@ fn device_jobs_match_streaming_for_every_policy() {
 #[test]
 fn empty_results_write_no_file() {
     let Some(executor) = executor(OpenClOptions {
-        on_device_error: OnDeviceError::Fail,
         ..OpenClOptions::default()
     }) else {
         return;
@@ -1285,6 +1317,7 @@ fn placement_on_the_cpu_gives_the_same_tables() {
     }) else {
         return;
     };
+    let executor = Arc::new(executor);
     let (job, files) = make_job(
         7,
         4,
@@ -1293,10 +1326,12 @@ fn placement_on_the_cpu_gives_the_same_tables() {
         TableSettings::default(),
         &small_values,
     );
-    let output = assert_same_as_streaming(&executor, &job, &files);
+    assert_refused(&executor, &job, &files, "placed on the CPU");
+    let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
     assert_eq!(output.executor, crate::parallel::PARALLEL);
+    assert!(output.fallback.unwrap().contains("max_device_files"));
     let stats = executor.stats();
-    assert_eq!((stats.placed_on_cpu, stats.device_jobs), (1, 0));
+    assert_eq!((stats.placed_on_cpu, stats.device_jobs), (2, 0));
     assert!(stats
         .last_placement_reason
         .unwrap()
@@ -1305,7 +1340,8 @@ fn placement_on_the_cpu_gives_the_same_tables() {
     let Some(executor) = executor_with_budget(Some(1)) else {
         return;
     };
-    let output = assert_same_as_streaming(&executor, &job, &files);
+    let executor = Arc::new(executor);
+    let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
     assert_eq!(output.executor, crate::parallel::PARALLEL);
     assert!(executor
         .stats()
@@ -1346,26 +1382,21 @@ fn a_failing_kernel_hands_the_job_to_the_cpu() {
         }) else {
             return;
         };
-        let output = assert_same_as_streaming(&executor, &job, &files);
+        let executor = Arc::new(executor);
+        let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
         assert_eq!(output.executor, crate::parallel::PARALLEL, "{kernel}");
         let stats = executor.stats();
         assert_eq!((stats.fallbacks, stats.device_jobs), (1, 0), "{kernel}");
         assert!(stats.last_fallback_reason.unwrap().contains(kernel));
     }
-    // With fallback off, the device's error is the job's.
-    let Some(strict) = executor(OpenClOptions {
+    // On its own, the executor refuses the job: it never falls back.
+    let Some(alone) = executor(OpenClOptions {
         inject_kernel_failure: Some("rank_merge".into()),
-        on_device_error: OnDeviceError::Fail,
         ..OpenClOptions::default()
     }) else {
         return;
     };
-    let io = MemIo::new(files.clone());
-    assert!(strict.run(&job, &io).is_err());
-    assert!(
-        io.outputs.lock().unwrap().is_empty(),
-        "a failed device job creates no file"
-    );
+    assert_refused(&alone, &job, &files, "rank_merge");
 }
 
 #[test]
@@ -1385,7 +1416,8 @@ fn running_past_the_budget_hands_the_job_to_the_cpu() {
     let Some(executor) = executor_with_budget(Some(estimated_device_bytes(&job))) else {
         return;
     };
-    let output = assert_same_as_streaming(&executor, &job, &files);
+    let executor = Arc::new(executor);
+    let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
     assert_eq!(output.executor, crate::parallel::PARALLEL);
     let stats = executor.stats();
     assert_eq!((stats.fallbacks, stats.placed_on_cpu), (1, 0));
@@ -1397,6 +1429,7 @@ fn corrupt_input_is_reported_by_the_cpu_path() {
     let Some(executor) = executor(OpenClOptions::default()) else {
         return;
     };
+    let executor = Arc::new(executor);
     let (job, mut files) = make_job(
         13,
         2,
@@ -1409,7 +1442,7 @@ fn corrupt_input_is_reported_by_the_cpu_path() {
     bytes[100] ^= 0x40;
     files.insert(1, Arc::new(bytes));
     let io = MemIo::new(files);
-    let error = executor.run(&job, &io).unwrap_err();
+    let error = on_cpu_too(&executor).run(&job, &io).unwrap_err();
     assert!(
         matches!(error, shale_format::Error::Corruption { .. }),
         "{error}"
@@ -1441,7 +1474,6 @@ fn slices_give_the_same_tables_and_overlap_reading_with_the_device() {
         (64 << 10, PlacementPolicy::AllDevice),
     ] {
         let Some(executor) = executor(OpenClOptions {
-            on_device_error: OnDeviceError::Fail,
             max_slice_input_bytes: Some(slice),
             policy,
             ..OpenClOptions::default()
@@ -1492,8 +1524,9 @@ fn a_device_failure_after_written_files_discards_them() {
     }) else {
         return;
     };
+    let executor = Arc::new(executor);
     let io = MemIo::new(files.clone());
-    let output = executor.run(&job, &io).unwrap();
+    let output = on_cpu_too(&executor).run(&job, &io).unwrap();
     assert_eq!(output.executor, crate::parallel::PARALLEL);
     assert_eq!(executor.stats().fallbacks, 1);
     let kept: Vec<u64> = io.outputs.lock().unwrap().keys().copied().collect();

@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
+use shale_compact::chain::FallbackChain;
 use shale_compact::job::Executor;
-use shale_compact::opencl::{OnDeviceError, OpenClExecutor, OpenClOptions, OPENCL};
+use shale_compact::opencl::{OpenClExecutor, OpenClOptions, OPENCL};
 use shale_compact::parallel::{ParallelExecutor, PARALLEL};
 use shale_compact::remote::{RemoteExecutor, RemoteOptions, REMOTE};
 use shale_compact::streaming::{StreamingExecutor, STREAMING};
@@ -54,7 +55,6 @@ pub fn opencl_options(options: &Options) -> OpenClOptions {
         max_device_files: options.opencl_max_device_files,
         memory_budget: options.opencl_memory_budget,
         cpu_threads: options.compaction_threads,
-        cpu_memory_budget: options.compaction_memory_budget,
         cpu_nice: options.compaction_nice,
         ..OpenClOptions::default()
     }
@@ -96,22 +96,32 @@ fn parallel_executor(options: &Options) -> Result<ParallelExecutor> {
     )
 }
 
-/// Builds the executor named `name` on its own, as a tool would run it
-/// (`auto`: `opencl` when a device is usable, else `parallel`). `opencl` on
-/// a machine without a usable OpenCL device is an error that says why.
+/// Builds the executor named `name` on its own, as a tool or `shale worker`
+/// runs it: `opencl` on a device, falling back to `parallel` then
+/// `streaming` for what the device refuses (as the engine's chain does);
+/// `auto` the same when a device is usable, else `parallel`. `opencl` on a
+/// machine without a usable OpenCL device is an error that says why.
 pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executor>> {
     let opencl = || OpenClExecutor::new(opencl_options(options)).map_err(|u| u.to_string());
+    let on_device = |device: OpenClExecutor| -> Result<Arc<dyn Executor>> {
+        Ok(Arc::new(FallbackChain::new(vec![
+            Arc::new(device),
+            Arc::new(parallel_executor(options)?),
+            Arc::new(StreamingExecutor),
+        ])))
+    };
     match name {
         STREAMING => Ok(Arc::new(StreamingExecutor)),
         PARALLEL => Ok(Arc::new(parallel_executor(options)?)),
-        OPENCL => opencl()
-            .map(|e| Arc::new(e) as Arc<dyn Executor>)
-            .map_err(|reason| {
-                Error::NotSupported(format!("the opencl executor is unavailable: {reason}"))
-            }),
+        OPENCL => match opencl() {
+            Ok(device) => on_device(device),
+            Err(reason) => Err(Error::NotSupported(format!(
+                "the opencl executor is unavailable: {reason}"
+            ))),
+        },
         REMOTE => Ok(Arc::new(RemoteExecutor::new(remote_options(options)?)?)),
         AUTO => match opencl() {
-            Ok(executor) => Ok(Arc::new(executor)),
+            Ok(device) => on_device(device),
             Err(_) => Ok(Arc::new(parallel_executor(options)?)),
         },
         other => Err(unknown(other)),
@@ -159,13 +169,9 @@ impl Executors {
             | ExecutorChoice::Forced(PARALLEL)
             | ExecutorChoice::Forced(REMOTE) => (None, None),
             _ => {
-                // The scheduler falls back itself: the executor only runs
-                // jobs on the device or fails them.
-                let device_options = OpenClOptions {
-                    on_device_error: OnDeviceError::Fail,
-                    ..opencl_options(options)
-                };
-                match OpenClExecutor::new(device_options) {
+                // The compaction service places and falls back itself: the
+                // executor only runs jobs on the device or refuses them.
+                match OpenClExecutor::new(opencl_options(options)) {
                     // An OpenCL device on the CPU (PoCL) competes with the
                     // CPU executors for the same cores: `auto` offloads only
                     // to a GPU; `opencl` named uses any device.

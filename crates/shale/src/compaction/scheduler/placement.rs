@@ -97,16 +97,8 @@ pub struct Chain {
 }
 
 /// True when a job an executor failed with `error` goes to the next
-/// executor of its chain: any failure of the executor itself. Corrupt input
-/// (it names the file) and I/O errors (the disk fails every executor
-/// alike; retrying on a full disk only doubles what is written) fail the
-/// job.
-pub fn passes_to_next_executor(error: &shale_format::Error) -> bool {
-    !matches!(
-        error,
-        shale_format::Error::Corruption { .. } | shale_format::Error::Io { .. }
-    )
-}
+/// executor of its chain (one definition, shared with the tools' chains).
+pub use shale_compact::chain::passes_to_next_executor;
 
 /// The CPU executor for a job under `auto`: `streaming` when a part of the
 /// job has fewer than [`PARALLEL_MIN_CORES`] cores; otherwise the one with
