@@ -222,8 +222,15 @@ struct JobInFlight {
 
 impl JobInFlight {
     fn start() -> JobInFlight {
+        Self::start_with(&[])
+    }
+
+    /// As [`JobInFlight::start`], with more worker flags.
+    fn start_with(extra: &[&str]) -> JobInFlight {
         let root = tempfile::tempdir().unwrap();
-        let worker = WorkerProcess::start(root.path(), &["--executor", "streaming"]);
+        let mut args = vec!["--executor", "streaming"];
+        args.extend_from_slice(extra);
+        let worker = WorkerProcess::start(root.path(), &args);
         let db = root.path().join("db");
         make_db(&db, 60_000);
         let before = shale(&["scan", "--db", db.to_str().unwrap()]);
@@ -281,7 +288,6 @@ fn sigterm_in_the_middle_of_a_job_lets_it_finish() {
     let status = job.worker.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     let log = std::fs::read_to_string(job.root.path().join("shale-worker.LOG")).unwrap();
-    eprintln!("{log}");
     assert!(
         log.contains("waiting up to 30 s for 1 running jobs")
             && log.contains("1 of 1 running jobs finished; 0 finished sessions not adopted")
@@ -292,6 +298,22 @@ fn sigterm_in_the_middle_of_a_job_lets_it_finish() {
     let stdout = job.finish_without_loss();
     assert!(!stdout.contains("fallback"), "{stdout}");
     assert!(stdout.contains("Executor remote"), "{stdout}");
+}
+
+#[test]
+fn a_drain_that_runs_out_cancels_what_is_left() {
+    let mut job = JobInFlight::start_with(&["--drain_timeout_s", "0"]);
+    job.worker.signal(libc::SIGTERM);
+    let status = job.worker.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let log = std::fs::read_to_string(job.root.path().join("shale-worker.LOG")).unwrap();
+    assert!(
+        log.contains("0 of 1 running jobs finished")
+            && log.contains("1 running jobs cancelled; 1 staged sessions removed"),
+        "{log}"
+    );
+    let stdout = job.finish_without_loss();
+    assert!(stdout.contains("fallback"), "{stdout}");
 }
 
 #[test]
@@ -308,7 +330,6 @@ fn a_second_sigterm_exits_at_once_and_loses_nothing() {
     job.worker.signal(libc::SIGTERM);
     let status = job.worker.child.wait().unwrap();
     let log = std::fs::read_to_string(&log_path).unwrap();
-    eprintln!("{log}");
     // 128 + SIGTERM: the running job was cancelled, its staging removed.
     assert_eq!(
         status.code(),
