@@ -12,7 +12,9 @@ use crate::iterator::leveldb_iterator_t;
 use crate::options::{
     leveldb_options_t, leveldb_readoptions_t, leveldb_writeoptions_t, options_ref,
 };
-use crate::status::{bytes, c_str, malloc_c_string, malloc_copy, no_errptr, with_errptr, Failure};
+use crate::status::{
+    bytes, c_str, into_malloced, malloc_c_string, no_errptr, with_errptr, Failure,
+};
 use crate::write_batch::leveldb_writebatch_t;
 
 /// An open database. Every function taking a `leveldb_t*` may be called
@@ -139,9 +141,10 @@ pub unsafe extern "C" fn leveldb_write(
     }
 }
 
-/// The value of `key`: a `malloc`ed copy of its bytes (free with
+/// The value of `key`: a `malloc`ed buffer holding its bytes (free with
 /// `leveldb_free`) and its length in `*value_len`; NULL with `*value_len`
-/// 0 when the key is absent (not an error) or on error.
+/// 0 when the key is absent (not an error) or on error. The buffer is the
+/// one the engine read the value into, handed over without a second copy.
 #[no_mangle]
 pub unsafe extern "C" fn leveldb_get(
     db: *mut leveldb_t,
@@ -165,7 +168,7 @@ pub unsafe extern "C" fn leveldb_get(
                     if !value_len.is_null() {
                         *value_len = value.len();
                     }
-                    Ok(malloc_copy(&value))
+                    Ok(into_malloced(value))
                 }
             }
         })

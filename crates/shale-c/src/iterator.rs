@@ -105,7 +105,9 @@ pub unsafe extern "C" fn leveldb_iter_key(
 ) -> *const c_char {
     let (pointer, len) = with_iter(iter, (std::ptr::null(), 0), |i| {
         if i.valid() {
-            (i.key().as_ptr().cast(), i.key().len())
+            // Asked once: each call goes down the merging iterator.
+            let key = i.key();
+            (key.as_ptr().cast(), key.len())
         } else {
             (std::ptr::null(), 0)
         }
@@ -125,7 +127,9 @@ pub unsafe extern "C" fn leveldb_iter_value(
 ) -> *const c_char {
     let (pointer, len) = with_iter(iter, (std::ptr::null(), 0), |i| {
         if i.valid() {
-            (i.value().as_ptr().cast(), i.value().len())
+            // Asked once: each call goes down the merging iterator.
+            let value = i.value();
+            (value.as_ptr().cast(), value.len())
         } else {
             (std::ptr::null(), 0)
         }

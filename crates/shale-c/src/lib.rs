@@ -19,6 +19,7 @@
     reason = "the contracts are LevelDB's c.h, restated in docs/c-api.md"
 )]
 
+pub mod allocator;
 pub mod comparator;
 pub mod db;
 pub mod extensions;
@@ -29,3 +30,10 @@ pub mod snapshot;
 pub mod status;
 pub mod unused_types;
 pub mod write_batch;
+
+/// Everything libshaledb allocates comes from C's `malloc`, so that the
+/// buffers `leveldb_get` returns are the engine's own (see [`allocator`]).
+/// The rlib is for this crate's tests; a Rust program with a global
+/// allocator of its own links the engine (`shale`), not this crate.
+#[global_allocator]
+static MALLOC: allocator::Malloc = allocator::Malloc;

@@ -146,6 +146,21 @@ pub(crate) fn malloc_copy(bytes: &[u8]) -> *mut c_char {
     }
 }
 
+/// `value` as a `malloc`ed buffer the caller releases with `leveldb_free`
+/// (or `free`), without copying it: the vector's own buffer, which
+/// [`crate::allocator::Malloc`] took from `malloc`. An empty vector owns no
+/// buffer, so one byte is allocated for it, as [`malloc_copy`] does, so
+/// that an empty value is not confused with "not found". Null only when
+/// malloc fails.
+pub(crate) fn into_malloced(value: Vec<u8>) -> *mut c_char {
+    if value.capacity() == 0 {
+        return malloc_copy(&[]);
+    }
+    // The buffer now belongs to the caller; its capacity may exceed its
+    // length, which `free` does not need to know.
+    std::mem::ManuallyDrop::new(value).as_mut_ptr().cast()
+}
+
 /// The bytes `(data, len)` a C caller passed; empty for a null `data`.
 ///
 /// # Safety
@@ -272,6 +287,17 @@ mod tests {
         assert_eq!(unsafe { CStr::from_ptr(text) }.to_str().unwrap(), "a?b");
         unsafe { leveldb_free(text.cast()) };
         let empty = malloc_copy(b"");
+        assert!(!empty.is_null());
+        unsafe { leveldb_free(empty.cast()) };
+        // The engine's buffer, handed over whole, is freed by C's free.
+        let value = into_malloced(b"value".to_vec());
+        // SAFETY: five bytes, just handed over.
+        assert_eq!(
+            unsafe { std::slice::from_raw_parts(value.cast::<u8>(), 5) },
+            b"value"
+        );
+        unsafe { libc::free(value.cast()) };
+        let empty = into_malloced(Vec::new());
         assert!(!empty.is_null());
         unsafe { leveldb_free(empty.cast()) };
     }

@@ -1,8 +1,10 @@
 //! `shale worker` as a real second process on loopback: `shale compact`
 //! through it writes byte for byte the tables `streaming` writes, in both
 //! modes; a worker killed in the middle of a job costs only time (the job
-//! falls back, prints `fallback`, and the database verifies); SIGTERM stops
-//! it cleanly; bad flags and unreachable workers give clear errors.
+//! falls back, prints `fallback`, and the database verifies); SIGTERM lets
+//! a running job finish before the worker exits, a second SIGTERM exits at
+//! once, and either way nothing is lost; bad flags and unreachable workers
+//! give clear errors.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
@@ -220,8 +222,15 @@ struct JobInFlight {
 
 impl JobInFlight {
     fn start() -> JobInFlight {
+        Self::start_with(&[])
+    }
+
+    /// As [`JobInFlight::start`], with more worker flags.
+    fn start_with(extra: &[&str]) -> JobInFlight {
         let root = tempfile::tempdir().unwrap();
-        let worker = WorkerProcess::start(root.path(), &["--executor", "streaming"]);
+        let mut args = vec!["--executor", "streaming"];
+        args.extend_from_slice(extra);
+        let worker = WorkerProcess::start(root.path(), &args);
         let db = root.path().join("db");
         make_db(&db, 60_000);
         let before = shale(&["scan", "--db", db.to_str().unwrap()]);
@@ -271,19 +280,65 @@ fn a_worker_killed_mid_job_costs_only_time() {
 }
 
 #[test]
-fn sigterm_in_the_middle_of_a_job_loses_nothing() {
+fn sigterm_in_the_middle_of_a_job_lets_it_finish() {
     let mut job = JobInFlight::start();
     job.worker.signal(libc::SIGTERM);
-    // The running job finishes (or is cancelled, its files removed); the
-    // worker then exits cleanly and later jobs run locally.
+    // The worker drains: the running job finishes on the worker, its
+    // engine adopts the outputs, and only then does the worker exit 0.
     let status = job.worker.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     let log = std::fs::read_to_string(job.root.path().join("shale-worker.LOG")).unwrap();
     assert!(
-        log.contains("Shutting down") && log.contains("Worker stopped"),
+        log.contains("waiting up to 30 s for 1 running jobs")
+            && log.contains("1 of 1 running jobs finished; 0 finished sessions not adopted")
+            && log.contains("Shutting down: no new calls; 0 running jobs cancelled")
+            && log.contains("Worker stopped"),
         "{log}"
     );
-    job.finish_without_loss();
+    let stdout = job.finish_without_loss();
+    assert!(!stdout.contains("fallback"), "{stdout}");
+    assert!(stdout.contains("Executor remote"), "{stdout}");
+}
+
+#[test]
+fn a_drain_that_runs_out_cancels_what_is_left() {
+    let mut job = JobInFlight::start_with(&["--drain_timeout_s", "0"]);
+    job.worker.signal(libc::SIGTERM);
+    let status = job.worker.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let log = std::fs::read_to_string(job.root.path().join("shale-worker.LOG")).unwrap();
+    assert!(
+        log.contains("0 of 1 running jobs finished")
+            && log.contains("1 running jobs cancelled; 1 staged sessions removed"),
+        "{log}"
+    );
+    let stdout = job.finish_without_loss();
+    assert!(stdout.contains("fallback"), "{stdout}");
+}
+
+#[test]
+fn a_second_sigterm_exits_at_once_and_loses_nothing() {
+    let mut job = JobInFlight::start();
+    job.worker.signal(libc::SIGTERM);
+    let log_path = job.root.path().join("shale-worker.LOG");
+    let started = Instant::now();
+    while !std::fs::read_to_string(&log_path).is_ok_and(|log| log.contains("Draining"))
+        && started.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    job.worker.signal(libc::SIGTERM);
+    let status = job.worker.child.wait().unwrap();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    // 128 + SIGTERM: the running job was cancelled, its staging removed.
+    assert_eq!(
+        status.code(),
+        Some(128 + libc::SIGTERM),
+        "{status:?}\n{log}"
+    );
+    assert!(log.contains("Second signal"), "{log}");
+    let stdout = job.finish_without_loss();
+    assert!(stdout.contains("fallback"), "{stdout}");
 }
 
 #[test]

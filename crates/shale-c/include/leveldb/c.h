@@ -164,9 +164,10 @@ void leveldb_write(leveldb_t *db,
                    char **errptr);
 
 /*
- The value of `key`: a `malloc`ed copy of its bytes (free with
+ The value of `key`: a `malloc`ed buffer holding its bytes (free with
  `leveldb_free`) and its length in `*value_len`; NULL with `*value_len`
- 0 when the key is absent (not an error) or on error.
+ 0 when the key is absent (not an error) or on error. The buffer is the
+ one the engine read the value into, handed over without a second copy.
  */
 char *leveldb_get(leveldb_t *db,
                   const leveldb_readoptions_t *options,

@@ -3,15 +3,19 @@
 //! storage: the databases whose jobs it runs must lie under `--root`, and
 //! it touches nothing else. It prints the address it listens on, keeps a
 //! LOG, serves the standard gRPC health service and (with
-//! `--metrics_listen`) Prometheus metrics, refuses to listen beyond
-//! loopback without a token unless `--insecure`, and on SIGTERM or SIGINT
-//! stops taking calls, cancels running jobs, removes what they staged, and
-//! exits 0.
+//! `--metrics_listen`) Prometheus metrics, and refuses to listen beyond
+//! loopback without a token unless `--insecure`. SIGTERM or SIGINT drains
+//! it: new calls get UNAVAILABLE and health says NOT_SERVING, the running
+//! jobs finish and their engines adopt the outputs (at most
+//! `--drain_timeout_s`), then what is left is cancelled and removed, and
+//! the worker exits 0. A second SIGTERM or SIGINT exits at once (status
+//! 128 + the signal's number), cancelling the running jobs and removing
+//! what they staged.
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clap::Args;
@@ -20,7 +24,7 @@ use shale::shale_compact::job::Executor;
 use shale::shale_compact::opencl::OpenClExecutor;
 use shale::shale_compact::parallel::PARALLEL;
 use shale::shale_compact::remote::{
-    parse_token_file, serve, StagingLimits, TlsIdentity, Worker, WorkerConfig, REMOTE,
+    parse_token_file, serve, StagingLimits, StopRequest, TlsIdentity, Worker, WorkerConfig, REMOTE,
 };
 use shale::Options;
 
@@ -65,6 +69,11 @@ pub struct WorkerArgs {
     /// start, sessions older than this under the root are removed too.
     #[arg(long = "staging_timeout_s", value_name = "SECONDS")]
     staging_timeout_s: Option<u64>,
+    /// How long SIGTERM lets running jobs finish and their outputs be
+    /// adopted before cancelling what is left, in seconds (default 30; 0:
+    /// cancel at once). New calls are refused meanwhile.
+    #[arg(long = "drain_timeout_s", value_name = "SECONDS")]
+    drain_timeout_s: Option<u64>,
     /// Staged bytes one database may hold (default 64 GiB); more are
     /// refused with RESOURCE_EXHAUSTED.
     #[arg(long = "max_staged_bytes", value_name = "BYTES")]
@@ -111,13 +120,19 @@ fn usage(message: impl Into<String>) -> CliError {
     CliError::Usage(message.into())
 }
 
+/// What the second SIGTERM or SIGINT does before the process exits: set
+/// once the worker exists.
+type Abandon = Arc<OnceLock<Box<dyn Fn(i32) + Send + Sync>>>;
+
 /// Blocks SIGTERM and SIGINT in this thread and in every thread started
-/// after it, and returns a receiver that fires when one arrives, from a
-/// thread that waits for them with `sigwait`. Blocking rather than a
-/// handler: the OpenCL runtime (PoCL) installs handlers of its own that end
-/// the process, and a blocked signal reaches no handler at all.
+/// after it, and waits for them with `sigwait` on a thread of its own: the
+/// first one fires the returned receiver (drain), the second runs the
+/// abandon action, if set, and exits the process at once with status
+/// 128 + the signal's number. Blocking rather than a handler: the OpenCL
+/// runtime (PoCL) installs handlers of its own that end the process, and a
+/// blocked signal reaches no handler at all.
 /// Must run before any other thread is started.
-fn wait_for_termination() -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+fn wait_for_termination() -> std::io::Result<(tokio::sync::oneshot::Receiver<()>, Abandon)> {
     // SAFETY: a zeroed sigset_t is valid storage; sigemptyset initialises
     // it and sigaddset only adds valid signal numbers to it.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -132,6 +147,8 @@ fn wait_for_termination() -> std::io::Result<tokio::sync::oneshot::Receiver<()>>
         return Err(std::io::Error::from_raw_os_error(rc));
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let abandon: Abandon = Arc::new(OnceLock::new());
+    let on_second = abandon.clone();
     std::thread::Builder::new()
         .name("shale-signals".into())
         .spawn(move || {
@@ -139,8 +156,14 @@ fn wait_for_termination() -> std::io::Result<tokio::sync::oneshot::Receiver<()>>
             // SAFETY: `set` is initialised; sigwait writes `signal`.
             unsafe { libc::sigwait(&set, &mut signal) };
             let _ = tx.send(());
+            // SAFETY: as above.
+            unsafe { libc::sigwait(&set, &mut signal) };
+            if let Some(abandon) = on_second.get() {
+                abandon(signal);
+            }
+            std::process::exit(128 + signal);
         })?;
-    Ok(rx)
+    Ok((rx, abandon))
 }
 
 /// Serves until SIGTERM or SIGINT.
@@ -192,7 +215,7 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         _ => None,
     };
     // Before the executor and the runtime start their threads.
-    let terminated = wait_for_termination()?;
+    let (terminated, abandon) = wait_for_termination()?;
     let mut options = Options::default();
     if let Some(n) = args.compaction_threads {
         options.compaction_threads = n;
@@ -238,6 +261,9 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         staging.max_sessions_per_db = n;
     }
     config.staging = staging;
+    if let Some(s) = args.drain_timeout_s {
+        config.drain_timeout = Duration::from_secs(s);
+    }
     if let Some(n) = args.max_jobs {
         config.max_jobs = n;
     }
@@ -265,6 +291,15 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         if tls.is_some() { "TLS" } else { "plain HTTP/2" }
     );
     let worker = Worker::new(config).map_err(|e| usage(e.to_string()))?;
+    {
+        let (worker, info_log) = (worker.clone(), info_log.clone());
+        let _ = abandon.set(Box::new(move |signal| {
+            let removed = worker.abandon();
+            info_log.log(format_args!(
+                "Second signal ({signal}) during the drain: running jobs cancelled, {removed} staged sessions removed; exiting now"
+            ));
+        }));
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -306,12 +341,17 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         let info_log = info_log.clone();
         async move {
             let _ = terminated.await;
-            info_log.log(format_args!("Signal received: shutting down"));
+            info_log.log(format_args!(
+                "Signal received: draining (a second signal exits at once)"
+            ));
+            StopRequest::Drain
         }
     };
-    runtime
-        .block_on(serve(worker, listener, tls, metrics, shutdown))
-        .map_err(CliError::Failed)?;
+    let served = runtime.block_on(serve(worker, listener, tls, metrics, shutdown));
+    // A job cancelled at the end of the drain may still be running on a
+    // blocking thread: the process does not wait for it.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    served.map_err(CliError::Failed)?;
     info_log.log(format_args!("Worker stopped"));
     // Whoever started the worker may have stopped reading its output.
     let _ = writeln!(std::io::stdout(), "shale worker: stopped");

@@ -14,6 +14,8 @@
 //! - [`server`]: the worker's RPC surface (the service, a job's run).
 //! - [`serve`]: serving it until shutdown (TLS, tokens, health, the
 //!   reaper, metrics).
+//! - [`drain`]: the graceful end (SIGTERM): no new jobs, the running ones
+//!   finish, at most the drain timeout.
 //! - [`admission`]: what a request must pass before its job runs.
 //! - [`staging`]: the staged sessions, their owners, deadlines and quotas.
 //! - [`fs`]: file access confined by descriptor beneath the root.
@@ -33,6 +35,7 @@ mod admission;
 pub mod auth;
 pub mod client;
 pub mod convert;
+pub mod drain;
 pub mod fs;
 pub mod keys;
 pub mod metrics;
@@ -55,6 +58,7 @@ pub mod proto {
 
 pub use auth::{parse_token_file, ScopedToken};
 pub use client::{RemoteExecutor, RemoteOptions, WorkerStats};
+pub use drain::StopRequest;
 pub use serve::{serve, LocalWorker, TlsIdentity};
 pub use server::{Worker, WorkerConfig};
 pub use staging::StagingLimits;

@@ -1,7 +1,8 @@
 //! Serving a [`Worker`] until shutdown: TLS (mutual TLS as an option), the
 //! token check that puts each call's [`Scope`] on it, the standard gRPC
 //! health service, the reaper of staged sessions, the metrics port, and
-//! the graceful end. [`LocalWorker`] runs all that on a thread of its own.
+//! the end: drained ([`super::drain`]) or at once. [`LocalWorker`] runs all
+//! that on a thread of its own.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Status};
 
 use super::auth::{authenticate, ScopedToken};
+use super::drain::{drain, StopRequest};
 use super::metrics::serve_metrics;
 use super::proto::compaction_worker_server::CompactionWorkerServer;
 use super::server::{Worker, WorkerConfig};
@@ -30,18 +32,27 @@ pub struct TlsIdentity {
     pub client_ca_pem: Option<Vec<u8>>,
 }
 
+/// How long connections may stay open once the worker has stopped its
+/// jobs: a cancelled job's executor notices at its next write, and an
+/// engine that holds an idle connection (or is stopped, SIGSTOP) must not
+/// keep the worker from exiting.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
 /// Serves `worker` on `listener` until `shutdown` resolves, with the
 /// standard gRPC health service beside it (`grpc.health.v1`, unauthenticated,
 /// as probes are) and, when `metrics` is given, Prometheus text on that
-/// listener. On shutdown: health turns NOT_SERVING, no new calls are taken,
-/// running jobs are cancelled and every staged session is removed (their
-/// engines fall back to a local executor).
+/// listener. When `shutdown` resolves, health turns NOT_SERVING and every
+/// new call gets UNAVAILABLE; with [`StopRequest::Drain`] the running jobs
+/// may finish and their engines adopt their outputs, for at most the
+/// config's `drain_timeout`. Then whatever still runs is cancelled and
+/// every staged session is removed (their engines fall back to a local
+/// executor), and connections get [`CLOSE_GRACE`] to close.
 pub async fn serve(
     worker: Worker,
     listener: tokio::net::TcpListener,
     tls: Option<TlsIdentity>,
     metrics: Option<tokio::net::TcpListener>,
-    shutdown: impl std::future::Future<Output = ()>,
+    shutdown: impl std::future::Future<Output = StopRequest>,
 ) -> std::result::Result<(), String> {
     let inner = worker.inner.clone();
     let max_message = inner.config.max_message_bytes;
@@ -109,29 +120,61 @@ pub async fn serve(
             inner.staging.clone(),
         ))
     });
+    let stopped = Arc::new(tokio::sync::Notify::new());
     let stop = {
         let inner = inner.clone();
+        let stopped = stopped.clone();
         async move {
-            shutdown.await;
+            let request = shutdown.await;
+            inner.intake.close();
             health
                 .set_not_serving::<CompactionWorkerServer<Worker>>()
                 .await;
             health
                 .set_service_status("", tonic_health::ServingStatus::NotServing)
                 .await;
+            if request == StopRequest::Drain {
+                let timeout = inner.config.drain_timeout;
+                (inner.config.log)(&format!(
+                    "Draining: no new calls; waiting up to {:.0} s for {} running jobs to finish and their outputs to be adopted",
+                    timeout.as_secs_f64(),
+                    inner.running_jobs()
+                ));
+                let drained = drain(&inner, timeout).await;
+                (inner.config.log)(&format!(
+                    "Drained in {:.3} s: {} of {} running jobs finished; {} finished sessions not adopted",
+                    drained.waited.as_secs_f64(),
+                    drained.running_at_start.saturating_sub(drained.still_running),
+                    drained.running_at_start,
+                    drained.awaiting_adoption
+                ));
+            }
+            let running = inner.running_jobs();
             let removed = inner.staging.remove_all();
             (inner.config.log)(&format!(
-                "Shutting down: no new calls; running jobs cancelled; {removed} staged sessions removed"
+                "Shutting down: no new calls; {running} running jobs cancelled; {removed} staged sessions removed"
             ));
             inner.metrics.staging_removed("shutdown", removed as u64);
+            stopped.notify_one();
         }
     };
-    let served = builder
+    let serving = builder
         .add_service(health_service)
         .add_service(service)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop)
-        .await
-        .map_err(|e| format!("serving: {e}"));
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop);
+    let served = tokio::select! {
+        served = serving => served.map_err(|e| format!("serving: {e}")),
+        () = async {
+            stopped.notified().await;
+            tokio::time::sleep(CLOSE_GRACE).await;
+        } => {
+            (inner.config.log)(&format!(
+                "Connections still open {:.0} s after shutdown: closed",
+                CLOSE_GRACE.as_secs_f64()
+            ));
+            Ok(())
+        }
+    };
     reaper.abort();
     if let Some(scraper) = scraper {
         scraper.abort();
@@ -142,12 +185,13 @@ pub async fn serve(
 }
 
 /// A worker serving on a thread of its own (for tests and for embedding a
-/// worker in another program); stopped when dropped.
+/// worker in another program); stopped when dropped: at once, or after its
+/// drain when [`LocalWorker::begin_drain`] was called.
 #[derive(Debug)]
 pub struct LocalWorker {
     address: SocketAddr,
     metrics_address: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    stop: Option<tokio::sync::oneshot::Sender<StopRequest>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -172,13 +216,11 @@ impl LocalWorker {
         let metrics = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
         let address = listener.local_addr()?;
         let metrics_address = metrics.local_addr()?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<StopRequest>();
         let thread = std::thread::Builder::new()
             .name("shale-worker".into())
             .spawn(move || {
-                let shutdown = async {
-                    let _ = stopped.await;
-                };
+                let shutdown = async { stopped.await.unwrap_or(StopRequest::Now) };
                 let _ = runtime.block_on(serve(worker, listener, tls, Some(metrics), shutdown));
             })?;
         Ok(LocalWorker {
@@ -203,12 +245,21 @@ impl LocalWorker {
     pub fn url(&self) -> String {
         format!("http://{}", self.address)
     }
+
+    /// Begins the drain SIGTERM begins in `shale worker`, and returns at
+    /// once: new calls get UNAVAILABLE, running jobs go on. Dropping the
+    /// worker then waits for the drain to end.
+    pub fn begin_drain(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(StopRequest::Drain);
+        }
+    }
 }
 
 impl Drop for LocalWorker {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+            let _ = stop.send(StopRequest::Now);
         }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();

@@ -20,6 +20,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::admission::{admit, Admitted};
 use super::auth::{Scope, ScopedToken};
+use super::drain::Intake;
 use super::fs::Root;
 use super::keys::{self, RunEntries, KEYS_ONLY};
 use super::metrics::Metrics;
@@ -72,6 +73,9 @@ pub struct WorkerConfig {
     pub stream_idle_timeout: Duration,
     /// What staging may hold and for how long.
     pub staging: StagingLimits,
+    /// How long a draining worker (SIGTERM) waits for its running jobs to
+    /// end and their outputs to be adopted before it cancels what is left.
+    pub drain_timeout: Duration,
     /// Where the worker's LOG lines go.
     pub log: Logger,
 }
@@ -90,6 +94,7 @@ impl fmt::Debug for WorkerConfig {
             .field("job_timeout", &self.job_timeout)
             .field("stream_idle_timeout", &self.stream_idle_timeout)
             .field("staging", &self.staging)
+            .field("drain_timeout", &self.drain_timeout)
             .finish()
     }
 }
@@ -98,8 +103,8 @@ impl WorkerConfig {
     /// A worker on `root` running jobs with `executor`, with the defaults:
     /// no token, as many jobs at once as cores, jobs up to 4 GiB, messages
     /// up to 64 MiB, progress every second, jobs up to an hour, keys-only
-    /// streams silent up to 60 s, staging as [`StagingLimits::default`], no
-    /// LOG.
+    /// streams silent up to 60 s, staging as [`StagingLimits::default`], a
+    /// drain of up to 30 s, no LOG.
     pub fn new(root: impl Into<PathBuf>, executor: Arc<dyn Executor>) -> WorkerConfig {
         WorkerConfig {
             root: root.into(),
@@ -113,6 +118,7 @@ impl WorkerConfig {
             job_timeout: Duration::from_secs(3600),
             stream_idle_timeout: Duration::from_secs(60),
             staging: StagingLimits::default(),
+            drain_timeout: Duration::from_secs(30),
             log: Arc::new(|_| {}),
         }
     }
@@ -142,6 +148,19 @@ pub(crate) struct WorkerInner {
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) staging: Arc<Staging>,
     pub(crate) metrics: Arc<Metrics>,
+    /// Closed when the worker begins to stop: new calls are refused.
+    pub(crate) intake: Intake,
+}
+
+impl WorkerInner {
+    /// Jobs running now: each holds one of the worker's slots until its
+    /// call ends.
+    pub(crate) fn running_jobs(&self) -> usize {
+        self.config
+            .max_jobs
+            .max(1)
+            .saturating_sub(self.slots.available_permits())
+    }
 }
 
 impl fmt::Debug for Worker {
@@ -193,6 +212,7 @@ impl Worker {
                 slots,
                 staging,
                 metrics,
+                intake: Intake::default(),
             }),
         })
     }
@@ -213,7 +233,26 @@ impl Worker {
         request: CompactRequest,
     ) -> std::result::Result<Admitted, Status> {
         let deadline = Instant::now() + self.inner.config.job_timeout;
-        admit(&self.inner, scope, request, deadline).inspect_err(|status| self.refused(status))
+        self.accepting()
+            .and_then(|()| admit(&self.inner, scope, request, deadline))
+            .inspect_err(|status| self.refused(status))
+    }
+
+    /// `UNAVAILABLE` once the worker has begun to stop (a call that was
+    /// already past this check when the drain began runs to its end).
+    fn accepting(&self) -> std::result::Result<(), Status> {
+        self.inner.intake.check()
+    }
+
+    /// Cancels every running job and removes every staged session, at
+    /// once: what a worker does when it must exit now (a second SIGTERM
+    /// during a drain). Returns how many sessions it removed.
+    pub fn abandon(&self) -> usize {
+        let removed = self.inner.staging.remove_all();
+        self.inner
+            .metrics
+            .staging_removed("shutdown", removed as u64);
+        removed
     }
 
     fn refused(&self, status: &Status) {
@@ -538,13 +577,14 @@ impl CompactionWorker for Worker {
         &self,
         _request: Request<HelloRequest>,
     ) -> std::result::Result<Response<HelloReply>, Status> {
+        self.accepting()
+            .inspect_err(|status| self.refused(status))?;
         let config = &self.inner.config;
-        let free = self.inner.slots.available_permits();
         Ok(Response::new(HelloReply {
             version: env!("CARGO_PKG_VERSION").to_string(),
             executor: config.executor.name().to_string(),
             max_jobs: config.max_jobs as u32,
-            running_jobs: config.max_jobs.saturating_sub(free) as u32,
+            running_jobs: self.inner.running_jobs() as u32,
             max_job_bytes: config.max_job_bytes,
             progress_interval_ms: u32::try_from(config.progress_interval.as_millis())
                 .unwrap_or(u32::MAX),
@@ -582,6 +622,8 @@ impl CompactionWorker for Worker {
         request: Request<Streaming<KeysOnlyRequest>>,
     ) -> std::result::Result<Response<Self::CompactKeysOnlyStream>, Status> {
         let scope = scope_of(&request);
+        self.accepting()
+            .inspect_err(|status| self.refused(status))?;
         let mut inbound = request.into_inner();
         let deadline = Instant::now() + self.inner.config.job_timeout;
         let first = self

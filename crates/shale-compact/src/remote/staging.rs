@@ -78,6 +78,8 @@ struct Session {
     owner: String,
     deadline: Instant,
     running: bool,
+    /// When its `Done` was delivered (`None` while it runs).
+    finished_at: Option<Instant>,
     io: Arc<StagingIo>,
 }
 
@@ -195,6 +197,7 @@ impl Staging {
                 owner,
                 deadline,
                 running: true,
+                finished_at: None,
                 io: io.clone(),
             },
         );
@@ -206,8 +209,10 @@ impl Staging {
     pub fn finished(&self, session: &str) {
         let timeout = self.limits().adopt_timeout;
         if let Some(entry) = self.lock().sessions.get_mut(session) {
+            let now = Instant::now();
             entry.running = false;
-            entry.deadline = Instant::now() + timeout;
+            entry.finished_at = Some(now);
+            entry.deadline = now + timeout;
         }
     }
 
@@ -247,32 +252,42 @@ impl Staging {
     /// removed, as `(session, owner)`.
     pub fn reap(&self, now: Instant) -> Vec<(String, String)> {
         let mut state = self.lock();
-        let mut gone = Vec::new();
+        Self::forget_adopted(&mut state);
         let mut expired = Vec::new();
         for (name, entry) in &state.sessions {
             if entry.running {
                 if entry.deadline <= now {
                     entry.io.cancel();
                 }
-                continue;
-            }
-            if entry.staging.open_dir(name).is_err() {
-                gone.push(name.clone());
             } else if entry.deadline <= now {
                 expired.push(name.clone());
             }
         }
         let mut removed = Vec::new();
-        for name in gone.into_iter().chain(expired.iter().cloned()) {
+        for name in expired {
             if let Some(entry) = state.sessions.remove(&name) {
                 Self::release(&mut state, &entry);
-                if expired.contains(&name) {
-                    let _ = entry.staging.remove_tree(&name);
-                    removed.push((name, entry.owner));
-                }
+                let _ = entry.staging.remove_tree(&name);
+                removed.push((name, entry.owner));
             }
         }
         removed
+    }
+
+    /// Forgets the finished sessions the engine adopted: their directory
+    /// is gone (adopting a session renames its tables and removes it).
+    fn forget_adopted(state: &mut StagingState) {
+        let adopted: Vec<String> = state
+            .sessions
+            .iter()
+            .filter(|(name, entry)| !entry.running && entry.staging.open_dir(name).is_err())
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in adopted {
+            if let Some(entry) = state.sessions.remove(&name) {
+                Self::release(state, &entry);
+            }
+        }
     }
 
     /// Cancels every running job (shutdown) and removes every session.
@@ -289,6 +304,21 @@ impl Staging {
             self.remove(&name);
         }
         count
+    }
+
+    /// How many sessions finished at or after `since` still wait for
+    /// their engine to adopt them; sessions adopted since the last look
+    /// (their directory is gone) are forgotten first. A draining worker
+    /// waits for this to reach 0 before it exits, so that its last jobs'
+    /// outputs are adopted rather than removed.
+    pub fn awaiting_adoption(&self, since: Instant) -> usize {
+        let mut state = self.lock();
+        Self::forget_adopted(&mut state);
+        state
+            .sessions
+            .values()
+            .filter(|e| e.finished_at.is_some_and(|at| at >= since))
+            .count()
     }
 
     /// Sessions and bytes held now.
@@ -586,6 +616,29 @@ mod tests {
         std::fs::remove_dir_all(root.path().join("db/staging/a")).unwrap();
         assert!(staging.reap(Instant::now()).is_empty());
         assert_eq!(staging.usage().sessions, 0);
+    }
+
+    #[test]
+    fn a_drain_waits_for_recent_sessions_until_they_are_adopted() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("db")).unwrap();
+        let db = Dir::open(&root.path().join("db")).unwrap();
+        let staging = Staging::new(limits(4, 1 << 20));
+        let far = Instant::now() + Duration::from_secs(60);
+        for name in ["old", "recent", "running"] {
+            staging
+                .open(&db, name, "x".into(), far, HashMap::new())
+                .unwrap();
+        }
+        staging.finished("old");
+        std::thread::sleep(Duration::from_millis(20));
+        let since = Instant::now();
+        staging.finished("recent");
+        // Neither the running session nor one finished before `since`.
+        assert_eq!(staging.awaiting_adoption(since), 1);
+        std::fs::remove_dir(root.path().join("db/staging/recent")).unwrap();
+        assert_eq!(staging.awaiting_adoption(since), 0);
+        assert_eq!(staging.usage().sessions, 2, "the adopted one is forgotten");
     }
 
     #[test]
