@@ -162,6 +162,18 @@ pub struct ListedDevice {
     pub is_gpu: bool,
 }
 
+/// The device `selector` would open, described without opening it (no
+/// context, no program build): what `compaction_executor=auto` needs to
+/// know to leave a device that is not a GPU alone, cheaply.
+pub fn chosen_device(selector: DeviceSelector) -> Result<(String, String, bool), Unavailable> {
+    let (platform, device) = choose(selector)?;
+    Ok((
+        platform.name().unwrap_or_default(),
+        device.name().unwrap_or_default(),
+        device.dev_type().is_ok_and(|t| t & CL_DEVICE_TYPE_GPU != 0),
+    ))
+}
+
 /// Lists every platform and device, for `shale` to print and for choosing
 /// indices.
 pub fn list_devices() -> Result<Vec<ListedDevice>, Unavailable> {

@@ -51,8 +51,8 @@ use shale_format::{Error, Result};
 
 pub use crate::job::KernelTime;
 pub use device::{
-    device, list_devices, DeviceContext, DeviceError, DeviceInfo, DeviceSelector, ListedDevice,
-    Unavailable,
+    chosen_device, device, list_devices, DeviceContext, DeviceError, DeviceInfo, DeviceSelector,
+    ListedDevice, Unavailable,
 };
 pub use placement::{
     estimated_device_bytes, placement, slice_input_bytes, DeviceLimits, GcSite, Placement,

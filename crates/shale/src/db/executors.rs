@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use shale_compact::chain::FallbackChain;
 use shale_compact::job::Executor;
-use shale_compact::opencl::{OpenClExecutor, OpenClOptions, OPENCL};
+use shale_compact::opencl::{chosen_device, OpenClExecutor, OpenClOptions, OPENCL};
 use shale_compact::parallel::{ParallelExecutor, PARALLEL};
 use shale_compact::remote::{RemoteExecutor, RemoteOptions, REMOTE};
 use shale_compact::streaming::{StreamingExecutor, STREAMING};
@@ -128,6 +128,37 @@ pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executo
     }
 }
 
+/// The OpenCL executor `choice` calls for. An OpenCL device on the CPU
+/// (PoCL) competes with the CPU executors for the same cores, so `auto`
+/// takes only a GPU, and leaves any other device alone before anything is
+/// built for it (building the kernels for PoCL cost every open a sixth of
+/// a second); `opencl` named takes any device. The error says why not.
+fn device_for(
+    choice: &ExecutorChoice,
+    options: &Options,
+) -> std::result::Result<DeviceExecutor, String> {
+    if *choice == ExecutorChoice::Auto {
+        let (platform, name, is_gpu) =
+            chosen_device(options.opencl_device).map_err(|u| u.to_string())?;
+        if !is_gpu {
+            return Err(format!(
+                "the OpenCL device {name} ({platform}) is not a GPU; auto offloads only to a GPU"
+            ));
+        }
+    }
+    // The compaction service places and falls back itself: the executor
+    // only runs jobs on the device or refuses them.
+    let executor = OpenClExecutor::new(opencl_options(options)).map_err(|u| u.to_string())?;
+    let facts = DeviceFacts {
+        policy: options.opencl_placement,
+        limits: executor.limits(),
+    };
+    Ok(DeviceExecutor {
+        executor: Arc::new(executor),
+        facts,
+    })
+}
+
 fn unknown(name: &str) -> Error {
     Error::InvalidArgument(format!(
         "unknown compaction executor {name:?} (available: {})",
@@ -168,48 +199,15 @@ impl Executors {
             ExecutorChoice::Forced(STREAMING)
             | ExecutorChoice::Forced(PARALLEL)
             | ExecutorChoice::Forced(REMOTE) => (None, None),
-            _ => {
-                // The compaction service places and falls back itself: the
-                // executor only runs jobs on the device or refuses them.
-                match OpenClExecutor::new(opencl_options(options)) {
-                    // An OpenCL device on the CPU (PoCL) competes with the
-                    // CPU executors for the same cores: `auto` offloads only
-                    // to a GPU; `opencl` named uses any device.
-                    Ok(executor)
-                        if choice == ExecutorChoice::Auto && !executor.device_info().is_gpu =>
-                    {
-                        let info = executor.device_info();
-                        (
-                            None,
-                            Some(format!(
-                                "the OpenCL device {} ({}) is not a GPU; auto offloads only to a GPU",
-                                info.name, info.platform
-                            )),
-                        )
-                    }
-                    Ok(executor) => {
-                        let facts = DeviceFacts {
-                            policy: options.opencl_placement,
-                            limits: executor.limits(),
-                        };
-                        (
-                            Some(DeviceExecutor {
-                                executor: Arc::new(executor),
-                                facts,
-                            }),
-                            None,
-                        )
-                    }
-                    Err(unavailable) if choice == ExecutorChoice::Auto => {
-                        (None, Some(unavailable.to_string()))
-                    }
-                    Err(unavailable) => {
-                        return Err(Error::NotSupported(format!(
-                            "the opencl executor is unavailable: {unavailable}"
-                        )))
-                    }
+            _ => match device_for(&choice, options) {
+                Ok(device) => (Some(device), None),
+                Err(why) if choice == ExecutorChoice::Auto => (None, Some(why)),
+                Err(why) => {
+                    return Err(Error::NotSupported(format!(
+                        "the opencl executor is unavailable: {why}"
+                    )))
                 }
-            }
+            },
         };
         Ok(Executors {
             choice,
