@@ -396,6 +396,7 @@ fn leveldb_opens_a_directory_killed_mid_write() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
+    let mut preallocated = 0;
     for round in 0..6u64 {
         let dir = tmp.path().join(format!("db{round}"));
         let sync = round % 2 == 1;
@@ -416,12 +417,19 @@ fn leveldb_opens_a_directory_killed_mid_write() {
             .max()
             .unwrap();
         let bytes = std::fs::read(&wal).unwrap();
-        assert!(
-            bytes.len() % (32 << 10) == 0 && bytes.last() == Some(&0),
-            "round {round}: {} is {} bytes, not a preallocated WAL",
-            wal.display(),
-            bytes.len()
-        );
+        if bytes.is_empty() {
+            // Killed between a memtable switch creating the next WAL and
+            // its first reservation: nothing was written to it yet.
+            println!("round {round}: {} was just created (empty)", wal.display());
+        } else {
+            assert!(
+                bytes.len() % (32 << 10) == 0 && bytes.last() == Some(&0),
+                "round {round}: {} is {} bytes, not a preallocated WAL",
+                wal.display(),
+                bytes.len()
+            );
+            preallocated += 1;
+        }
         let (mut expected, op) = acknowledged(round, &report, &Model::new());
         let leveldb = leveldb_shim::Db::open(&dir, &leveldb_shim::DbOptions::default())
             .unwrap_or_else(|e| panic!("round {round}: LevelDB cannot open it: {e}"));
@@ -445,6 +453,10 @@ fn leveldb_opens_a_directory_killed_mid_write() {
             expected.len()
         );
     }
+    assert!(
+        preallocated > 0,
+        "no round was killed with a preallocated WAL"
+    );
 }
 
 #[test]

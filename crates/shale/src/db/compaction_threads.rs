@@ -156,28 +156,68 @@ impl DbInner {
                 ..Installed::default()
             });
         }
-        // The version is needed only to describe the job; holding it longer
-        // would keep the inputs alive past the install that obsoletes them.
-        let job = {
-            let state = self.lock_state();
-            let (version, smallest_snapshot) =
-                (state.current.clone(), self.smallest_snapshot(&state));
-            drop(state);
-            plan.to_job(
-                self.next_job_id.fetch_add(1, Ordering::SeqCst),
-                &version,
-                smallest_snapshot,
-                &self.options,
-            )
-        };
-        // A worker runs a job whole: its own cores split it if they like.
-        let parts = match (lane, executor) {
+        let job = self.describe_job(scheduled);
+        let parts = self.parts_for(scheduled, &job, lane, executor);
+        let chain = self.service.place(&job, lane, parts, executor);
+        self.log_placed(scheduled, &job, &chain, parts);
+        let ran = self.run_chain(&job, &chain, parts, &|name| self.executors.by_name(name))?;
+        let summary = self.install_ran(scheduled, &ran, started)?;
+        let seconds = started.elapsed().as_secs_f64();
+        if plan.level == 0 && seconds > 0.0 {
+            let rate = job.input_bytes() as f64 / seconds;
+            self.l0_drain_rate.store(rate.to_bits(), Ordering::Relaxed);
+        }
+        self.log_done(&job, &ran, seconds, &summary);
+        Ok(Installed {
+            executor: ran.output.executor.clone(),
+            input_bytes: job.input_bytes(),
+            seconds,
+            entries: ran.output.stats.entries_in,
+            subcompactions: ran.subcompactions,
+            trivial_move: false,
+            fallback: ran.output.fallback.clone(),
+        })
+    }
+
+    /// The plan as a job executors can run from nothing else. The version
+    /// is needed only to describe it; holding it longer would keep the
+    /// inputs alive past the install that obsoletes them.
+    fn describe_job(&self, scheduled: &ScheduledJob) -> CompactionJob {
+        let state = self.lock_state();
+        let (version, smallest_snapshot) = (state.current.clone(), self.smallest_snapshot(&state));
+        drop(state);
+        scheduled.plan.to_job(
+            self.next_job_id.fetch_add(1, Ordering::SeqCst),
+            &version,
+            smallest_snapshot,
+            &self.options,
+        )
+    }
+
+    /// How many sub-compactions `job` runs as on `lane`.
+    fn parts_for(
+        &self,
+        scheduled: &ScheduledJob,
+        job: &CompactionJob,
+        lane: Lane,
+        executor: Option<&'static str>,
+    ) -> usize {
+        match (lane, executor) {
+            // A worker runs a job whole: its own cores split it if they like.
             (Lane::Remote, _) | (_, Some(REMOTE)) => 1,
             // Sub-compaction ranges are cut in bytewise order.
             _ if !self.order.is_bytewise() => 1,
-            _ => self.subcompaction_parts(scheduled, &job),
-        };
-        let chain = self.service.place(&job, lane, parts, executor);
+            _ => self.subcompaction_parts(scheduled, job),
+        }
+    }
+
+    fn log_placed(
+        &self,
+        scheduled: &ScheduledJob,
+        job: &CompactionJob,
+        chain: &Chain,
+        parts: usize,
+    ) {
         shale_log!(
             self.info_log,
             "Compaction #{}: {}; executor chain {} ({}){}",
@@ -191,29 +231,31 @@ impl DbInner {
                 String::new()
             }
         );
-        let ran = self.run_chain(&job, &chain, parts, &|name| self.executors.by_name(name))?;
-        let result = self.install_compaction(plan, &ran.output, started);
-        // A failed install may still have written the MANIFEST record that
-        // names the outputs, so they are kept while the database is in
-        // error; a resume (once a new MANIFEST is current) or the next open
-        // deletes them.
+    }
+
+    /// Installs what `ran` wrote. A failed install may still have written
+    /// the MANIFEST record that names the outputs, so they are kept while
+    /// the database is in error; a resume (once a new MANIFEST is current)
+    /// or the next open deletes them.
+    fn install_ran(
+        &self,
+        scheduled: &ScheduledJob,
+        ran: &Ran<'_>,
+        started: Instant,
+    ) -> Result<String> {
+        let result = self.install_compaction(&scheduled.plan, &ran.output, started);
         ran.io.release(false);
-        let summary = match result {
-            Ok(summary) => summary,
-            Err(err) => {
-                let mut state = self.lock_state();
-                for table in &ran.output.outputs {
-                    state.pending_outputs.insert(table.number);
-                    state.resume.unrecorded_tables.push(table.number);
-                }
-                return Err(err);
+        if result.is_err() {
+            let mut state = self.lock_state();
+            for table in &ran.output.outputs {
+                state.pending_outputs.insert(table.number);
+                state.resume.unrecorded_tables.push(table.number);
             }
-        };
-        let seconds = started.elapsed().as_secs_f64();
-        if plan.level == 0 && seconds > 0.0 {
-            let rate = job.input_bytes() as f64 / seconds;
-            self.l0_drain_rate.store(rate.to_bits(), Ordering::Relaxed);
         }
+        result
+    }
+
+    fn log_done(&self, job: &CompactionJob, ran: &Ran<'_>, seconds: f64, summary: &str) {
         if let Some(reason) = &ran.output.fallback {
             shale_log!(
                 self.info_log,
@@ -236,15 +278,6 @@ impl DbInner {
             job.input_bytes(),
             ran.output.outputs.len(),
         );
-        Ok(Installed {
-            executor: ran.output.executor.clone(),
-            input_bytes: job.input_bytes(),
-            seconds,
-            entries: ran.output.stats.entries_in,
-            subcompactions: ran.subcompactions,
-            trivial_move: false,
-            fallback: ran.output.fallback.clone(),
-        })
     }
 
     /// How many sub-compactions `scheduled` may run as: L0->L1 and manual
