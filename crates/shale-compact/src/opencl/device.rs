@@ -166,6 +166,11 @@ pub struct ListedDevice {
 /// context, no program build): what `compaction_executor=auto` needs to
 /// know to leave a device that is not a GPU alone, cheaply.
 pub fn chosen_device(selector: DeviceSelector) -> Result<(String, String, bool), Unavailable> {
+    // Under the registry's lock, as every open: an OpenCL runtime (PoCL)
+    // initialising in two threads at once crashes.
+    let _opening = registry()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let (platform, device) = choose(selector)?;
     Ok((
         platform.name().unwrap_or_default(),
@@ -177,6 +182,9 @@ pub fn chosen_device(selector: DeviceSelector) -> Result<(String, String, bool),
 /// Lists every platform and device, for `shale` to print and for choosing
 /// indices.
 pub fn list_devices() -> Result<Vec<ListedDevice>, Unavailable> {
+    let _opening = registry()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let mut out = Vec::new();
     for (p, platform) in platforms()?.iter().enumerate() {
         let name = platform.name().unwrap_or_default();
