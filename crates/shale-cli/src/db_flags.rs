@@ -137,6 +137,17 @@ pub struct DbFlags {
         value_parser = BoolishValueParser::new()
     )]
     pub cross_level_compaction: Option<bool>,
+    /// The writers of a write group insert into the memtable at the same
+    /// time (default on).
+    #[arg(
+        long = "concurrent_memtable_writes",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub concurrent_memtable_writes: Option<bool>,
     /// Every block read checked against its CRC, and damage in a WAL an
     /// error at open instead of a skip (default off, as LevelDB's).
     #[arg(
@@ -376,6 +387,9 @@ impl DbFlags {
         }
         if let Some(on) = self.cross_level_compaction {
             options.cross_level_compaction = on;
+        }
+        if let Some(on) = self.concurrent_memtable_writes {
+            options.concurrent_memtable_writes = on;
         }
         if let Some(on) = self.paranoid_checks {
             options.paranoid_checks = on;

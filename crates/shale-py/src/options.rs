@@ -97,6 +97,9 @@ pub fn parse_options(
             "compaction_threads" => options.compaction_threads = value.extract()?,
             "max_subcompactions" => options.max_subcompactions = value.extract()?,
             "cross_level_compaction" => options.cross_level_compaction = flag(&value, name)?,
+            "concurrent_memtable_writes" => {
+                options.concurrent_memtable_writes = flag(&value, name)?
+            }
             "compaction_pick" => {
                 let text: String = value.extract()?;
                 options.compaction_pick = text.parse().map_err(PyValueError::new_err)?;
@@ -152,6 +155,7 @@ pub const SHALE_ARGUMENTS: &[&str] = &[
     "compaction_threads",
     "max_subcompactions",
     "cross_level_compaction",
+    "concurrent_memtable_writes",
     "compaction_pick",
     "compaction_nice",
     "compaction_memory_budget",

@@ -2,9 +2,10 @@
 //! arena skip list (LevelDB's `db/memtable.cc`; the list is
 //! [`crate::skiplist`]).
 //!
-//! One writer adds at a time (the write path serialises writers; the list
-//! also locks inserts); any number of readers look up keys and iterate
-//! concurrently with it. Entries are never removed: a memtable is dropped as
+//! Any number of writers add at once, each through an [`Inserter`] of its
+//! own (the write path lets the writers of a group insert their batches in
+//! parallel); any number of readers look up keys and iterate concurrently
+//! with them. Entries are never removed: a memtable is dropped as
 //! a whole once it is flushed.
 //!
 //! Each entry is one arena allocation holding the node's links, the internal
@@ -81,16 +82,13 @@ impl MemTable {
         user_key: &[u8],
         value: &[u8],
     ) {
-        let key_len = user_key.len() + INTERNAL_KEY_TRAILER_LEN;
-        // The trailer is a little-endian fixed64, as `append_internal_key`
-        // writes it.
-        let trailer = pack_sequence_and_type(sequence, value_type).to_le_bytes();
-        self.list.insert(key_len, value.len(), |entry| {
-            let (key, rest) = entry.split_at_mut(key_len);
-            key[..user_key.len()].copy_from_slice(user_key);
-            key[user_key.len()..].copy_from_slice(&trailer);
-            rest.copy_from_slice(value);
-        });
+        self.inserter().add(sequence, value_type, user_key, value);
+    }
+
+    /// An inserter for a batch of [`Inserter::add`]s, which may run at the
+    /// same time as other inserters.
+    pub fn inserter(&self) -> Inserter<'_> {
+        Inserter(self.list.inserter())
     }
 
     /// The newest entry for `user_key` with a sequence at or below
@@ -136,6 +134,33 @@ impl MemTable {
             current: None,
             table: Arc::clone(self),
         }
+    }
+}
+
+/// Adds the entries of one batch to a [`MemTable`], alongside other
+/// inserters.
+#[derive(Debug)]
+pub struct Inserter<'a>(skiplist::Inserter<'a>);
+
+impl Inserter<'_> {
+    /// As [`MemTable::add`].
+    pub fn add(
+        &mut self,
+        sequence: SequenceNumber,
+        value_type: ValueType,
+        user_key: &[u8],
+        value: &[u8],
+    ) {
+        let key_len = user_key.len() + INTERNAL_KEY_TRAILER_LEN;
+        // The trailer is a little-endian fixed64, as `append_internal_key`
+        // writes it.
+        let trailer = pack_sequence_and_type(sequence, value_type).to_le_bytes();
+        self.0.insert(key_len, value.len(), |entry| {
+            let (key, rest) = entry.split_at_mut(key_len);
+            key[..user_key.len()].copy_from_slice(user_key);
+            key[user_key.len()..].copy_from_slice(&trailer);
+            rest.copy_from_slice(value);
+        });
     }
 }
 

@@ -120,6 +120,10 @@ pub struct Options {
     pub l0_slowdown_writes_trigger: usize,
     /// Number of L0 files at which writes stop until compaction catches up.
     pub l0_stop_writes_trigger: usize,
+    /// The writers of a write group insert their batches into the memtable
+    /// at the same time, each its own, instead of the group's leader
+    /// inserting all of them (RocksDB's `allow_concurrent_memtable_write`).
+    pub concurrent_memtable_writes: bool,
     /// Target size of L1; each deeper level is `level_multiplier` times larger.
     pub max_bytes_for_level_base: u64,
     /// Growth factor between levels.
@@ -250,6 +254,7 @@ impl Default for Options {
             l0_compaction_trigger: 4,
             l0_slowdown_writes_trigger: 8,
             l0_stop_writes_trigger: 12,
+            concurrent_memtable_writes: true,
             max_bytes_for_level_base: 10 << 20,
             level_multiplier: 10.0,
             seek_compaction: true,

@@ -63,6 +63,74 @@ fn concurrent_writers_all_land() {
     assert_eq!(count, 8 * 500);
 }
 
+/// Writers whose batches go into the memtable in parallel (the default
+/// `concurrent_memtable_writes`) still publish each batch whole: a reader's
+/// snapshot sees every key of a writer's batch at the same batch number,
+/// never some keys of a batch and not the others.
+#[test]
+fn batches_inserted_in_parallel_are_seen_whole() {
+    const WRITERS: u32 = 6;
+    const KEYS: u32 = 8;
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let db = DB::open("/whole", options(&env)).unwrap();
+    assert!(Options::default().concurrent_memtable_writes);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let mut checks = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || checks == 0 {
+                let snapshot = db.snapshot();
+                let read = ReadOptions {
+                    snapshot: Some(snapshot),
+                    ..ReadOptions::new()
+                };
+                for t in 0..WRITERS {
+                    let values: Vec<Option<Vec<u8>>> = (0..KEYS)
+                        .map(|k| db.get(&read, format!("w{t}/k{k}").as_bytes()).unwrap())
+                        .collect();
+                    assert!(
+                        values.windows(2).all(|pair| pair[0] == pair[1]),
+                        "writer {t}: a batch seen in part: {values:?}"
+                    );
+                }
+                checks += 1;
+            }
+            checks
+        });
+        for t in 0..WRITERS {
+            let db = &db;
+            scope.spawn(move || {
+                for i in 0..400u32 {
+                    let mut batch = shale::WriteBatch::new();
+                    for k in 0..KEYS {
+                        batch.put(format!("w{t}/k{k}").as_bytes(), &i.to_le_bytes());
+                    }
+                    db.write(&WriteOptions::default(), batch).unwrap();
+                }
+            });
+        }
+        // The scope joins the writers first only at its end: wait here.
+        while db
+            .get(&ReadOptions::new(), format!("w{}/k0", WRITERS - 1).as_bytes())
+            .unwrap()
+            != Some(399u32.to_le_bytes().to_vec())
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(reader.join().unwrap() > 0);
+    });
+    for t in 0..WRITERS {
+        for k in 0..KEYS {
+            let got = db
+                .get(&ReadOptions::new(), format!("w{t}/k{k}").as_bytes())
+                .unwrap();
+            assert_eq!(got, Some(399u32.to_le_bytes().to_vec()));
+        }
+    }
+}
+
 #[test]
 fn destroy_removes_the_database_and_refuses_an_open_one() {
     let tmp = tempfile::tempdir().unwrap();

@@ -9,6 +9,16 @@
 //! publishes the new last sequence, makes the next writer in the queue the
 //! leader, and tells each writer of its group its result.
 //!
+//! When a group holds several batches, the writers of the group that are
+//! awake help insert them into the memtable (RocksDB's
+//! `allow_concurrent_memtable_write`; `Options::concurrent_memtable_writes`):
+//! the leader appends the group to the WAL, offers the insert to its
+//! followers, and it and every follower that takes the offer claim batches
+//! one at a time until none is left. A follower that sleeps is not woken
+//! for it (on a machine with fewer cores than writers, a wake-up costs more
+//! than the insert it would do); its batch is inserted by whoever is awake.
+//! The memtable's skip list takes concurrent inserts (`skiplist.rs`).
+//!
 //! A writer waits on a slot of its own (one per thread, reused: no
 //! allocation and no map entry per write) and is told its result through
 //! it: a follower never takes the state lock again, so a group's writers do
@@ -16,7 +26,8 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -61,6 +72,43 @@ struct WriterSlot {
     /// The group's error, set before `status` turns `DONE` (a lock taken
     /// only by this writer and its leader, once).
     error: Mutex<Option<Error>>,
+    /// Set with `INSERT`: the group's insert, on its leader's stack.
+    insert: AtomicPtr<GroupInsert<'static>>,
+}
+
+/// A group's insert into the memtable, shared by its leader and the
+/// followers that help. The leader keeps it (on its stack) until no
+/// follower can touch it any more.
+struct GroupInsert<'a> {
+    mem: &'a MemTable,
+    /// The group; its batches are numbered and sequenced already.
+    group: &'a [QueuedWrite],
+    /// The next batch to claim.
+    next: AtomicUsize,
+    /// The first failure.
+    failed: Mutex<Option<Error>>,
+    leader: &'a Thread,
+}
+
+impl GroupInsert<'_> {
+    /// Claims and inserts batches until none is left.
+    fn help(&self) {
+        loop {
+            let claimed = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(write) = self.group.get(claimed) else {
+                return;
+            };
+            let Some(batch) = write.batch.as_ref() else {
+                continue;
+            };
+            let result = catch_unwind(AssertUnwindSafe(|| insert_into(self.mem, batch)))
+                .unwrap_or_else(|panic| Err(Error::panicked("a memtable insert", &*panic)));
+            if let Err(err) = result {
+                let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+                failed.get_or_insert(err);
+            }
+        }
+    }
 }
 
 /// [`WriterSlot::status`]: queued, its write not done.
@@ -69,35 +117,92 @@ const WAITING: u8 = 0;
 const LEADING: u8 = 1;
 /// A leader wrote it; the result is in the slot.
 const DONE: u8 = 2;
+/// Its leader wrote the group to the WAL and offers its insert: a writer
+/// awake to see it may take it (`HELPING`, [`WriterSlot::help`]); the
+/// leader withdraws the offer (back to `WAITING`) once every batch is
+/// claimed.
+const INSERT: u8 = 3;
+/// It took the offer: it inserts batches of the group, and goes back to
+/// `WAITING` when none is left.
+const HELPING: u8 = 4;
 
-/// Spins of a waiting writer before it yields, and yields before it sleeps:
-/// a group takes a few microseconds, and a writer that sleeps costs a
-/// system call to sleep and one to be woken.
+/// Spins of a waiting writer before it sleeps: a group takes a few
+/// microseconds, and a writer that sleeps costs a system call to sleep and
+/// one to be woken. It never yields: with more writers than cores every
+/// `sched_yield` is a context switch, and 16 of them per wait made four
+/// writers on two cores 10 % slower than sleeping at once (2.1M context
+/// switches for 2.4M writes against 0.2M; `docs/benchmarks.md`).
 const SPINS: u32 = 64;
-const YIELDS: u32 = 16;
+
+/// Spins, then parks until `ready` returns `Some`; whoever makes it so
+/// unparks this thread afterwards.
+fn wait_for<T>(mut ready: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..SPINS {
+        if let Some(value) = ready() {
+            return value;
+        }
+        std::hint::spin_loop();
+    }
+    loop {
+        if let Some(value) = ready() {
+            return value;
+        }
+        // Wakes at the `unpark` that follows the change, or spuriously:
+        // look again.
+        std::thread::park();
+    }
+}
 
 impl WriterSlot {
     /// Waits until the slot leaves `WAITING`; returns the new status.
     fn wait(&self) -> u8 {
-        for round in 0..SPINS + YIELDS {
+        wait_for(|| {
             let status = self.status.load(Ordering::Acquire);
-            if status != WAITING {
-                return status;
-            }
-            if round < SPINS {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            (status != WAITING).then_some(status)
+        })
+    }
+
+    /// Takes the leader's offer to help insert its group (`INSERT`), if it
+    /// still stands, and helps; then goes back to waiting.
+    fn help(&self) {
+        if self
+            .status
+            .compare_exchange(INSERT, HELPING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            // Withdrawn, or the group is done already.
+            return;
         }
-        loop {
-            let status = self.status.load(Ordering::Acquire);
-            if status != WAITING {
-                return status;
-            }
-            // Wakes at the `unpark` of `set`, or spuriously: look again.
-            std::thread::park();
+        // SAFETY: the leader stored the pointer before it set `INSERT`
+        // (release; the exchange above acquired it), and keeps the group's
+        // insert in place until this writer leaves `HELPING`.
+        let insert = unsafe { &*self.insert.load(Ordering::Relaxed) };
+        insert.help();
+        let leader = insert.leader.clone();
+        // After this store the leader may return: `insert` is not touched
+        // again.
+        self.status.store(WAITING, Ordering::Release);
+        leader.unpark();
+    }
+
+    /// Offers the group's insert (see [`WriterSlot::help`]); the writer is
+    /// not woken for it.
+    fn offer(&self, insert: *const GroupInsert<'_>) {
+        self.insert
+            .store(insert as *mut GroupInsert<'static>, Ordering::Relaxed);
+        self.status.store(INSERT, Ordering::Release);
+    }
+
+    /// Withdraws the offer and waits until this writer no longer helps.
+    fn withdraw(&self) {
+        if self
+            .status
+            .compare_exchange(INSERT, WAITING, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
         }
+        wait_for(|| (self.status.load(Ordering::Acquire) != HELPING).then_some(()));
     }
 
     /// Moves the slot out of `WAITING` and wakes its writer.
@@ -134,6 +239,7 @@ thread_local! {
         status: AtomicU8::new(WAITING),
         thread: std::thread::current(),
         error: Mutex::new(None),
+        insert: AtomicPtr::new(std::ptr::null_mut()),
     });
     /// The leader's list of the group it writes, reused.
     static GROUP: RefCell<Vec<QueuedWrite>> = const { RefCell::new(Vec::new()) };
@@ -171,8 +277,12 @@ impl DbInner {
         });
         if state.write_queue.leading {
             drop(state);
-            if slot.wait() == DONE {
-                return slot.result();
+            loop {
+                match slot.wait() {
+                    DONE => return slot.result(),
+                    INSERT => slot.help(),
+                    _ => break,
+                }
             }
             state = self.lock_state();
         }
@@ -239,7 +349,7 @@ impl DbInner {
                 })
                 .and_then(|()| {
                     kill_point::maybe_kill(kill_point::WAL_WRITTEN_BEFORE_MEMTABLE);
-                    batches().try_for_each(|batch| insert_into(&mem, batch))
+                    self.insert_group(&mem, group)
                 });
             state = self.lock_state();
             // Used up even when the write failed: its record may be in the
@@ -258,6 +368,45 @@ impl DbInner {
         }
         wake_next_leader(&mut state);
         result
+    }
+
+    /// Inserts the group's batches into `mem`, with the help of the
+    /// followers that are awake when there are several and the options
+    /// allow it.
+    fn insert_group(&self, mem: &MemTable, group: &[QueuedWrite]) -> Result<()> {
+        let Some((leader, followers)) = group
+            .split_first()
+            .filter(|_| self.options.concurrent_memtable_writes && group.len() > 1)
+        else {
+            return group
+                .iter()
+                .filter_map(|w| w.batch.as_ref())
+                .try_for_each(|batch| insert_into(mem, batch));
+        };
+        let insert = GroupInsert {
+            mem,
+            group,
+            next: AtomicUsize::new(0),
+            failed: Mutex::new(None),
+            leader: &leader.slot.thread,
+        };
+        for follower in followers {
+            follower.slot.offer(&insert);
+        }
+        insert.help();
+        // Every batch is claimed; `insert` stays in place until no
+        // follower helps.
+        for follower in followers {
+            follower.slot.withdraw();
+        }
+        match insert
+            .failed
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
     }
 
     /// Makes sure the memtable has room, throttling when L0 is backed up
@@ -477,10 +626,11 @@ pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<()> {
     for op in batch.iter() {
         op?;
     }
+    let mut inserter = mem.inserter();
     for (sequence, op) in (batch.sequence()..).zip(batch.iter()) {
         match op? {
-            BatchOp::Put { key, value } => mem.add(sequence, ValueType::Value, key, value),
-            BatchOp::Delete { key } => mem.add(sequence, ValueType::Deletion, key, b""),
+            BatchOp::Put { key, value } => inserter.add(sequence, ValueType::Value, key, value),
+            BatchOp::Delete { key } => inserter.add(sequence, ValueType::Deletion, key, b""),
         }
     }
     Ok(())
