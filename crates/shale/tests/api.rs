@@ -103,7 +103,9 @@ fn batches_inserted_in_parallel_are_seen_whole() {
                 for i in 0..400u32 {
                     let mut batch = shale::WriteBatch::new();
                     for k in 0..KEYS {
-                        batch.put(format!("w{t}/k{k}").as_bytes(), &i.to_le_bytes());
+                        batch
+                            .put(format!("w{t}/k{k}").as_bytes(), &i.to_le_bytes())
+                            .unwrap();
                     }
                     db.write(&WriteOptions::default(), batch).unwrap();
                 }
@@ -111,7 +113,10 @@ fn batches_inserted_in_parallel_are_seen_whole() {
         }
         // The scope joins the writers first only at its end: wait here.
         while db
-            .get(&ReadOptions::new(), format!("w{}/k0", WRITERS - 1).as_bytes())
+            .get(
+                &ReadOptions::new(),
+                format!("w{}/k0", WRITERS - 1).as_bytes(),
+            )
             .unwrap()
             != Some(399u32.to_le_bytes().to_vec())
         {
