@@ -77,7 +77,7 @@ pub enum Lane {
 
 /// What placement knows of the database's executors (fixed at open).
 #[derive(Debug, Clone)]
-pub struct Executors {
+pub struct PlacementFacts {
     /// `compaction_executor`.
     pub choice: ExecutorChoice,
     /// The OpenCL device, when the database has one.
@@ -145,7 +145,7 @@ pub struct Service {
     bell: Mutex<Bell>,
     rung: Condvar,
     options: Options,
-    executors: Executors,
+    executors: PlacementFacts,
     info_log: InfoLog,
 }
 
@@ -155,7 +155,7 @@ pub type Current<'a> = &'a dyn Fn() -> Option<Arc<Version>>;
 
 impl Service {
     /// A service with empty queues.
-    pub fn new(options: &Options, executors: Executors, info_log: InfoLog) -> Service {
+    pub fn new(options: &Options, executors: PlacementFacts, info_log: InfoLog) -> Service {
         Service {
             scheduler: Mutex::new(Scheduler::new(options)),
             bell: Mutex::new(Bell {
@@ -360,30 +360,18 @@ impl Service {
         self.lock()
             .book
             .record_failure(refusal.executor, refusal.panicked);
-        match next {
-            Some(next) => shale_log!(
-                self.info_log,
-                "Compaction #{job_id}: the {} executor {} ({}); running it on {next}",
-                refusal.executor,
-                if refusal.panicked {
-                    "panicked"
-                } else {
-                    "failed"
-                },
-                refusal.reason
-            ),
-            None => shale_log!(
-                self.info_log,
-                "Compaction #{job_id}: the {} executor {}: {}",
-                refusal.executor,
-                if refusal.panicked {
-                    "panicked"
-                } else {
-                    "failed"
-                },
-                refusal.reason
-            ),
-        }
+        let what = if refusal.panicked {
+            "panicked"
+        } else {
+            "failed"
+        };
+        let then = next.map_or(String::new(), |next| format!("; running it on {next}"));
+        shale_log!(
+            self.info_log,
+            "Compaction #{job_id}: the {} executor {what}: {}{then}",
+            refusal.executor,
+            refusal.reason
+        );
     }
 
     /// Job `job` ended with `outcome`: recorded in the ledger (an

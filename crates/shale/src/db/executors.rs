@@ -222,8 +222,8 @@ impl Executors {
     }
 
     /// What placement needs to know of these executors.
-    pub(crate) fn facts(&self) -> crate::compaction::service::Executors {
-        crate::compaction::service::Executors {
+    pub(crate) fn facts(&self) -> crate::compaction::service::PlacementFacts {
+        crate::compaction::service::PlacementFacts {
             choice: self.choice.clone(),
             device: self.device.as_ref().map(|d| d.facts),
             remote: self.remote.is_some(),

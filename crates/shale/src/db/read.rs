@@ -14,7 +14,7 @@ use shale_format::table::BlockReadOptions;
 use shale_format::version_edit::NUM_LEVELS;
 use shale_format::{Error, Result};
 
-use super::{DbInner, State};
+use super::DbInner;
 use crate::db_iter::DbIterator;
 use crate::memtable::{MemGet, MemTable};
 use crate::options::ReadOptions;
@@ -29,39 +29,41 @@ fn block_read_options(options: &ReadOptions) -> BlockReadOptions {
     }
 }
 
-impl DbInner {
-    /// The sequence reads see: the snapshot's, or the latest.
-    fn read_sequence(&self, state: &State, options: &ReadOptions) -> SequenceNumber {
-        options
-            .snapshot
-            .as_ref()
-            .map_or(state.last_sequence, Snapshot::sequence)
-    }
+/// What a read works on, taken under the state lock at once: the
+/// memtables, the current version (pinned) and the sequence it reads at.
+struct ReadView {
+    mem: Arc<MemTable>,
+    imm: Option<Arc<MemTable>>,
+    version: Arc<Version>,
+    sequence: SequenceNumber,
+}
 
-    /// Pins the current version for a reader.
-    fn pin_current(state: &mut State) -> Arc<Version> {
-        state.current.clone()
+impl DbInner {
+    /// The memtables, version and sequence a read with `options` sees: the
+    /// snapshot's sequence, or the latest.
+    fn read_view(&self, options: &ReadOptions) -> ReadView {
+        let state = self.lock_state();
+        ReadView {
+            mem: state.mem.clone(),
+            imm: state.imm.clone(),
+            version: state.current.clone(),
+            sequence: options
+                .snapshot
+                .as_ref()
+                .map_or(state.last_sequence, Snapshot::sequence),
+        }
     }
 
     pub(super) fn get(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let (mem, imm, version, sequence) = {
-            let mut state = self.lock_state();
-            let sequence = self.read_sequence(&state, options);
-            (
-                state.mem.clone(),
-                state.imm.clone(),
-                Self::pin_current(&mut state),
-                sequence,
-            )
-        };
-        for table in std::iter::once(&mem).chain(imm.as_ref()) {
-            match table.get(key, sequence) {
+        let view = self.read_view(options);
+        for table in std::iter::once(&view.mem).chain(view.imm.as_ref()) {
+            match table.get(key, view.sequence) {
                 Some(MemGet::Value(value)) => return Ok(Some(value)),
                 Some(MemGet::Deleted) => return Ok(None),
                 None => {}
             }
         }
-        self.version_get(&version, options, key, sequence)
+        self.version_get(&view.version, options, key, view.sequence)
     }
 
     /// Looks `user_key` up in the tables of `version`: L0 newest first, then
@@ -195,19 +197,10 @@ impl DbInner {
     }
 
     pub(super) fn iter(&self, options: &ReadOptions) -> Result<DbIterator> {
-        let (mem, imm, version, sequence) = {
-            let mut state = self.lock_state();
-            let sequence = self.read_sequence(&state, options);
-            (
-                state.mem.clone(),
-                state.imm.clone(),
-                Self::pin_current(&mut state),
-                sequence,
-            )
-        };
-        let internal =
-            self.internal_iter(&mem, imm.as_ref(), &version, block_read_options(options))?;
-        let mut iter = DbIterator::with_order(internal, sequence, self.order.clone());
+        let view = self.read_view(options);
+        let read = block_read_options(options);
+        let internal = self.internal_iter(&view.mem, view.imm.as_ref(), &view.version, read)?;
+        let mut iter = DbIterator::with_order(internal, view.sequence, self.order.clone());
         if let Some(lower) = &options.lower_bound {
             iter = iter.with_lower_bound(lower.clone());
         }

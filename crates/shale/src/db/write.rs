@@ -128,20 +128,30 @@ const HELPING: u8 = 4;
 
 /// Spins of a waiting writer before it sleeps: a group takes a few
 /// microseconds, and a writer that sleeps costs a system call to sleep and
-/// one to be woken. It never yields: with more writers than cores every
-/// `sched_yield` is a context switch, and 16 of them per wait made four
-/// writers on two cores 10 % slower than sleeping at once (2.1M context
-/// switches for 2.4M writes against 0.2M; `docs/benchmarks.md`).
+/// one to be woken.
 const SPINS: u32 = 64;
+/// Yields of a writer that waits alone behind the leader, between spinning
+/// and sleeping: the processor goes to readers or the compaction and comes
+/// back soon. A writer with others waiting beside it sleeps at once
+/// instead: with more writers than cores every `sched_yield` among them is
+/// a context switch, and 16 yields per wait made four writers on two cores
+/// slower than sleeping at once (2.1M context switches for 2.4M writes
+/// against 0.2M; `docs/benchmarks.md`), while with one writer among readers
+/// sleeping at once cost `readrandomwriterandom` about 15 %.
+const LONE_WRITER_YIELDS: u32 = 2;
 
-/// Spins, then parks until `ready` returns `Some`; whoever makes it so
-/// unparks this thread afterwards.
-fn wait_for<T>(mut ready: impl FnMut() -> Option<T>) -> T {
-    for _ in 0..SPINS {
+/// Spins, yields `yields` times, then parks until `ready` returns `Some`;
+/// whoever makes it so unparks this thread afterwards.
+fn wait_for<T>(yields: u32, mut ready: impl FnMut() -> Option<T>) -> T {
+    for round in 0..SPINS + yields {
         if let Some(value) = ready() {
             return value;
         }
-        std::hint::spin_loop();
+        if round < SPINS {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
     }
     loop {
         if let Some(value) = ready() {
@@ -155,8 +165,8 @@ fn wait_for<T>(mut ready: impl FnMut() -> Option<T>) -> T {
 
 impl WriterSlot {
     /// Waits until the slot leaves `WAITING`; returns the new status.
-    fn wait(&self) -> u8 {
-        wait_for(|| {
+    fn wait(&self, yields: u32) -> u8 {
+        wait_for(yields, || {
             let status = self.status.load(Ordering::Acquire);
             (status != WAITING).then_some(status)
         })
@@ -202,7 +212,9 @@ impl WriterSlot {
         {
             return;
         }
-        wait_for(|| (self.status.load(Ordering::Acquire) != HELPING).then_some(()));
+        wait_for(0, || {
+            (self.status.load(Ordering::Acquire) != HELPING).then_some(())
+        });
     }
 
     /// Moves the slot out of `WAITING` and wakes its writer.
@@ -276,9 +288,14 @@ impl DbInner {
             slot: slot.clone(),
         });
         if state.write_queue.leading {
+            let yields = if state.write_queue.writers.len() == 1 {
+                LONE_WRITER_YIELDS
+            } else {
+                0
+            };
             drop(state);
             loop {
-                match slot.wait() {
+                match slot.wait(yields) {
                     DONE => return slot.result(),
                     INSERT => slot.help(),
                     _ => break,
