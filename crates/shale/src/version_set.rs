@@ -35,7 +35,9 @@ pub struct VersionSet {
     /// Last sequence number recorded in the MANIFEST.
     pub last_sequence: SequenceNumber,
     /// Where the next size compaction of each level starts (internal key;
-    /// empty = from the beginning).
+    /// empty = from the beginning): what the MANIFEST holds, and what seeds
+    /// the scheduler's pick-time copy at open (see
+    /// `compaction::scheduler::Scheduler::compact_pointers`).
     pub compact_pointers: [Vec<u8>; NUM_LEVELS],
     manifest: Option<LogWriter<Box<dyn WritableFile>>>,
 }

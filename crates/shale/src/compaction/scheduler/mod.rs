@@ -123,6 +123,13 @@ pub struct Scheduler {
     pub cross_level: bool,
     /// LevelDB's rotating compact pointers (encoded internal keys), one per
     /// level, advanced at pick time; the MANIFEST records them at install.
+    ///
+    /// The picker's own copy, seeded from the version set's at open: picks
+    /// run under the scheduler's lock, which ranks after the version set's
+    /// (`lock_order.rs`), so the picker cannot read the version set's. The
+    /// two differ only while a picked job runs (this one is ahead, as
+    /// LevelDB's is between pick and install); a job that fails leaves this
+    /// one ahead, so the next pick moves on instead of retrying the range.
     pub compact_pointers: [Vec<u8>; NUM_LEVELS],
     /// The executors' measured throughput, counts and fallbacks.
     pub book: ExecutorBook,
