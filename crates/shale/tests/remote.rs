@@ -559,6 +559,21 @@ fn refused_by(lie: Lie, executor: Arc<dyn Executor>, check: &str, timeout: Durat
         "{lie:?}: {log}"
     );
     assert_eq!(jobs_done_by(&db, "remote"), 0, "{lie:?}");
+    // And counts it, per worker and check.
+    let executors = db.property("shale.executors").unwrap();
+    let worker = executors
+        .lines()
+        .find(|line| line.starts_with("worker "))
+        .unwrap_or_else(|| panic!("{lie:?}: no worker line in {executors}"));
+    let counted = worker
+        .split("refused: ")
+        .nth(1)
+        .and_then(|list| {
+            list.split(", ")
+                .find_map(|kv| kv.strip_prefix(&format!("{check}=")))
+        })
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(counted.is_some_and(|n| n > 0), "{lie:?}: {worker}");
     drop(db);
     // Whatever the liar staged was never adopted, and is gone.
     let db = DB::open(

@@ -86,6 +86,7 @@ impl DbInner {
                 let mut out = executor_lines(&state.executor_stats);
                 drop(state);
                 out.push_str(&self.service.with_scheduler(|s| fallback_line(&s.book)));
+                out.push_str(&self.worker_lines());
                 Some(out)
             }
             "scheduler" => {
@@ -116,6 +117,36 @@ impl DbInner {
             }
             _ => None,
         }
+    }
+}
+
+impl DbInner {
+    /// One line per remote worker: `worker ENDPOINT: jobs N, failures N,
+    /// running N, refused: CHECK=N, ...` (the engine's checks that failed,
+    /// `shale_compact::remote::Check`); nothing without workers.
+    fn worker_lines(&self) -> String {
+        let Some(remote) = &self.executors.remote else {
+            return String::new();
+        };
+        let mut out = String::new();
+        for worker in remote.worker_stats() {
+            let refused = if worker.refusals.is_empty() {
+                "none".to_string()
+            } else {
+                worker
+                    .refusals
+                    .iter()
+                    .map(|(check, n)| format!("{check}={n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let _ = writeln!(
+                out,
+                "worker {}: jobs {}, failures {}, running {}, refused: {refused}",
+                worker.endpoint, worker.jobs, worker.failures, worker.running
+            );
+        }
+        out
     }
 }
 
