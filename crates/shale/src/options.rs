@@ -120,9 +120,10 @@ pub struct Options {
     pub l0_slowdown_writes_trigger: usize,
     /// Number of L0 files at which writes stop until compaction catches up.
     pub l0_stop_writes_trigger: usize,
-    /// The writers of a write group insert their batches into the memtable
-    /// at the same time, each its own, instead of the group's leader
-    /// inserting all of them (RocksDB's `allow_concurrent_memtable_write`).
+    /// The writers of a write group that are awake help its leader insert
+    /// the group's batches into the memtable, at the same time, instead of
+    /// the leader inserting all of them (as RocksDB's
+    /// `allow_concurrent_memtable_write`; see `db/write.rs`).
     pub concurrent_memtable_writes: bool,
     /// Target size of L1; each deeper level is `level_multiplier` times larger.
     pub max_bytes_for_level_base: u64,

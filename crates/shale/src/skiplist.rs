@@ -154,6 +154,15 @@ struct Arena {
 }
 
 impl Arena {
+    /// An arena with no chunk yet.
+    fn new() -> Arena {
+        Arena {
+            chunks: Vec::new(),
+            next: ptr::null_mut(),
+            remaining: 0,
+        }
+    }
+
     /// `bytes` (rounded up to 8) of 8-byte-aligned, uninitialised memory that
     /// stays in place until the arena is dropped.
     fn allocate(&mut self, bytes: usize) -> NonNull<u8> {
@@ -256,13 +265,16 @@ impl std::fmt::Debug for SkipList {
 impl SkipList {
     /// An empty list ordered by `order` on entry keys.
     pub fn new(order: KeyOrder) -> SkipList {
-        let mut first = InsertState::new(0xdead_beef);
-        let memory = first.arena.allocate(Node::size(MAX_HEIGHT, 0));
-        let head = memory.cast::<Node>();
+        let mut arena = Arena::new();
+        let head = arena.allocate(Node::size(MAX_HEIGHT, 0)).cast::<Node>();
         // SAFETY: the memory is fresh, aligned and large enough for a
         // header and MAX_HEIGHT links.
         unsafe { init_node(head, MAX_HEIGHT, 0, 0) };
-        first.splice = [head.as_ptr() as *const Node; MAX_HEIGHT];
+        let first = InsertState {
+            arena,
+            rng: 0xdead_beef,
+            splice: [head.as_ptr() as *const Node; MAX_HEIGHT],
+        };
         SkipList {
             head,
             has_prefix: order.has_prefix(),
@@ -285,9 +297,7 @@ impl SkipList {
             .pop()
             .unwrap_or_else(|| {
                 let seed = self.seeds.fetch_add(1, AtomicOrdering::Relaxed) as u32;
-                let mut state = InsertState::new(0xdead_beef ^ seed.wrapping_mul(0x9e37_79b9));
-                state.splice = [self.head.as_ptr() as *const Node; MAX_HEIGHT];
-                state
+                InsertState::new(0xdead_beef ^ seed.wrapping_mul(0x9e37_79b9), self.head)
             });
         Inserter {
             list: self,
@@ -652,15 +662,12 @@ impl Drop for Inserter<'_> {
 }
 
 impl InsertState {
-    fn new(rng: u32) -> InsertState {
+    /// A fresh inserter's state: an empty arena, and a splice at `head`.
+    fn new(rng: u32, head: NonNull<Node>) -> InsertState {
         InsertState {
-            arena: Arena {
-                chunks: Vec::new(),
-                next: ptr::null_mut(),
-                remaining: 0,
-            },
+            arena: Arena::new(),
             rng: rng.max(1),
-            splice: [ptr::null(); MAX_HEIGHT],
+            splice: [head.as_ptr() as *const Node; MAX_HEIGHT],
         }
     }
 }

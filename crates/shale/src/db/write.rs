@@ -388,17 +388,11 @@ impl DbInner {
     }
 
     /// Inserts the group's batches into `mem`, with the help of the
-    /// followers that are awake when there are several and the options
-    /// allow it.
+    /// followers that are awake when the options allow it. A panic in an
+    /// insert, the leader's own included, becomes the group's error.
     fn insert_group(&self, mem: &MemTable, group: &[QueuedWrite]) -> Result<()> {
-        let Some((leader, followers)) = group
-            .split_first()
-            .filter(|_| self.options.concurrent_memtable_writes && group.len() > 1)
-        else {
-            return group
-                .iter()
-                .filter_map(|w| w.batch.as_ref())
-                .try_for_each(|batch| insert_into(mem, batch));
+        let Some((leader, followers)) = group.split_first() else {
+            return Ok(());
         };
         let insert = GroupInsert {
             mem,
@@ -407,13 +401,18 @@ impl DbInner {
             failed: Mutex::new(None),
             leader: &leader.slot.thread,
         };
-        for follower in followers {
+        let offered = if self.options.concurrent_memtable_writes {
+            followers
+        } else {
+            &[]
+        };
+        for follower in offered {
             follower.slot.offer(&insert);
         }
         insert.help();
         // Every batch is claimed; `insert` stays in place until no
         // follower helps.
-        for follower in followers {
+        for follower in offered {
             follower.slot.withdraw();
         }
         match insert
