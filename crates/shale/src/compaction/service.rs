@@ -46,7 +46,7 @@
 //! older than the jobs the service knows finished; the bell is a leaf, so
 //! anything (an install under the state lock) may ring it.
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use shale_compact::job::CompactionJob;
 use shale_compact::opencl::OPENCL;
@@ -75,13 +75,12 @@ pub enum Lane {
     Remote,
 }
 
-/// What placement knows of the database's executors (fixed at open).
+/// What placement knows of the database's executors (fixed at open; the
+/// device is told later, by [`Service::set_device`]).
 #[derive(Debug, Clone)]
 pub struct PlacementFacts {
     /// `compaction_executor`.
     pub choice: ExecutorChoice,
-    /// The OpenCL device, when the database has one.
-    pub device: Option<DeviceFacts>,
     /// True when the database has remote workers.
     pub remote: bool,
     /// The options' custom executor, by name.
@@ -146,6 +145,10 @@ pub struct Service {
     rung: Condvar,
     options: Options,
     executors: PlacementFacts,
+    /// The OpenCL device, when the database has one: set once the open
+    /// knows (`auto` looks for it beside the recovery), before any
+    /// compaction thread starts; no device until then.
+    device: OnceLock<Option<DeviceFacts>>,
     info_log: InfoLog,
 }
 
@@ -165,8 +168,19 @@ impl Service {
             rung: Condvar::new(),
             options: options.clone(),
             executors,
+            device: OnceLock::new(),
             info_log,
         }
+    }
+
+    /// The database's OpenCL device, once the open knows it (set once;
+    /// later calls are ignored).
+    pub fn set_device(&self, device: Option<DeviceFacts>) {
+        let _ = self.device.set(device);
+    }
+
+    fn device(&self) -> Option<&DeviceFacts> {
+        self.device.get().and_then(Option::as_ref)
     }
 
     fn lock(&self) -> Guard<'_, Scheduler> {
@@ -275,7 +289,7 @@ impl Service {
             .reduce(f64::max);
         match lane {
             Lane::Device => priority::queue_end(book.throughput(OPENCL), &[cpu], QueueEnd::Large),
-            Lane::Host if self.executors.device.is_some() => {
+            Lane::Host if self.device().is_some() => {
                 priority::queue_end(cpu, &[book.throughput(OPENCL)], QueueEnd::Small)
             }
             Lane::Host => QueueEnd::Large,
@@ -337,7 +351,7 @@ impl Service {
             job_sequence: job.id,
         };
         let device = match lane {
-            Lane::Device => self.executors.device.as_ref(),
+            Lane::Device => self.device(),
             Lane::Host | Lane::Remote => None,
         };
         let chain = placement::chain(job, &self.executors.choice, device, &scheduler.book, &load);

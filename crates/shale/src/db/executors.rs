@@ -3,8 +3,16 @@
 //! when the options ask for it or leave the choice to the scheduler and a
 //! device is usable, the OpenCL executor. The scheduler chooses among them
 //! per job (`compaction::scheduler::placement`).
+//!
+//! Under `auto` the device is looked for beside the open, not before it:
+//! asking the OpenCL loader which device there is loads every vendor's
+//! driver (PoCL loads LLVM: about a tenth of a second here), as long as
+//! replaying the MANIFEST of a large database. The open waits for the
+//! answer only once the database is recovered, before any compaction
+//! thread starts, so placement always knows the device it has.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
 
 use shale_compact::chain::FallbackChain;
 use shale_compact::job::Executor;
@@ -34,17 +42,72 @@ pub(crate) struct Executors {
     pub(crate) choice: ExecutorChoice,
     streaming: Arc<dyn Executor>,
     parallel: Arc<dyn Executor>,
-    pub(crate) device: Option<DeviceExecutor>,
+    device: DeviceSlot,
     /// The remote workers, when the options name some.
     pub(crate) remote: Option<Arc<RemoteExecutor>>,
     /// The options' `custom_executor`, offered every job first.
     pub(crate) custom: Option<Arc<dyn Executor>>,
-    /// Why `auto` has no device (for the LOG).
-    pub(crate) device_unavailable: Option<String>,
     /// What only `streaming` can honour, when the database has it: "the
     /// custom comparator NAME" or "the filter policy NAME". Only `streaming`
     /// runs jobs then.
     custom_order: Option<String>,
+}
+
+/// The OpenCL executor a database has: found at open, or still being
+/// looked for by `auto`'s probe (see the module comment).
+#[derive(Debug)]
+struct DeviceSlot {
+    /// The device, or why there is none (`None`: none was asked for).
+    found: OnceLock<Result<DeviceExecutor, Option<String>>>,
+    probe: Mutex<Option<JoinHandle<std::result::Result<DeviceExecutor, String>>>>,
+}
+
+impl DeviceSlot {
+    fn found(found: Result<DeviceExecutor, Option<String>>) -> DeviceSlot {
+        DeviceSlot {
+            found: OnceLock::from(found),
+            probe: Mutex::new(None),
+        }
+    }
+
+    /// Starts `auto`'s probe on a thread of its own (or runs it here when
+    /// no thread can be started).
+    fn probe(options: &Options) -> DeviceSlot {
+        let owned = options.clone();
+        match std::thread::Builder::new()
+            .name("shale-device-probe".into())
+            .spawn(move || device_for(&ExecutorChoice::Auto, &owned))
+        {
+            Ok(probe) => DeviceSlot {
+                found: OnceLock::new(),
+                probe: Mutex::new(Some(probe)),
+            },
+            Err(_) => DeviceSlot::found(device_for(&ExecutorChoice::Auto, &options).map_err(Some)),
+        }
+    }
+
+    /// The answer, waiting for the probe if it still runs.
+    fn get(&self) -> &Result<DeviceExecutor, Option<String>> {
+        self.found.get_or_init(|| {
+            let probe = self.probe.lock().unwrap_or_else(|p| p.into_inner()).take();
+            match probe.map(JoinHandle::join) {
+                Some(Ok(found)) => found.map_err(Some),
+                Some(Err(_)) => Err(Some("the OpenCL device probe panicked".to_string())),
+                None => Err(None),
+            }
+        })
+    }
+}
+
+impl Drop for DeviceSlot {
+    /// An open that fails after starting the probe waits for it, so that
+    /// no OpenCL call runs on past the database that asked for it.
+    fn drop(&mut self) {
+        let probe = self.probe.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(probe) = probe {
+            let _ = probe.join();
+        }
+    }
 }
 
 /// The settings of the `opencl` executor the engine builds from `options`.
@@ -195,19 +258,19 @@ impl Executors {
             }
             _ => None,
         };
-        let (device, device_unavailable) = match choice {
-            ExecutorChoice::Forced(STREAMING)
-            | ExecutorChoice::Forced(PARALLEL)
-            | ExecutorChoice::Forced(REMOTE) => (None, None),
-            _ => match device_for(&choice, options) {
-                Ok(device) => (Some(device), None),
-                Err(why) if choice == ExecutorChoice::Auto => (None, Some(why)),
+        let device = match choice {
+            ExecutorChoice::Auto => DeviceSlot::probe(options),
+            // Named, it must work: the open fails before it touches the
+            // database if it does not.
+            ExecutorChoice::Forced(OPENCL) => match device_for(&choice, options) {
+                Ok(device) => DeviceSlot::found(Ok(device)),
                 Err(why) => {
                     return Err(Error::NotSupported(format!(
                         "the opencl executor is unavailable: {why}"
                     )))
                 }
             },
+            ExecutorChoice::Forced(_) => DeviceSlot::found(Err(None)),
         };
         Ok(Executors {
             choice,
@@ -216,19 +279,29 @@ impl Executors {
             device,
             remote,
             custom: options.custom_executor.clone(),
-            device_unavailable,
             custom_order,
         })
     }
 
-    /// What placement needs to know of these executors.
+    /// What placement needs to know of these executors, the device
+    /// excepted (see [`Executors::device`]).
     pub(crate) fn facts(&self) -> crate::compaction::service::PlacementFacts {
         crate::compaction::service::PlacementFacts {
             choice: self.choice.clone(),
-            device: self.device.as_ref().map(|d| d.facts),
             remote: self.remote.is_some(),
             custom: self.custom.as_ref().map(|c| c.name()),
         }
+    }
+
+    /// The OpenCL executor, when the database has one; under `auto` this
+    /// waits for the probe the open started.
+    pub(crate) fn device(&self) -> Option<&DeviceExecutor> {
+        self.device.get().as_ref().ok()
+    }
+
+    /// Why `auto` has no device (for the LOG and errors).
+    fn device_unavailable(&self) -> Option<&str> {
+        self.device.get().as_ref().err()?.as_deref()
     }
 
     /// The executor called `name`, when this database has it.
@@ -240,8 +313,7 @@ impl Executors {
             STREAMING => Some(self.streaming.clone()),
             PARALLEL => Some(self.parallel.clone()),
             OPENCL => self
-                .device
-                .as_ref()
+                .device()
                 .map(|d| d.executor.clone() as Arc<dyn Executor>),
             REMOTE => self.remote.as_ref().map(|r| r.clone() as Arc<dyn Executor>),
             _ => None,
@@ -268,7 +340,7 @@ impl Executors {
         }
         if self.by_name(known).is_none() {
             let why = match known {
-                OPENCL => match &self.device_unavailable {
+                OPENCL => match self.device_unavailable() {
                     Some(reason) => format!("this database has no OpenCL device: {reason}"),
                     None => "this database has no OpenCL device (open it with \
                              compaction_executor=opencl, or auto on a machine with a GPU)"
@@ -297,7 +369,7 @@ impl Executors {
     /// serves it (every thread when `opencl` is named); the others the
     /// host. Every thread serves the remote workers when `remote` is named.
     pub(crate) fn lane_of_thread(&self, index: usize) -> Lane {
-        match (&self.device, &self.choice) {
+        match (self.device(), &self.choice) {
             (_, ExecutorChoice::Forced(REMOTE)) => Lane::Remote,
             (None, _) => Lane::Host,
             (Some(_), ExecutorChoice::Forced(OPENCL)) => Lane::Device,
@@ -308,7 +380,7 @@ impl Executors {
 
     /// One line for the LOG at open.
     pub(crate) fn describe(&self) -> String {
-        let device = match (&self.device, &self.device_unavailable) {
+        let device = match (self.device(), self.device_unavailable()) {
             (Some(d), _) => format!("opencl on {}", d.executor.device_info().name),
             (None, Some(why)) => format!("no device ({why})"),
             (None, None) => "no device".to_string(),
