@@ -209,6 +209,8 @@ fn statistics_json(db: &shale::DB) -> serde_json::Value {
             "running": scheduler.running,
             "queued": counts.queued,
             "completed": counts.completed,
+            "failed": counts.failed,
+            "refused": counts.refused,
             "dropped_stale": counts.dropped_stale,
             "cross_level": counts.cross_level,
             "split_jobs": counts.split_jobs,

@@ -11,7 +11,7 @@
 //!                        "megabytes_per_second"}},
 //!   "fallbacks": {"jobs", "last_reason"},    # off the first executor of a chain
 //!   "scheduler": {"queue_lengths", "running", "queued", "completed",
-//!                 "dropped_stale", "trivial_moves", "cross_level",
+//!                 "failed", "refused", "dropped_stale", "trivial_moves", "cross_level",
 //!                 "split_jobs", "subcompactions",
 //!                 "executor_bytes_per_second"},
 //!   "stalls": {"slowdown_count", "slowdown_seconds", "stop_count",
@@ -116,6 +116,8 @@ impl Stats {
         for (name, value) in [
             ("queued", c.queued),
             ("completed", c.completed),
+            ("failed", c.failed),
+            ("refused", c.refused),
             ("dropped_stale", c.dropped_stale),
             ("trivial_moves", c.trivial_moves),
             ("cross_level", c.cross_level),

@@ -7,16 +7,17 @@
 //! happened to it" is answered here and in the LOG lines it writes:
 //!
 //! ```text
-//!   refill ──► queued ──► next(lane) ──► placed ──► run on chain[0]
+//!   refill ──► queued ──► next(lane) ──► placed ──► run on chain[i]
 //!   (picked,    (files     (taken by a    (chain,     │
-//!    reserved)   reserved)  thread)        once)      ├─ refused/failed ──► attempt_failed:
-//!                                                     │    counted, the next executor of
-//!   start_manual(plan) ─► (reserved, taken by         │    the chain runs it from scratch
-//!                          the caller) ──► placed ────┤
-//!                                                     ├─ installed ─► finish(Installed):
+//!    reserved)   reserved)  thread)        once)      ├─ installed ──► finish(Installed):
 //!                                                     │    ledger, fallback counted once
-//!                                                     └─ failed ────► finish(Failed):
-//!                                                          background error
+//!   start_manual(plan) ─► (reserved, taken by         ├─ error or panic ──► judge(..):
+//!                          the caller) ──► placed ────┤    Refused: counted, chain[i+1]
+//!                                                     │      runs it from scratch
+//!                                                     │    Failed ──► finish(Failed):
+//!                                                     │      background error
+//!                                                     └─ no executor left ──► finish(Refused):
+//!                                                          picked again later
 //!   finish(..): the reservation released, waiters woken
 //! ```
 //!
@@ -28,9 +29,10 @@
 //!   (`scheduler::placement`), with the remote lane's worker and the
 //!   options' custom executor first. Executors only run what they are
 //!   given; they never place, retry or fall back on their own.
-//! * [`Service::attempt_failed`] records an executor's refusal or failure
-//!   (a caught panic included) before the next executor of the chain runs
-//!   the job; [`Service::finish`] records the [`Outcome`] in the ledger
+//! * [`Service::judge`] decides what an executor's error or panic means
+//!   for the job, an [`Outcome`]: refused (the next executor of the chain
+//!   runs it; counted and logged once) or failed; [`Service::finish`]
+//!   records the job's [`Outcome`] in the ledger
 //!   that `shale.scheduler`, `DB::scheduler_stats`, the bench summary and
 //!   the queue-end choice all read, releases the job's files and wakes
 //!   whoever waits.
@@ -48,7 +50,7 @@
 
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use shale_compact::job::CompactionJob;
+use shale_compact::job::{CompactionJob, PhaseStats};
 use shale_compact::opencl::OPENCL;
 use shale_compact::parallel::PARALLEL;
 use shale_compact::remote::REMOTE;
@@ -87,11 +89,17 @@ pub struct PlacementFacts {
     pub custom: Option<&'static str>,
 }
 
-/// How a job ended.
+/// How a job, or one executor's attempt at it, ended.
 #[derive(Debug)]
 pub enum Outcome {
     /// Its outputs are in the current version.
-    Installed(Installed),
+    Installed(Box<Installed>),
+    /// An executor declined the job or could not run it (a device without
+    /// the memory, a worker that is down or lied, a caught panic): the next
+    /// executor of its chain runs it from scratch. As a job's end (no
+    /// executor of its chain could take it), not an error: its files are
+    /// released and it is picked again when there is new work.
+    Refused(Refusal),
     /// It did not complete: the error becomes the background error.
     Failed(Error),
 }
@@ -113,14 +121,18 @@ pub struct Installed {
     pub trivial_move: bool,
     /// Why it did not run on the first executor of its chain, if it did not.
     pub fallback: Option<String>,
+    /// What it read and wrote, and the time of each phase.
+    pub phases: PhaseStats,
 }
 
-/// One executor's attempt at a job that did not complete.
+/// One executor's attempt at a job that did not complete, and that the
+/// next executor of the chain may redo.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// The executor.
     pub executor: &'static str,
-    /// Why (its error, or the panic's message).
+    /// Why, naming the executor (its error, or the panic's message): the
+    /// job's fallback reason if a later executor completes it.
     pub reason: String,
     /// It panicked.
     pub panicked: bool,
@@ -366,34 +378,81 @@ impl Service {
         }
     }
 
-    /// An executor refused or failed job `job_id` (a caught panic
-    /// included); `next`: the executor that runs it now, if any. Counted
-    /// against the executor and logged; the fallback itself is recorded
-    /// once, with the job's outcome.
-    pub fn attempt_failed(&self, job_id: u64, refusal: &Refusal, next: Option<&str>) {
-        self.lock()
-            .book
-            .record_failure(refusal.executor, refusal.panicked);
-        let what = if refusal.panicked {
-            "panicked"
-        } else {
-            "failed"
+    /// Executor `index` of `chain` did not complete job `job_id`: it
+    /// returned `error`, or panicked (`error` then says with what). The
+    /// service alone decides what that means, and records it once:
+    ///
+    /// * [`Outcome::Refused`]: the executor declined or failed in a way the
+    ///   next one can redo ([`placement::passes_to_next_executor`]: not
+    ///   corrupt input, not an I/O error), and it is not the last of the
+    ///   chain. Counted against it (as a panic too, if it panicked) and
+    ///   logged; the caller runs the job on `chain.executors[index + 1]`.
+    /// * [`Outcome::Failed`]: anything else, the job's failure. A panic in
+    ///   an executor that is not the reference is
+    ///   [`Error::ExecutorFailed`]; the reference's (the last resort) is an
+    ///   internal error of ShaleDB.
+    pub fn judge(
+        &self,
+        job_id: u64,
+        chain: &Chain,
+        index: usize,
+        error: Error,
+        panicked: bool,
+    ) -> Outcome {
+        let executor = chain.executors[index];
+        let next = chain.executors.get(index + 1).copied();
+        let error = match error {
+            Error::Internal(why) if panicked && next.is_some() => {
+                Error::executor_failed(executor, why)
+            }
+            other => other,
         };
-        let then = next.map_or(String::new(), |next| format!("; running it on {next}"));
-        shale_log!(
-            self.info_log,
-            "Compaction #{job_id}: the {} executor {what}: {}{then}",
-            refusal.executor,
-            refusal.reason
-        );
+        let next = next.filter(|_| placement::passes_to_next_executor(&error));
+        if next.is_some() || panicked {
+            self.lock().book.record_failure(executor, panicked);
+            let what = if panicked { "panicked" } else { "failed" };
+            let then = next.map_or(String::new(), |next| format!("; running it on {next}"));
+            shale_log!(
+                self.info_log,
+                "Compaction #{job_id}: the {executor} executor {what}: {error}{then}"
+            );
+        }
+        if next.is_none() {
+            shale_log!(self.info_log, "Compaction #{job_id} failed: {error}");
+            return Outcome::Failed(error);
+        }
+        let reason = match &error {
+            // Its message already names the executor.
+            Error::ExecutorFailed { .. } => error.to_string(),
+            _ => format!("the {executor} executor failed: {error}"),
+        };
+        Outcome::Refused(Refusal {
+            executor,
+            reason,
+            panicked,
+        })
     }
 
     /// Job `job` ended with `outcome`: recorded in the ledger (an
     /// installed job's executor, bytes, time, sub-compactions and
-    /// fallback), its files released, and whoever waits woken.
+    /// fallback; a refused or failed job's count), its files released, and
+    /// whoever waits woken.
     pub fn finish(&self, job: &ScheduledJob, outcome: &Outcome) {
         let mut scheduler = self.lock();
         scheduler.finish(job.ticket);
+        match outcome {
+            Outcome::Refused(refusal) => {
+                scheduler.counts.refused += 1;
+                shale_log!(
+                    self.info_log,
+                    "Scheduler: {} refused by every executor of its chain ({}); picked again later",
+                    job.describe(),
+                    refusal.reason
+                );
+            }
+            Outcome::Failed(_) => scheduler.counts.failed += 1,
+            Outcome::Installed(_) => {}
+        }
         if let Outcome::Installed(done) = outcome {
             scheduler.counts.completed += 1;
             if done.trivial_move {
@@ -405,6 +464,7 @@ impl Service {
                     done.seconds,
                     done.entries,
                 );
+                scheduler.book.record_phases(&done.executor, &done.phases);
                 if job.plan.is_cross_level() {
                     scheduler.counts.cross_level += 1;
                 }
@@ -418,9 +478,12 @@ impl Service {
             }
         }
         drop(scheduler);
+        // A refused job is not work again until something else changes:
+        // picking it at once would only be refused again.
+        let more = u64::from(!matches!(outcome, Outcome::Refused(_)));
         self.ring(|bell| {
             bell.ended += 1;
-            bell.work += 1;
+            bell.work += more;
         });
     }
 

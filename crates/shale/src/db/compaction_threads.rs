@@ -25,7 +25,7 @@ use super::job_io::EngineJobIo;
 use super::DbInner;
 use crate::compaction::picker;
 use crate::compaction::priority;
-use crate::compaction::scheduler::placement::{self, Chain};
+use crate::compaction::scheduler::placement::Chain;
 use crate::compaction::scheduler::ScheduledJob;
 use crate::compaction::service::{Installed, Lane, Outcome, Refusal};
 use crate::version::Version;
@@ -105,27 +105,33 @@ impl DbInner {
         job: &ScheduledJob,
         lane: Lane,
         executor: Option<&'static str>,
-    ) -> Result<Installed> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    ) -> Outcome {
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.run_job(job, lane, executor)
         }))
-        .unwrap_or_else(|payload| Err(Error::panicked(&compaction_name(job), &*payload)))
+        .unwrap_or_else(|payload| Err(Error::panicked(&compaction_name(job), &*payload)));
+        match ran {
+            Ok(Outcome::Failed(err)) | Err(err) => {
+                Outcome::Failed(err.during(&compaction_name(job)))
+            }
+            Ok(outcome) => outcome,
+        }
     }
 
     /// Tells the service how a job ended (the ledger, its files released,
     /// waiters woken) and makes a failure the background error. Returns
-    /// the job's result, named.
-    fn finish_job(&self, job: &ScheduledJob, result: Result<Installed>) -> Result<()> {
-        let outcome = match result {
-            Ok(installed) => Outcome::Installed(installed),
-            Err(err) => Outcome::Failed(err.during(&compaction_name(job))),
-        };
+    /// the job's result, named: a refused job is an error for the manual
+    /// compaction that ran it, not the background error.
+    fn finish_job(&self, job: &ScheduledJob, outcome: Outcome) -> Result<()> {
         self.service.finish(job, &outcome);
         let mut state = self.lock_state();
         let result = match outcome {
             Outcome::Installed(_) => {
                 state.resume.reset_backoff();
                 Ok(())
+            }
+            Outcome::Refused(refusal) => {
+                Err(Error::executor_failed(refusal.executor, refusal.reason))
             }
             Outcome::Failed(err) => {
                 self.record_background_error(&mut state, &err);
@@ -145,22 +151,25 @@ impl DbInner {
         scheduled: &ScheduledJob,
         lane: Lane,
         executor: Option<&'static str>,
-    ) -> Result<Installed> {
+    ) -> Result<Outcome> {
         let started = Instant::now();
         let plan = &scheduled.plan;
         if plan.is_trivial_move(&self.options) {
             self.install_trivial_move(plan, started)?;
-            return Ok(Installed {
+            return Ok(Outcome::Installed(Box::new(Installed {
                 trivial_move: true,
                 seconds: started.elapsed().as_secs_f64(),
                 ..Installed::default()
-            });
+            })));
         }
         let job = self.describe_job(scheduled);
         let parts = self.parts_for(scheduled, &job, lane, executor);
         let chain = self.service.place(&job, lane, parts, executor);
         self.log_placed(scheduled, &job, &chain, parts);
-        let ran = self.run_chain(&job, &chain, parts, &|name| self.executors.by_name(name))?;
+        let ran = match self.run_chain(&job, &chain, parts, &|name| self.executors.by_name(name)) {
+            Ok(ran) => ran,
+            Err(ended) => return Ok(ended),
+        };
         let summary = self.install_ran(scheduled, &ran, started)?;
         let seconds = started.elapsed().as_secs_f64();
         if plan.level == 0 && seconds > 0.0 {
@@ -168,7 +177,7 @@ impl DbInner {
             self.l0_drain_rate.store(rate.to_bits(), Ordering::Relaxed);
         }
         self.log_done(&job, &ran, seconds, &summary);
-        Ok(Installed {
+        Ok(Outcome::Installed(Box::new(Installed {
             executor: ran.output.executor.clone(),
             input_bytes: job.input_bytes(),
             seconds,
@@ -176,7 +185,8 @@ impl DbInner {
             subcompactions: ran.subcompactions,
             trivial_move: false,
             fallback: ran.output.fallback.clone(),
-        })
+            phases: ran.output.stats.clone(),
+        })))
     }
 
     /// The plan as a job executors can run from nothing else. The version
@@ -295,48 +305,35 @@ impl DbInner {
         )
     }
 
-    /// Runs `job` on the first executor of `chain` that completes it. An
-    /// executor's failure hands the job (from scratch, its files deleted) to
-    /// the next one; corrupt input, an I/O error, or a failure of the last
-    /// executor (the reference), is the job's failure.
-    /// `executor` resolves the chain's names (the database's executors).
+    /// Runs `job` on the first executor of `chain` that completes it. When
+    /// one does not (an error, or a panic, caught here so that the job
+    /// still ends and its reservation is released), the service judges
+    /// ([`Service::judge`]) whether the next executor redoes it from
+    /// scratch (its files deleted) or the job fails. `executor` resolves
+    /// the chain's names (the database's executors). `Err`: how the job
+    /// ended without outputs, refused or failed.
     fn run_chain(
         &self,
         job: &CompactionJob,
         chain: &Chain,
         parts: usize,
         executor: &dyn Fn(&str) -> Option<Arc<dyn Executor>>,
-    ) -> Result<Ran<'_>> {
+    ) -> std::result::Result<Ran<'_>, Outcome> {
         let mut fallback = chain
             .kept_off_device
             .as_ref()
             .map(|why| format!("placed on the CPU: {why}"));
+        let mut refused = None;
         for (i, name) in chain.executors.iter().enumerate() {
             let Some(executor) = executor(name) else {
                 continue;
             };
             let io = EngineJobIo::new(self);
-            // A panicking executor fails its job like any other failure:
-            // the job goes on down the chain and its reservation is
-            // released, instead of the thread dying with the job running.
             let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 run_in_parts(&*executor, job, &io, parts, self.options.compaction_nice)
             }));
-            let (attempt, panicked) = match attempt {
-                Ok(result) => (result, false),
-                Err(payload) => {
-                    let err = Error::panicked(&format!("the {name} executor"), &*payload);
-                    let err = match err {
-                        // The reference is the last resort: its panic is ours.
-                        _ if i + 1 == chain.executors.len() => err,
-                        Error::Internal(why) => Error::executor_failed(*name, why),
-                        other => other,
-                    };
-                    (Err(err), true)
-                }
-            };
-            match attempt {
-                Ok((output, subcompactions)) => {
+            let (error, panicked) = match attempt {
+                Ok(Ok((output, subcompactions))) => {
                     let output = CompactionOutput {
                         fallback: fallback.or(output.fallback),
                         ..output
@@ -347,35 +344,29 @@ impl DbInner {
                         subcompactions,
                     });
                 }
-                Err(err) => {
-                    io.release(true);
-                    let last = i + 1 == chain.executors.len();
-                    let passes = placement::passes_to_next_executor(&err) && !last;
-                    if passes || panicked {
-                        let refusal = Refusal {
-                            executor: name,
-                            reason: err.to_string(),
-                            panicked,
-                        };
-                        let next = passes.then(|| chain.executors[i + 1]);
-                        self.service.attempt_failed(job.id, &refusal, next);
-                    }
-                    if !passes {
-                        shale_log!(self.info_log, "Compaction #{} failed: {err}", job.id);
-                        return Err(err);
-                    }
-                    fallback = Some(match &err {
-                        // Its message already names the executor.
-                        Error::ExecutorFailed { .. } => err.to_string(),
-                        _ => format!("the {name} executor failed: {err}"),
-                    });
+                Ok(Err(error)) => (error, false),
+                Err(payload) => (
+                    Error::panicked(&format!("the {name} executor"), &*payload),
+                    true,
+                ),
+            };
+            io.release(true);
+            match self.service.judge(job.id, chain, i, error, panicked) {
+                Outcome::Refused(refusal) => {
+                    fallback = Some(refusal.reason.clone());
+                    refused = Some(refusal);
                 }
+                ended => return Err(ended),
             }
         }
-        Err(Error::Internal(format!(
-            "compaction #{}: no executor of the chain {:?} is available",
-            job.id, chain.executors
-        )))
+        Err(Outcome::Refused(refused.unwrap_or_else(|| Refusal {
+            executor: chain.executors[0],
+            reason: format!(
+                "compaction #{}: no executor of the chain {:?} is available",
+                job.id, chain.executors
+            ),
+            panicked: false,
+        })))
     }
 
     /// Compacts the user-key range `[begin, end]` (`None`: unbounded) down
@@ -675,6 +666,7 @@ mod tests {
 
     use crate::compaction::picker;
     use crate::compaction::scheduler::placement::Chain;
+    use crate::compaction::service::{Outcome, Refusal};
     use crate::env::{Env, MemEnv};
     use crate::options::{Options, WriteOptions};
     use crate::DB;
@@ -732,22 +724,33 @@ mod tests {
         names
     }
 
-    fn run(db: &DB, failure: Error) -> Result<(String, Option<String>)> {
+    type Ended = std::result::Result<(String, Option<String>), Outcome>;
+
+    fn run(db: &DB, failure: Error) -> Ended {
+        run_on(db, vec![OPENCL, STREAMING], failure, true)
+    }
+
+    /// Runs a level-0 job on `executors`, where `opencl` fails with
+    /// `failure`, `streaming` runs it, and nothing else is available (nor
+    /// anything at all unless `available`).
+    fn run_on(db: &DB, executors: Vec<&'static str>, failure: Error, available: bool) -> Ended {
         let inner = &db.inner;
         let version = inner.lock_state().current.clone();
         let plan = picker::plan_for_range(&version, &inner.options, 0, None, None).unwrap();
         let job = plan.to_job(1, &version, u64::MAX, &inner.options);
         drop(version);
         let chain = Chain {
-            executors: vec![OPENCL, STREAMING],
+            executors,
             reason: "test".into(),
             kept_off_device: None,
         };
         let failing: Arc<dyn Executor> = Arc::new(Failing(failure));
         let resolve = |name: &str| -> Option<Arc<dyn Executor>> {
             match name {
+                _ if !available => None,
                 OPENCL => Some(failing.clone()),
-                _ => Some(Arc::new(StreamingExecutor)),
+                STREAMING => Some(Arc::new(StreamingExecutor)),
+                _ => None,
             }
         };
         let ran = inner.run_chain(&job, &chain, 1, &resolve)?;
@@ -880,11 +883,83 @@ mod tests {
         let before = tables(&env);
         let corrupt = run(&db, Error::corruption(7, "bad block").at("000005.ldb", 0));
         assert!(
-            matches!(corrupt, Err(Error::Corruption { .. })),
+            matches!(corrupt, Err(Outcome::Failed(Error::Corruption { .. }))),
             "{corrupt:?}"
         );
         let disk = run(&db, Error::io("writing", std::io::Error::other("no space")));
-        assert!(matches!(disk, Err(Error::Io { .. })), "{disk:?}");
+        assert!(
+            matches!(disk, Err(Outcome::Failed(Error::Io { .. }))),
+            "{disk:?}"
+        );
         assert_eq!(tables(&env), before, "failed attempts leave no file");
+    }
+
+    #[test]
+    fn the_last_executor_of_a_chain_fails_the_job_and_no_executor_refuses_it() {
+        let (env, db) = database();
+        let before = tables(&env);
+        // The last of its chain: nothing to hand the job to.
+        let last = run_on(
+            &db,
+            vec![OPENCL],
+            Error::executor_failed(OPENCL, "no memory"),
+            true,
+        );
+        assert!(
+            matches!(&last, Err(Outcome::Failed(Error::ExecutorFailed { .. }))),
+            "{last:?}"
+        );
+        // No executor of the chain exists here: refused, not failed.
+        let none = run_on(
+            &db,
+            vec![OPENCL, STREAMING],
+            Error::NotFound("x".into()),
+            false,
+        );
+        match none {
+            Err(Outcome::Refused(refusal)) => {
+                assert!(refusal.reason.contains("no executor"), "{refusal:?}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(tables(&env), before);
+    }
+
+    /// A job ends refused: its files are released and counted, no
+    /// background error is set, and writes go on.
+    #[test]
+    fn a_refused_job_is_released_without_stopping_the_database() {
+        let (_env, db) = database();
+        let inner = &db.inner;
+        let version = inner.lock_state().current.clone();
+        let plan = picker::plan_for_range(&version, &inner.options, 0, None, None).unwrap();
+        drop(version);
+        let job = inner
+            .service
+            .plan_manual(&|| Some(inner.lock_state().current.clone()), |_| {
+                Some((plan, ()))
+            })
+            .unwrap()
+            .0
+            .unwrap();
+        let refusal = Refusal {
+            executor: OPENCL,
+            reason: "the opencl executor failed: busy".into(),
+            panicked: false,
+        };
+        let result = inner.finish_job(&job, Outcome::Refused(refusal));
+        assert!(
+            matches!(result, Err(Error::ExecutorFailed { .. })),
+            "{result:?}"
+        );
+        let scheduler = db.scheduler_stats();
+        assert_eq!((scheduler.counts.refused, scheduler.counts.failed), (1, 0));
+        db.put(&WriteOptions::default(), b"after", b"refusal")
+            .unwrap();
+        db.compact_range(None, None).unwrap();
+        assert_eq!(
+            db.get(&Default::default(), b"after").unwrap().unwrap(),
+            b"refusal"
+        );
     }
 }

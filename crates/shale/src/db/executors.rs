@@ -82,7 +82,7 @@ impl DeviceSlot {
                 found: OnceLock::new(),
                 probe: Mutex::new(Some(probe)),
             },
-            Err(_) => DeviceSlot::found(device_for(&ExecutorChoice::Auto, &options).map_err(Some)),
+            Err(_) => DeviceSlot::found(device_for(&ExecutorChoice::Auto, options).map_err(Some)),
         }
     }
 
@@ -103,7 +103,11 @@ impl Drop for DeviceSlot {
     /// An open that fails after starting the probe waits for it, so that
     /// no OpenCL call runs on past the database that asked for it.
     fn drop(&mut self) {
-        let probe = self.probe.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        let probe = self
+            .probe
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if let Some(probe) = probe {
             let _ = probe.join();
         }

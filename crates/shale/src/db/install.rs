@@ -66,16 +66,7 @@ impl DbInner {
         edit.set_compact_pointer(plan.level, plan.compact_pointer.clone());
         let read = plan.input_bytes();
         let written = output.outputs.iter().map(|t| t.file_size).sum();
-        let summary =
-            self.apply_compaction_edit(edit, plan.output_level, read, written, started)?;
-        let mut state = self.lock_state();
-        let entry = state
-            .executor_stats
-            .entry(output.executor.clone())
-            .or_default();
-        entry.0 += 1;
-        entry.1.accumulate(&output.stats);
-        Ok(summary)
+        self.apply_compaction_edit(edit, plan.output_level, read, written, started)
     }
 
     /// Logs and applies a compaction's edit, counts it in the level stats,

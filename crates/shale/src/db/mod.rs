@@ -31,7 +31,7 @@ mod resume;
 mod table_writer;
 mod write;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
@@ -154,7 +154,6 @@ pub(crate) struct State {
     done_epoch: u64,
     flushing: bool,
     level_stats: [LevelStats; NUM_LEVELS],
-    executor_stats: HashMap<String, (u64, PhaseStats)>,
     stalls: StallStats,
     /// Write delay owed under the compaction debt and not yet slept.
     owed_delay: std::time::Duration,
@@ -275,7 +274,6 @@ impl DB {
                 done_epoch: 0,
                 flushing: false,
                 level_stats: Default::default(),
-                executor_stats: HashMap::new(),
                 stalls: StallStats::default(),
                 owed_delay: std::time::Duration::ZERO,
             }),
@@ -429,14 +427,14 @@ impl DB {
 
     /// Per-executor job counts and phase statistics since open.
     pub fn executor_stats(&self) -> Vec<(String, u64, PhaseStats)> {
-        let state = self.inner.lock_state();
-        let mut out: Vec<_> = state
-            .executor_stats
-            .iter()
-            .map(|(name, (jobs, stats))| (name.clone(), *jobs, stats.clone()))
-            .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+        self.inner.service.with_scheduler(|scheduler| {
+            scheduler
+                .book
+                .records()
+                .filter(|(_, record)| record.jobs > 0)
+                .map(|(name, record)| (name.to_string(), record.jobs, record.phases.clone()))
+                .collect()
+        })
     }
 
     /// Files and bytes at each level now.

@@ -74,18 +74,19 @@ impl DbInner {
                     stalls.stop_count,
                     stalls.stop_micros as f64 / 1e6
                 );
-                out.push_str(&executor_lines(&state.executor_stats));
                 drop(state);
                 self.service.with_scheduler(|scheduler| {
+                    out.push_str(&executor_lines(&scheduler.book));
                     out.push_str(&fallback_line(&scheduler.book));
                     out.push_str(&scheduler_lines(scheduler));
                 });
                 Some(out)
             }
             "executors" => {
-                let mut out = executor_lines(&state.executor_stats);
                 drop(state);
-                out.push_str(&self.service.with_scheduler(|s| fallback_line(&s.book)));
+                let mut out = self
+                    .service
+                    .with_scheduler(|s| executor_lines(&s.book) + &fallback_line(&s.book));
                 out.push_str(&self.worker_lines());
                 Some(out)
             }
@@ -197,8 +198,16 @@ pub(super) fn scheduler_lines(scheduler: &Scheduler) -> String {
     let c = &scheduler.counts;
     let _ = writeln!(
         out,
-        "Jobs: {} queued, {} completed, {} dropped stale, {} trivial moves, {} cross-level, {} split into {} sub-compactions",
-        c.queued, c.completed, c.dropped_stale, c.trivial_moves, c.cross_level, c.split_jobs, c.subcompactions
+        "Jobs: {} queued, {} completed, {} failed, {} refused, {} dropped stale, {} trivial moves, {} cross-level, {} split into {} sub-compactions",
+        c.queued,
+        c.completed,
+        c.failed,
+        c.refused,
+        c.dropped_stale,
+        c.trivial_moves,
+        c.cross_level,
+        c.split_jobs,
+        c.subcompactions
     );
     let _ = writeln!(
         out,
@@ -213,14 +222,10 @@ pub(super) fn scheduler_lines(scheduler: &Scheduler) -> String {
     out
 }
 
-fn executor_lines(
-    stats: &std::collections::HashMap<String, (u64, shale_compact::job::PhaseStats)>,
-) -> String {
-    let mut names: Vec<&String> = stats.keys().collect();
-    names.sort();
+fn executor_lines(book: &ExecutorBook) -> String {
     let mut out = String::new();
-    for name in names {
-        let (jobs, s) = &stats[name];
+    for (name, record) in book.records().filter(|(_, r)| r.jobs > 0) {
+        let (jobs, s) = (record.jobs, &record.phases);
         let speed = if s.total_secs > 0.0 {
             (s.bytes_read + s.bytes_written) as f64 / MB / s.total_secs
         } else {
@@ -314,8 +319,11 @@ mod tests {
         );
         stats.stage_busy_secs.insert("read".into(), 1.0);
         stats.stage_busy_secs.insert("device".into(), 1.5);
-        let mut executors = std::collections::HashMap::new();
-        executors.insert("opencl".to_string(), (3, stats));
+        let mut executors = ExecutorBook::default();
+        for _ in 0..3 {
+            executors.record_job("opencl", 1 << 20, 0.5, 100);
+        }
+        executors.record_phases("opencl", &stats);
         let text = executor_lines(&executors);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("Executor opencl: 3 jobs"), "{text}");
@@ -331,8 +339,10 @@ mod tests {
         assert_eq!(lines.len(), 4);
 
         // CPU executors print no kernel lines.
-        let mut executors = std::collections::HashMap::new();
-        executors.insert("parallel".to_string(), (1, PhaseStats::default()));
+        let mut executors = ExecutorBook::default();
+        executors.record_job("parallel", 1 << 20, 0.5, 100);
+        // One that only failed has no line.
+        executors.record_failure("opencl", false);
         assert_eq!(executor_lines(&executors).lines().count(), 1);
     }
 }

@@ -1,9 +1,14 @@
 //! What the scheduler remembers of each executor: the throughput of its last
-//! jobs (ProckStore's third score, equation 3), job and fallback counts, and
-//! the average entry size of what it compacted. Pure bookkeeping: the shell
+//! jobs (ProckStore's third score, equation 3), job, failure and fallback
+//! counts, the bytes and phase times of its jobs, and the average entry
+//! size of what it compacted. The database's one ledger of executors:
+//! `shale.scheduler`, `shale.executors`, `DB::executor_stats`,
+//! `DB::scheduler_stats` and the bench summary all read it. Pure bookkeeping: the shell
 //! records finished jobs, the priority and placement functions read it.
 
 use std::collections::{BTreeMap, VecDeque};
+
+use shale_compact::job::PhaseStats;
 
 /// Jobs the throughput is measured over (ProckStore: five).
 pub const THROUGHPUT_WINDOW: usize = 5;
@@ -23,6 +28,8 @@ pub struct ExecutorRecord {
     pub failures: u64,
     /// Of those failures, the panics caught.
     pub panics: u64,
+    /// What its completed jobs read and wrote, and the time of each phase.
+    pub phases: PhaseStats,
 }
 
 impl ExecutorRecord {
@@ -64,6 +71,12 @@ impl ExecutorBook {
         }
         self.entries += entries;
         self.entry_bytes += bytes;
+    }
+
+    /// Adds a completed job's phases to `executor`'s record.
+    pub fn record_phases(&mut self, executor: &str, phases: &PhaseStats) {
+        let record = self.records.entry(executor.to_string()).or_default();
+        record.phases.accumulate(phases);
     }
 
     /// Records that `executor` failed a job and the job went on elsewhere.

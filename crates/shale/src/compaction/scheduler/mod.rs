@@ -107,6 +107,11 @@ pub struct SchedulerCounts {
     pub trivial_moves: u64,
     /// Jobs completed.
     pub completed: u64,
+    /// Jobs that every executor of their chain refused (released, to be
+    /// picked again).
+    pub refused: u64,
+    /// Jobs that failed (their error became the background error).
+    pub failed: u64,
 }
 
 /// The scheduler's state.
