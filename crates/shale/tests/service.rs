@@ -15,12 +15,12 @@ use shale_compact::job::{CompactionJob, CompactionOutput, Executor, JobIo};
 use shale_compact::streaming::StreamingExecutor;
 use shale_format::Result;
 
+mod support;
+
 fn options(env: &Arc<dyn Env>) -> Options {
     Options {
-        create_if_missing: true,
-        env: env.clone(),
         write_buffer_size: 256 << 10,
-        ..Options::default()
+        ..support::options(env)
     }
 }
 

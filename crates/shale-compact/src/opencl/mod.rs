@@ -129,20 +129,12 @@ impl Default for OpenClOptions {
     }
 }
 
-/// What the executor did, since it was made.
+/// What the device did, since the executor was made: its memory, slices
+/// and kernel times. Jobs, refusals and fallbacks are not counted here but
+/// where the job was given out: the engine's compaction service (its
+/// ledger), or a [`crate::chain::FallbackChain`]'s output (`fallback`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OpenClStats {
-    /// Jobs that ran on the device.
-    pub device_jobs: u64,
-    /// Jobs it refused because placement keeps them on the CPU (the
-    /// caller runs them elsewhere).
-    pub placed_on_cpu: u64,
-    /// Jobs the device failed (refused to the caller's next executor).
-    pub fallbacks: u64,
-    /// Why the last job placed on the CPU went there.
-    pub last_placement_reason: Option<String>,
-    /// Why the device failed the last job it failed.
-    pub last_fallback_reason: Option<String>,
     /// The most device memory one slice of a job allocated, in bytes.
     pub peak_job_device_bytes: u64,
     /// Slices the device jobs were cut into (1 per job that fit whole).
@@ -532,28 +524,12 @@ impl Executor for OpenClExecutor {
             Placement::Device { gc } => gc,
             Placement::Cpu { reason } => {
                 let why = format!("placed on the CPU: {reason}");
-                self.record(|s| {
-                    s.placed_on_cpu += 1;
-                    s.last_placement_reason = Some(reason);
-                });
                 return Err(Error::executor_failed(OPENCL, why));
             }
         };
-        match self.run_on_device(job, io, gc) {
-            Ok(written) => {
-                if written.is_ok() {
-                    self.record(|s| s.device_jobs += 1);
-                }
-                written
-            }
-            Err(error) => {
-                let why = format!("the device failed job {}: {}", job.id, error.reason);
-                self.record(|s| {
-                    s.fallbacks += 1;
-                    s.last_fallback_reason = Some(error.reason);
-                });
-                Err(Error::executor_failed(OPENCL, why))
-            }
-        }
+        self.run_on_device(job, io, gc).unwrap_or_else(|error| {
+            let why = format!("the device failed job {}: {}", job.id, error.reason);
+            Err(Error::executor_failed(OPENCL, why))
+        })
     }
 }
