@@ -299,9 +299,10 @@ if sys.argv[4] == "near-data-after-done":
 else:
     def requests():
         yield pb.KeysOnlyRequest(start=request)
+        yield pb.KeysOnlyRequest(keys_wanted=pb.KeysWanted(run=0, count=1))
         import time; time.sleep(60)
     for event in stub.CompactKeysOnly(requests(), metadata=md):
-        if event.HasField("keys_sent"):
+        if event.HasField("keys"):
             print("keys", flush=True)
             os._exit(0)
 """

@@ -26,6 +26,7 @@ use shale_compact::job::{
     CompactionJob, CompactionOutput, Executor, InputRun, JobFile, KeyRange, TableSettings,
     UserKeyRange,
 };
+use shale_compact::remote::keys::DEFAULT_KEYS_WINDOW;
 use shale_compact::remote::{
     LocalWorker, RemoteExecutor, RemoteMode, RemoteOptions, WorkerConfig, REMOTE,
 };
@@ -375,19 +376,24 @@ fn executors() -> Vec<Box<dyn Executor>> {
     executors
 }
 
-/// The `remote` executor on `endpoint`, in near-data and in keys-only mode.
+/// The `remote` executor on `endpoint`, in near-data and in keys-only mode,
+/// and keys-only with a window of 3 keys per run: every job then takes many
+/// credit round trips, and the merge waits on runs that run dry.
 fn remote_executors(endpoint: &str) -> Vec<RemoteExecutor> {
-    [RemoteMode::NearData, RemoteMode::KeysOnly]
-        .into_iter()
-        .map(|mode| {
-            RemoteExecutor::new(RemoteOptions {
-                endpoints: vec![endpoint.to_string()],
-                mode,
-                ..RemoteOptions::default()
-            })
-            .unwrap()
-        })
-        .collect()
+    let options = |mode, keys_window| RemoteOptions {
+        endpoints: vec![endpoint.to_string()],
+        mode,
+        keys_window,
+        ..RemoteOptions::default()
+    };
+    [
+        options(RemoteMode::NearData, DEFAULT_KEYS_WINDOW),
+        options(RemoteMode::KeysOnly, DEFAULT_KEYS_WINDOW),
+        options(RemoteMode::KeysOnly, 3),
+    ]
+    .into_iter()
+    .map(|options| RemoteExecutor::new(options).unwrap())
+    .collect()
 }
 
 /// Random cases per property: `SHALE_CONFORMANCE_CASES`, default 48.

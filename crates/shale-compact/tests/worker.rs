@@ -1,9 +1,11 @@
 //! The worker's defences, called through the generated gRPC client as a
 //! hostile or broken peer would: a missing or wrong token, paths that leave
 //! the root (`..`, absolute, symlinks), bad session names, malformed jobs,
-//! oversized messages, too many jobs, too large a job, and a keys-only
-//! stream out of order. Each gets a clear status, and the worker keeps
-//! serving.
+//! oversized messages, too many jobs, too large a job, a keys-only stream
+//! out of order, and keys-only credit and order that name what is not
+//! there. Each gets a clear status, and the worker keeps serving. And a
+//! keys-only job many windows long, whose memory stays a window per run on
+//! both sides.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
@@ -15,7 +17,8 @@ use shale_compact::remote::convert::job_to_proto;
 use shale_compact::remote::paths::new_session;
 use shale_compact::remote::proto::compaction_worker_client::CompactionWorkerClient;
 use shale_compact::remote::proto::{
-    keys_only_request, CompactRequest, HelloRequest, KeysOnlyRequest, OrderChunk,
+    keys_only_event, keys_only_request, CompactRequest, HelloRequest, KeysOnlyRequest, KeysWanted,
+    OrderChunk,
 };
 use shale_compact::remote::{LocalWorker, WorkerConfig};
 use shale_compact::testing;
@@ -571,4 +574,129 @@ fn the_engine_counts_each_refusal_by_its_check() {
     assert_eq!(stats[0].refusals, vec![("filter", 1)]);
     assert_eq!(stats[0].failures, 1);
     assert!(io.written().is_empty(), "nothing adopted");
+}
+
+/// Starts keys-only `job`, sends `then`, and returns how the call ended:
+/// its status, or on `Done` how many keys the worker sent.
+fn keys_only_call(
+    f: &Fixture,
+    job: &CompactionJob,
+    then: Vec<keys_only_request::Request>,
+) -> Result<usize, tonic::Status> {
+    let mut client = f.client();
+    let mut messages = vec![KeysOnlyRequest {
+        request: Some(keys_only_request::Request::Start(request("db", job))),
+    }];
+    messages.extend(
+        then.into_iter()
+            .map(|r| KeysOnlyRequest { request: Some(r) }),
+    );
+    f.runtime.block_on(async {
+        let (tx, rx) = tokio::sync::mpsc::channel(messages.len());
+        for message in messages {
+            tx.send(message).await.unwrap();
+        }
+        let mut stream = client
+            .compact_keys_only(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await?
+            .into_inner();
+        let mut keys = 0;
+        while let Some(event) = stream.message().await? {
+            match event.event {
+                Some(keys_only_event::Event::Keys(chunk)) => keys += chunk.keys.len(),
+                Some(keys_only_event::Event::Done(_)) => return Ok(keys),
+                _ => {}
+            }
+        }
+        drop(tx);
+        Err(tonic::Status::unknown("no result"))
+    })
+}
+
+#[test]
+fn malformed_keys_only_credit_and_order_get_invalid_argument_naming_the_field() {
+    let f = Fixture::new(|_| {});
+    let one = real_table(&f, 14);
+    let wanted = |run, count| keys_only_request::Request::KeysWanted(KeysWanted { run, count });
+    let order =
+        |codes: Vec<u32>, last| keys_only_request::Request::Order(OrderChunk { codes, last });
+    let keep = shale_compact::remote::keys::code(0, true, false);
+    for (then, field) in [
+        (vec![wanted(1, 1)], "keys_wanted.run"),
+        (vec![wanted(0, 0)], "keys_wanted.count"),
+        (vec![order(vec![keep], true)], "order.codes[0]"),
+        (
+            vec![wanted(0, 1), order(vec![keep << 3], true)],
+            "order.codes[0]",
+        ),
+        (vec![wanted(0, 1), order(Vec::new(), true)], "order.last"),
+    ] {
+        let status = keys_only_call(&f, &one, then).unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{field}: {status:?}");
+        assert!(status.message().starts_with(field), "{field}: {status:?}");
+    }
+    // The same table, asked for and ordered as it should be.
+    let keys = keys_only_call(&f, &one, vec![wanted(0, 5), order(vec![keep], true)]).unwrap();
+    assert_eq!(keys, 1);
+    let metrics = f.worker_metrics();
+    assert!(
+        metrics.contains("shale_worker_jobs_total{mode=\"keys-only\",outcome=\"invalid\"} 5"),
+        "{metrics}"
+    );
+    f.hello_works();
+}
+
+#[test]
+fn a_keys_only_job_many_windows_long_holds_a_window_per_run_and_matches_streaming() {
+    use shale_compact::remote::{RemoteExecutor, RemoteMode, RemoteOptions};
+    let f = Fixture::new(|_| {});
+    let runs = 6;
+    let window = 16;
+    let shape = testing::RandomLevel0 {
+        runs,
+        entries: 4000,
+        value_size: 100,
+        key_space: 20_000,
+        overwrite_percent: 20,
+        settings: shale_compact::job::TableSettings::default(),
+    };
+    let (mut job, (inputs, _)) = shape.build();
+    job.smallest_snapshot /= 2;
+    job.max_output_file_size = 256 << 10;
+    for (number, bytes) in &inputs {
+        std::fs::write(f.root.path().join(format!("db/{number:06}.ldb")), &**bytes).unwrap();
+    }
+    let reference = shale_compact::mem_io::MemIo::new(inputs.clone());
+    let expected = shale_compact::StreamingExecutor
+        .run(&job, &reference)
+        .unwrap();
+    let io = shale_compact::mem_io::MemIo::new(inputs).with_database_dir(f.root.path().join("db"));
+    let executor = RemoteExecutor::new(RemoteOptions {
+        endpoints: vec![f.worker.url()],
+        mode: RemoteMode::KeysOnly,
+        keys_window: window,
+        ..RemoteOptions::default()
+    })
+    .unwrap();
+    let output = executor.run(&job, &io).unwrap();
+    assert_eq!(output.outputs, expected.outputs);
+    assert_eq!(io.written(), reference.written());
+    let entries = output.stats.entries_in;
+    let bound = runs as u64 * window;
+    assert!(
+        entries > 100 * bound,
+        "{entries} entries, a bound of {bound}"
+    );
+    // The engine held at most a window per run.
+    let held = executor.keys_only_peak();
+    assert!(held.keys > 0 && held.keys <= bound, "{held:?}");
+    // The worker never had more than that sent and not yet ordered.
+    let metrics = f.worker_metrics();
+    let peak: u64 = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("shale_worker_keys_only_unordered_keys_peak "))
+        .unwrap_or_else(|| panic!("{metrics}"))
+        .parse()
+        .unwrap();
+    assert!(peak > 0 && peak <= bound, "{peak} > {bound}");
 }

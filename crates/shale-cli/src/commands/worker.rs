@@ -59,9 +59,9 @@ pub struct WorkerArgs {
     /// Longest a job may run, in seconds (default 3600).
     #[arg(long = "job_timeout_s", value_name = "SECONDS")]
     job_timeout_s: Option<u64>,
-    /// Longest a keys-only stream may stay silent (or leave keys unread),
-    /// in seconds (default 60); then its job is cancelled and its slot
-    /// freed.
+    /// Longest a keys-only stream may stay silent while the worker waits
+    /// for it (the job, credit, the order), or leave keys unread, in
+    /// seconds (default 60); then its job is cancelled and its slot freed.
     #[arg(long = "stream_idle_timeout_s", value_name = "SECONDS")]
     stream_idle_timeout_s: Option<u64>,
     /// How long staged outputs wait for the engine to adopt them after the

@@ -16,19 +16,19 @@ use shale_format::comparator::compare_internal_keys;
 use shale_format::internal_key::extract_user_key;
 use shale_format::{Error, Result};
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Request, Streaming};
 
-use super::convert::{job_to_proto, MAX_KEY_BYTES};
+use super::convert::job_to_proto;
 use super::fs::{file_id, Dir};
-use super::keys::{self, KEYS_ONLY};
+use super::keys::{Held, KeySide, DEFAULT_KEYS_WINDOW, KEYS_ONLY};
 use super::paths::{new_session, staging_dir, STAGING_DIR};
 use super::proto::compaction_worker_client::CompactionWorkerClient;
 use super::proto::{
     compact_event, keys_only_event, keys_only_request, CompactRequest, Done, HelloRequest,
-    KeysOnlyRequest, OrderChunk,
+    KeysOnlyEvent, KeysOnlyRequest,
 };
 use super::verify::{check_hello, check_staged, valid_table_name, Check, Refusal};
 use super::{RemoteMode, AUTHORIZATION, REMOTE};
@@ -37,11 +37,6 @@ use crate::job::{
     VerifiedTable,
 };
 
-/// The most key bytes a keys-only job may receive, as a multiple of its
-/// input tables' size (compressed blocks hold more than their bytes).
-const KEY_BUDGET_FACTOR: u64 = 8;
-/// Order codes per `OrderChunk`.
-const CODES_PER_CHUNK: usize = 64 * 1024;
 /// Jobs whose throughput a worker's record keeps.
 const THROUGHPUT_WINDOW: usize = 5;
 /// The longest a failing worker is left alone before it is tried again.
@@ -69,6 +64,10 @@ pub struct RemoteOptions {
     pub tls_identity: Option<(Vec<u8>, Vec<u8>)>,
     /// The largest message sent or accepted.
     pub max_message_bytes: usize,
+    /// Keys-only mode: the most keys of one input run the engine holds or
+    /// has asked for and not yet received (at least 1). The engine's memory
+    /// for a job is this many keys per run, whatever the job's size.
+    pub keys_window: u64,
 }
 
 impl Default for RemoteOptions {
@@ -82,6 +81,7 @@ impl Default for RemoteOptions {
             tls_ca_pem: None,
             tls_identity: None,
             max_message_bytes: 64 << 20,
+            keys_window: DEFAULT_KEYS_WINDOW,
         }
     }
 }
@@ -96,6 +96,7 @@ impl fmt::Debug for RemoteOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("tls_ca", &self.tls_ca_pem.is_some())
             .field("tls_identity", &self.tls_identity.is_some())
+            .field("keys_window", &self.keys_window)
             .finish()
     }
 }
@@ -154,6 +155,8 @@ pub struct RemoteExecutor {
     runtime: tokio::runtime::Runtime,
     links: Vec<Link>,
     options: RemoteOptions,
+    /// The most keys a keys-only job held at once, over the jobs so far.
+    keys_peak: Mutex<Held>,
 }
 
 impl fmt::Debug for RemoteExecutor {
@@ -242,16 +245,29 @@ impl RemoteExecutor {
                 });
             }
         }
+        if options.keys_window == 0 {
+            return Err(Error::InvalidArgument(
+                "the remote executor's keys window must hold at least one key".to_string(),
+            ));
+        }
         Ok(RemoteExecutor {
             runtime,
             links,
             options,
+            keys_peak: Mutex::new(Held::default()),
         })
     }
 
     /// The mode jobs run in.
     pub fn mode(&self) -> RemoteMode {
         self.options.mode
+    }
+
+    /// The most keys (and, apart, key bytes) one keys-only job held at once
+    /// on this side, over the jobs so far: at most `keys_window` per input
+    /// run.
+    pub fn keys_only_peak(&self) -> Held {
+        *self.keys_peak.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// How many workers it has.
@@ -432,6 +448,10 @@ impl RemoteExecutor {
         }
     }
 
+    /// Runs a keys-only job: the merge here ([`KeySide`]), the data on the
+    /// worker. Reading the worker's keys never waits on sending to it (the
+    /// requests queue here, at most a window of codes per run), so neither
+    /// side can block the other with both streams full.
     async fn keys_only(
         &self,
         link: &Link,
@@ -439,84 +459,70 @@ impl RemoteExecutor {
         job: &CompactionJob,
         wire: &mut Wire,
     ) -> std::result::Result<Done, Attempt> {
-        let (tx, rx) = mpsc::channel::<KeysOnlyRequest>(4);
-        send(&tx, wire, keys_only_request::Request::Start(request)).await?;
+        let mut side = KeySide::new(job, self.options.keys_window)
+            .map_err(|e| Attempt::Failed(e.to_string()))?;
+        let (tx, rx) = mpsc::unbounded_channel::<KeysOnlyRequest>();
+        send(&tx, wire, keys_only_request::Request::Start(request))?;
+        for request in side.start() {
+            send(&tx, wire, request)?;
+        }
         let mut stream = self
             .client(link)
-            .compact_keys_only(self.request(ReceiverStream::new(rx)))
+            .compact_keys_only(self.request(UnboundedReceiverStream::new(rx)))
             .await
             .map_err(|s| describe(&s))?
             .into_inner();
-        // The keys, run by run.
-        let mut runs: Vec<Vec<Vec<u8>>> = vec![Vec::new(); job.inputs.len()];
-        // Keys are at most what the inputs hold, uncompressed: a worker
-        // that sends more is lying, and is stopped before it fills memory.
-        let key_budget = job.input_bytes().saturating_mul(KEY_BUDGET_FACTOR);
-        let mut key_bytes = 0u64;
-        loop {
-            let event = self.next(link, &mut stream).await?;
-            wire.received(event.encoded_len());
-            match event.event {
-                Some(keys_only_event::Event::Progress(_)) => {}
-                Some(keys_only_event::Event::Keys(chunk)) => {
-                    let run = runs
-                        .get_mut(chunk.run as usize)
-                        .ok_or_else(|| format!("the worker sent keys of run {}", chunk.run))?;
-                    // Bounded: the keys of a job whose inputs the worker
-                    // measured, each no longer than a job's key may be.
-                    for key in &chunk.keys {
-                        if key.len() < 8 || key.len() > MAX_KEY_BYTES {
-                            return Err(
-                                format!("the worker sent a key of {} bytes", key.len()).into()
-                            );
-                        }
-                        key_bytes += key.len() as u64;
-                    }
-                    if key_bytes > key_budget {
-                        return Err(format!(
-                            "the worker sent {key_bytes} bytes of keys, more than the job's {key_budget} input bytes"
-                        )
-                        .into());
-                    }
-                    run.extend(chunk.keys);
-                }
-                Some(keys_only_event::Event::KeysSent(sent)) => {
-                    let counts: Vec<u64> = runs.iter().map(|r| r.len() as u64).collect();
-                    if sent.run_entries != counts {
-                        return Err("the worker's key counts do not match the keys it sent".into());
-                    }
-                    break;
-                }
-                Some(keys_only_event::Event::Done(_)) | None => {
-                    return Err("the worker ended before sending its keys".into());
-                }
-            }
-        }
-        // Merge and gc here; the order goes back in chunks.
-        let codes = keys::merge_order(job, &runs).map_err(|e| Attempt::Failed(e.to_string()))?;
-        drop(runs);
-        // An empty order still goes as one (empty, last) chunk.
-        let chunks: Vec<&[u32]> = if codes.is_empty() {
-            vec![&[]]
-        } else {
-            codes.chunks(CODES_PER_CHUNK).collect()
-        };
-        for (i, chunk) in chunks.iter().enumerate() {
-            let order = OrderChunk {
-                codes: chunk.to_vec(),
-                last: i + 1 == chunks.len(),
-            };
-            send(&tx, wire, keys_only_request::Request::Order(order)).await?;
-        }
+        let merged = self
+            .merge_keys(link, &mut stream, &mut side, &tx, wire)
+            .await;
+        self.record_keys_peak(side.peak());
+        merged?;
         loop {
             let event = self.next(link, &mut stream).await?;
             wire.received(event.encoded_len());
             match event.event {
                 Some(keys_only_event::Event::Progress(_)) => {}
                 Some(keys_only_event::Event::Done(done)) => return Ok(done),
-                _ => return Err("the worker sent keys after the order".into()),
+                _ => return Err("the worker sent keys after the whole order".into()),
             }
         }
+    }
+
+    /// Keeps the most keys a job held, for [`RemoteExecutor::keys_only_peak`].
+    fn record_keys_peak(&self, held: Held) {
+        let mut peak = self.keys_peak.lock().unwrap_or_else(|e| e.into_inner());
+        *peak = peak.max(held);
+    }
+
+    /// Takes the worker's keys and answers with the order and credit until
+    /// the last order chunk has gone.
+    async fn merge_keys(
+        &self,
+        link: &Link,
+        stream: &mut Streaming<KeysOnlyEvent>,
+        side: &mut KeySide<'_>,
+        tx: &mpsc::UnboundedSender<KeysOnlyRequest>,
+        wire: &mut Wire,
+    ) -> std::result::Result<(), Attempt> {
+        while !side.is_finished() {
+            let event = self.next(link, stream).await?;
+            wire.received(event.encoded_len());
+            match event.event {
+                Some(keys_only_event::Event::Progress(_)) => {}
+                Some(keys_only_event::Event::Keys(chunk)) => {
+                    let answer = side
+                        .on_keys(chunk)
+                        .map_err(|e| Attempt::Failed(e.to_string()))?;
+                    for request in answer {
+                        send(tx, wire, request)?;
+                    }
+                }
+                Some(keys_only_event::Event::Done(_)) | None => {
+                    return Err("the worker ended before the whole order".into());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Checks the staged tables of `done` and adopts them. Each is opened
@@ -712,9 +718,9 @@ fn input_bounds(job: &CompactionJob) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
     (low, high)
 }
 
-/// Sends one keys-only request, counting its bytes.
-async fn send(
-    tx: &mpsc::Sender<KeysOnlyRequest>,
+/// Queues one keys-only request, counting its bytes.
+fn send(
+    tx: &mpsc::UnboundedSender<KeysOnlyRequest>,
     wire: &mut Wire,
     request: keys_only_request::Request,
 ) -> std::result::Result<(), Attempt> {
@@ -723,7 +729,6 @@ async fn send(
     };
     wire.sent(message.encoded_len());
     tx.send(message)
-        .await
         .map_err(|_| Attempt::Failed("the call ended".to_string()))
 }
 

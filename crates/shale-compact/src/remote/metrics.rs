@@ -37,6 +37,7 @@ pub struct Metrics {
     staged_bytes: Gauge<i64, AtomicI64>,
     staged_sessions: Gauge<i64, AtomicI64>,
     job_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    keys_only_unordered: Gauge<i64, AtomicI64>,
 }
 
 impl Default for Metrics {
@@ -96,6 +97,12 @@ impl Metrics {
             "Job latency from the request to the last message, by mode and outcome",
             job_seconds.clone(),
         );
+        let keys_only_unordered = Gauge::<i64, AtomicI64>::default();
+        registry.register(
+            "keys_only_unordered_keys_peak",
+            "The most keys a keys-only job had sent and not yet received the order for at once, over the jobs so far: how far its second pass over the inputs trailed the first (at most the engine's window times the job's runs)",
+            keys_only_unordered.clone(),
+        );
         Metrics {
             registry,
             jobs,
@@ -107,6 +114,7 @@ impl Metrics {
             staged_bytes,
             staged_sessions,
             job_seconds,
+            keys_only_unordered,
         }
     }
 
@@ -135,6 +143,15 @@ impl Metrics {
         self.staging_removed
             .get_or_create(&vec![("why", why.to_string())])
             .inc_by(sessions);
+    }
+
+    /// A keys-only job's data side ended with at most `keys` sent and not
+    /// yet ordered at once.
+    pub fn keys_only_unordered(&self, keys: u64) {
+        let keys = i64::try_from(keys).unwrap_or(i64::MAX);
+        self.keys_only_unordered
+            .inner()
+            .fetch_max(keys, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A job started (`+1`) or ended (`-1`).

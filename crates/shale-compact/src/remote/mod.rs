@@ -6,10 +6,11 @@
 //! outputs' metadata cross the wire: the worker reads the input tables from
 //! the storage it shares with the engine and stages the outputs in the
 //! database directory; the engine checks and adopts them. In keys-only mode
-//! (ProckStore 3.5) the worker unpacks the inputs and sends only keys; the
-//! engine merges them and decides what is dropped; the worker packs the
-//! values in that order ([`keys`]). Either way the tables are
-//! byte-identical to `streaming`'s.
+//! (ProckStore 3.5) the worker sends only keys, as far as the engine's
+//! credit reaches; the engine merges them as they come and decides what is
+//! dropped; the worker packs the values in that order as it arrives
+//! ([`keys`]), each side holding a window of keys per run. Either way the
+//! tables are byte-identical to `streaming`'s.
 //!
 //! - [`server`]: the worker's RPC surface (the service, a job's run).
 //! - [`serve`]: serving it until shutdown (TLS, tokens, health, the
@@ -68,7 +69,7 @@ pub const REMOTE: &str = "remote";
 
 /// The version of the worker protocol (`HelloReply.protocol`): an engine
 /// sends jobs only to a worker that speaks the same one.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// The metadata key carrying `Bearer <token>`.
 pub const AUTHORIZATION: &str = "authorization";

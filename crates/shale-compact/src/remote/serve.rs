@@ -38,6 +38,21 @@ pub struct TlsIdentity {
 /// keep the worker from exiting.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
+/// The connections `listener` accepts, with Nagle's algorithm off: a
+/// keys-only job is a conversation of small messages (keys for credit),
+/// and each would otherwise wait for the acknowledgement of the one before.
+fn without_nagle(
+    listener: tokio::net::TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
+    TcpListenerStream::new(listener).map(|accepted| {
+        let stream = accepted?;
+        // A connection that keeps Nagle is slower, not wrong.
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    })
+}
+
 /// Serves `worker` on `listener` until `shutdown` resolves, with the
 /// standard gRPC health service beside it (`grpc.health.v1`, unauthenticated,
 /// as probes are) and, when `metrics` is given, Prometheus text on that
@@ -161,7 +176,7 @@ pub async fn serve(
     let serving = builder
         .add_service(health_service)
         .add_service(service)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop);
+        .serve_with_incoming_shutdown(without_nagle(listener), stop);
     let served = tokio::select! {
         served = serving => served.map_err(|e| format!("serving: {e}")),
         () = async {

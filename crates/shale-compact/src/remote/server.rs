@@ -22,25 +22,21 @@ use super::admission::{admit, Admitted};
 use super::auth::{Scope, ScopedToken};
 use super::drain::Intake;
 use super::fs::Root;
-use super::keys::{self, RunEntries, KEYS_ONLY};
+use super::keys::{data_side, Conversation, KEYS_ONLY};
 use super::metrics::Metrics;
 use super::proto::compaction_worker_server::CompactionWorker;
 use super::proto::{
     compact_event, keys_only_event, keys_only_request, CompactEvent, CompactRequest, Done,
-    HelloReply, HelloRequest, JobStats, KeyChunk, KeysOnlyEvent, KeysOnlyRequest, KeysSent,
-    Progress, StagedTable,
+    HelloReply, HelloRequest, JobStats, KeyChunk, KeysOnlyEvent, KeysOnlyRequest, Progress,
+    StagedTable,
 };
 use super::staging::{SessionIo, Staging, StagingLimits};
 use super::{Logger, PROTOCOL};
 use crate::job::{CompactionOutput, Executor};
 
-/// Keys per `KeyChunk` message, at most.
-const KEYS_PER_CHUNK: usize = 16 * 1024;
-/// Key bytes per `KeyChunk` message, at most (one key may exceed it).
-const KEY_BYTES_PER_CHUNK: usize = 1 << 20;
 /// Events a call's stream buffers before the job waits for the client to
-/// read them: the flow control that bounds a keys-only job's memory on the
-/// wire to a few chunks.
+/// read them: what bounds the key chunks a keys-only job has on its way
+/// out to a few.
 const EVENTS_BUFFERED: usize = 4;
 
 /// How a worker runs.
@@ -68,8 +64,8 @@ pub struct WorkerConfig {
     /// The longest a job may run, from its request to its last message.
     pub job_timeout: Duration,
     /// The longest a keys-only stream may stay silent while the worker
-    /// waits for it (its first message, the order), or leave a key chunk
-    /// unread.
+    /// waits for it (its first message, credit, the order), or leave a key
+    /// chunk unread.
     pub stream_idle_timeout: Duration,
     /// What staging may hold and for how long.
     pub staging: StagingLimits,
@@ -170,7 +166,7 @@ impl fmt::Debug for Worker {
 }
 
 /// `Status` for an error a job returned.
-fn status_of(err: &Error) -> Status {
+pub(crate) fn status_of(err: &Error) -> Status {
     match err {
         Error::Corruption { .. } => Status::data_loss(err.to_string()),
         Error::NotFound(_) => Status::not_found(err.to_string()),
@@ -415,11 +411,11 @@ impl Worker {
     async fn keys_only(
         self,
         admitted: Admitted,
-        mut inbound: Streaming<KeysOnlyRequest>,
+        inbound: Streaming<KeysOnlyRequest>,
         tx: mpsc::Sender<std::result::Result<KeysOnlyEvent, Status>>,
     ) {
         let started = Instant::now();
-        let result = self.keys_only_steps(&admitted, &mut inbound, &tx).await;
+        let result = self.keys_only_steps(&admitted, inbound, &tx).await;
         self.finish(&admitted, KEYS_ONLY, &tx, result, started)
             .await;
     }
@@ -435,116 +431,88 @@ impl Worker {
         let limit = (Instant::now() + idle).min(deadline);
         match tokio::time::timeout_at(limit.into(), inbound.message()).await {
             Ok(message) => message,
-            Err(_) => Err(Status::deadline_exceeded(format!(
-                "keys-only: the client sent nothing for {:.1} s (--stream_idle_timeout)",
-                idle.as_secs_f64()
-            ))),
+            Err(_) => Err(client_silent(idle)),
         }
     }
 
-    /// Sends one event, waiting at most the idle timeout for the client to
-    /// make room (it reads slowly, or not at all).
-    async fn send<E>(
+    /// Runs the data side of a keys-only job ([`data_side`]) on a blocking
+    /// thread that talks to the client through `inbound` and `tx`.
+    async fn keys_only_steps(
         &self,
-        tx: &mpsc::Sender<std::result::Result<E, Status>>,
-        event: E,
-    ) -> std::result::Result<(), Status> {
-        let idle = self.inner.config.stream_idle_timeout;
-        match tokio::time::timeout(idle, tx.send(Ok(event))).await {
+        admitted: &Admitted,
+        inbound: Streaming<KeysOnlyRequest>,
+        tx: &mpsc::Sender<std::result::Result<KeysOnlyEvent, Status>>,
+    ) -> std::result::Result<KeysOnlyEvent, Status> {
+        let mut conversation = StreamConversation {
+            inbound,
+            tx: tx.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            idle: self.inner.config.stream_idle_timeout,
+            deadline: admitted.deadline,
+        };
+        let (job, io) = (admitted.job.clone(), SessionIo(admitted.io.clone()));
+        let report = self
+            .run_blocking(admitted, tx, keys_progress, move || {
+                Ok(data_side::run(&job, &io, &mut conversation))
+            })
+            .await??;
+        self.inner
+            .metrics
+            .keys_only_unordered(report.unordered_peak);
+        Ok(KeysOnlyEvent {
+            event: Some(keys_only_event::Event::Done(Self::done(
+                KEYS_ONLY,
+                &report.output,
+            ))),
+        })
+    }
+}
+
+/// `DEADLINE_EXCEEDED` for a keys-only client that sent nothing while the
+/// worker waited for it.
+fn client_silent(idle: Duration) -> Status {
+    Status::deadline_exceeded(format!(
+        "keys-only: the client sent nothing for {:.1} s (--stream_idle_timeout)",
+        idle.as_secs_f64()
+    ))
+}
+
+/// The data side's conversation over the call's stream, from its blocking
+/// thread: every wait for the client (a message, or room for keys) lasts
+/// at most the idle timeout, and never past the job's deadline.
+struct StreamConversation {
+    inbound: Streaming<KeysOnlyRequest>,
+    tx: mpsc::Sender<std::result::Result<KeysOnlyEvent, Status>>,
+    runtime: tokio::runtime::Handle,
+    idle: Duration,
+    deadline: Instant,
+}
+
+impl Conversation for StreamConversation {
+    fn receive(&mut self) -> std::result::Result<Option<KeysOnlyRequest>, Status> {
+        let limit = (Instant::now() + self.idle).min(self.deadline);
+        // The timer is made inside `block_on`: it needs the runtime.
+        let inbound = &mut self.inbound;
+        self.runtime
+            .block_on(async { tokio::time::timeout_at(limit.into(), inbound.message()).await })
+            .unwrap_or_else(|_| Err(client_silent(self.idle)))
+    }
+
+    fn send(&mut self, chunk: KeyChunk) -> std::result::Result<(), Status> {
+        let event = KeysOnlyEvent {
+            event: Some(keys_only_event::Event::Keys(chunk)),
+        };
+        let limit = (Instant::now() + self.idle).min(self.deadline);
+        let tx = &self.tx;
+        let sent = async { tokio::time::timeout_at(limit.into(), tx.send(Ok(event))).await };
+        match self.runtime.block_on(sent) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(Status::cancelled("the engine left")),
             Err(_) => Err(Status::deadline_exceeded(format!(
                 "keys-only: the client read nothing for {:.1} s (--stream_idle_timeout)",
-                idle.as_secs_f64()
+                self.idle.as_secs_f64()
             ))),
         }
-    }
-
-    async fn keys_only_steps(
-        &self,
-        admitted: &Admitted,
-        inbound: &mut Streaming<KeysOnlyRequest>,
-        tx: &mpsc::Sender<std::result::Result<KeysOnlyEvent, Status>>,
-    ) -> std::result::Result<KeysOnlyEvent, Status> {
-        let event = |event| KeysOnlyEvent { event: Some(event) };
-        // 1. Unpack, keep the values, send the keys.
-        let (job, io) = (admitted.job.clone(), SessionIo(admitted.io.clone()));
-        let runs: Vec<RunEntries> = self
-            .run_blocking(admitted, tx, keys_progress, move || keys::unpack(&job, &io))
-            .await?;
-        for (run, entries) in runs.iter().enumerate() {
-            let mut start = 0;
-            while start < entries.len() {
-                let mut end = start;
-                let mut bytes = 0;
-                while end < entries.len()
-                    && end - start < KEYS_PER_CHUNK
-                    && bytes < KEY_BYTES_PER_CHUNK
-                {
-                    bytes += entries.keys[end].len();
-                    end += 1;
-                }
-                let chunk = KeyChunk {
-                    run: run as u32,
-                    keys: entries.keys[start..end].to_vec(),
-                };
-                self.send(tx, event(keys_only_event::Event::Keys(chunk)))
-                    .await?;
-                start = end;
-            }
-        }
-        let run_entries: Vec<u64> = runs.iter().map(|r| r.len() as u64).collect();
-        self.send(
-            tx,
-            event(keys_only_event::Event::KeysSent(KeysSent { run_entries })),
-        )
-        .await?;
-        // 2. The engine merges; receive its order.
-        let total: usize = runs.iter().map(RunEntries::len).sum();
-        let mut codes: Vec<u32> = Vec::with_capacity(total);
-        loop {
-            let message = self
-                .receive(inbound, admitted.deadline)
-                .await?
-                .ok_or_else(|| {
-                    Status::cancelled("the engine closed the stream before sending the order")
-                })?;
-            let Some(keys_only_request::Request::Order(chunk)) = message.request else {
-                return Err(Status::invalid_argument(
-                    "request: expected an order chunk after the keys",
-                ));
-            };
-            if codes.len() + chunk.codes.len() > total {
-                return Err(Status::invalid_argument(format!(
-                    "order.codes: more codes than the {total} keys sent"
-                )));
-            }
-            if let Some(bad) = chunk
-                .codes
-                .iter()
-                .find(|&&code| keys::decode(code).0 >= runs.len())
-            {
-                return Err(Status::invalid_argument(format!(
-                    "order.codes: code {bad} names run {} of {}",
-                    keys::decode(*bad).0,
-                    runs.len()
-                )));
-            }
-            codes.extend_from_slice(&chunk.codes);
-            if chunk.last {
-                break;
-            }
-        }
-        // 3. Pack the kept entries with their values.
-        let (job, io) = (admitted.job.clone(), SessionIo(admitted.io.clone()));
-        let output = self
-            .run_blocking(admitted, tx, keys_progress, move || {
-                keys::pack(&job, &runs, &codes, &io)
-            })
-            .await?;
-        Ok(event(keys_only_event::Event::Done(Self::done(
-            KEYS_ONLY, &output,
-        ))))
     }
 }
 
