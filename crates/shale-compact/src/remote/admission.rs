@@ -21,8 +21,8 @@ use super::convert::job_from_proto;
 use super::fs::{describe, file_id, Dir};
 use super::paths::{table_names, valid_session};
 use super::proto::CompactRequest;
-use super::server::WorkerInner;
 use super::staging::{StagingIo, StagingRefusal};
+use super::state::WorkerInner;
 use crate::job::{CompactionJob, JobFile};
 
 /// A job that passed every check, its inputs open and its staging session

@@ -6,12 +6,9 @@
 //! what is still staged ([`super::serve`] does that part). Asked to stop
 //! now, it skips the wait: running jobs are cancelled at once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use tonic::Status;
-
-use super::server::WorkerInner;
+use super::state::WorkerInner;
 
 /// How often a draining worker looks whether the engines adopted what its
 /// last jobs staged. Nothing in the worker's process learns of an
@@ -32,31 +29,6 @@ pub enum StopRequest {
     Drain,
     /// Cancel the running jobs and stop.
     Now,
-}
-
-/// Whether the worker takes new calls: open from the start, closed for
-/// good when it begins to stop.
-#[derive(Debug, Default)]
-pub(crate) struct Intake {
-    closed: AtomicBool,
-}
-
-impl Intake {
-    /// From now on every new call is refused.
-    pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-    }
-
-    /// `UNAVAILABLE` once the intake is closed: the engine runs the job
-    /// elsewhere (another worker, or locally), as for a worker that is down.
-    pub(crate) fn check(&self) -> Result<(), Status> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(Status::unavailable(
-                "the worker is shutting down: it finishes the jobs it runs and takes no new ones; run this one elsewhere",
-            ));
-        }
-        Ok(())
-    }
 }
 
 /// How a drain ended, for the LOG.
@@ -129,6 +101,7 @@ mod tests {
     use crate::remote::proto::compact_event::Event;
     use crate::remote::proto::compaction_worker_client::CompactionWorkerClient;
     use crate::remote::proto::{CompactRequest, HelloRequest};
+    use crate::remote::state::Intake;
     use crate::remote::{LocalWorker, WorkerConfig};
 
     #[test]

@@ -44,6 +44,7 @@ pub mod paths;
 pub mod serve;
 pub mod server;
 pub mod staging;
+mod state;
 pub mod verify;
 
 /// The generated protocol: messages, client and server.
@@ -61,8 +62,9 @@ pub use auth::{parse_token_file, ScopedToken};
 pub use client::{RemoteExecutor, RemoteOptions, WorkerStats};
 pub use drain::StopRequest;
 pub use serve::{serve, LocalWorker, TlsIdentity};
-pub use server::{Worker, WorkerConfig};
+pub use server::Worker;
 pub use staging::StagingLimits;
+pub use state::WorkerConfig;
 
 /// Name of the remote executor.
 pub const REMOTE: &str = "remote";

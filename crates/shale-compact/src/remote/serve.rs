@@ -17,7 +17,8 @@ use super::auth::{authenticate, ScopedToken};
 use super::drain::{drain, StopRequest};
 use super::metrics::serve_metrics;
 use super::proto::compaction_worker_server::CompactionWorkerServer;
-use super::server::{Worker, WorkerConfig};
+use super::server::Worker;
+use super::state::WorkerConfig;
 use super::AUTHORIZATION;
 
 /// A TLS certificate chain and key, PEM-encoded.

@@ -23,7 +23,7 @@ use super::{decode, KEYS_ONLY};
 use crate::job::{CompactionJob, CompactionOutput, JobIo};
 use crate::remote::proto::keys_only_request::Request;
 use crate::remote::proto::{KeyChunk, KeysOnlyRequest, KeysWanted};
-use crate::remote::server::status_of;
+use crate::remote::state::status_of;
 use crate::streaming::TablePacker;
 
 /// Keys per `KeyChunk` message, at most.
