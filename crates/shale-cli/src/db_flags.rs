@@ -148,6 +148,15 @@ pub struct DbFlags {
         value_parser = BoolishValueParser::new()
     )]
     pub concurrent_memtable_writes: Option<bool>,
+    /// Microseconds a waiting writer stays awake (yielding) before it
+    /// sleeps, on a machine with a core to spare (default 100; 0: sleep
+    /// after a short spin).
+    #[arg(long = "write_thread_max_yield_usec", value_name = "MICROS")]
+    pub write_thread_max_yield_usec: Option<u64>,
+    /// A yield at least this long (microseconds) ran another thread; after
+    /// three the waiting writer sleeps (default 3).
+    #[arg(long = "write_thread_slow_yield_usec", value_name = "MICROS")]
+    pub write_thread_slow_yield_usec: Option<u64>,
     /// Every block read checked against its CRC, and damage in a WAL an
     /// error at open instead of a skip (default off, as LevelDB's).
     #[arg(
@@ -390,6 +399,12 @@ impl DbFlags {
         }
         if let Some(on) = self.concurrent_memtable_writes {
             options.concurrent_memtable_writes = on;
+        }
+        if let Some(micros) = self.write_thread_max_yield_usec {
+            options.write_thread_max_yield_usec = micros;
+        }
+        if let Some(micros) = self.write_thread_slow_yield_usec {
+            options.write_thread_slow_yield_usec = micros;
         }
         if let Some(on) = self.paranoid_checks {
             options.paranoid_checks = on;

@@ -100,6 +100,12 @@ pub fn parse_options(
             "concurrent_memtable_writes" => {
                 options.concurrent_memtable_writes = flag(&value, name)?
             }
+            "write_thread_max_yield_usec" => {
+                options.write_thread_max_yield_usec = value.extract()?
+            }
+            "write_thread_slow_yield_usec" => {
+                options.write_thread_slow_yield_usec = value.extract()?
+            }
             "compaction_pick" => {
                 let text: String = value.extract()?;
                 options.compaction_pick = text.parse().map_err(PyValueError::new_err)?;
@@ -156,6 +162,8 @@ pub const SHALE_ARGUMENTS: &[&str] = &[
     "max_subcompactions",
     "cross_level_compaction",
     "concurrent_memtable_writes",
+    "write_thread_max_yield_usec",
+    "write_thread_slow_yield_usec",
     "compaction_pick",
     "compaction_nice",
     "compaction_memory_budget",

@@ -125,6 +125,17 @@ pub struct Options {
     /// the leader inserting all of them (as RocksDB's
     /// `allow_concurrent_memtable_write`; see `db/write.rs`).
     pub concurrent_memtable_writes: bool,
+    /// How long a writer that waits for its turn stays awake, yielding the
+    /// processor, before it sleeps, in microseconds; only on a machine with
+    /// a core to spare for it (more cores than the writers queued plus two;
+    /// never on two cores). A sleeping writer must be woken, which takes
+    /// tens of microseconds on an idle core. 0: sleep after a short spin.
+    /// RocksDB's `write_thread_max_yield_usec`; default 100 (`db/write.rs`).
+    pub write_thread_max_yield_usec: u64,
+    /// A yield that took at least this many microseconds ran another thread:
+    /// after three of them the waiting writer sleeps, the core being
+    /// wanted. RocksDB's `write_thread_slow_yield_usec`; default 3.
+    pub write_thread_slow_yield_usec: u64,
     /// Target size of L1; each deeper level is `level_multiplier` times larger.
     pub max_bytes_for_level_base: u64,
     /// Growth factor between levels.
@@ -256,6 +267,8 @@ impl Default for Options {
             l0_slowdown_writes_trigger: 8,
             l0_stop_writes_trigger: 12,
             concurrent_memtable_writes: true,
+            write_thread_max_yield_usec: 100,
+            write_thread_slow_yield_usec: 3,
             max_bytes_for_level_base: 10 << 20,
             level_multiplier: 10.0,
             seek_compaction: true,

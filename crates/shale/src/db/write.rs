@@ -28,7 +28,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -43,7 +43,7 @@ use crate::env::LogFile;
 use crate::filename;
 use crate::kill_point;
 use crate::memtable::MemTable;
-use crate::options::WriteOptions;
+use crate::options::{Options, WriteOptions};
 
 /// The WAL being appended to.
 pub(crate) type Wal = LogWriter<LogFile>;
@@ -65,7 +65,11 @@ pub(crate) struct WriteQueue {
     leading: bool,
 }
 
-/// Where a writer waits: what it waits for, and the thread to wake.
+/// Where a writer waits: what it waits for, and the thread to wake. Each on
+/// cache lines of its own: the writers queued spin on their slots while
+/// the leader writes to them, and slots of different threads allocated
+/// side by side would bounce one line between every core involved.
+#[repr(align(128))]
 struct WriterSlot {
     status: AtomicU8,
     thread: Thread,
@@ -126,31 +130,109 @@ const INSERT: u8 = 3;
 /// `WAITING` when none is left.
 const HELPING: u8 = 4;
 
-/// Spins of a waiting writer before it sleeps: a group takes a few
-/// microseconds, and a writer that sleeps costs a system call to sleep and
-/// one to be woken.
+/// Spins of a waiting writer before it yields or sleeps: a group takes a
+/// few microseconds, and a writer that sleeps costs a system call to sleep
+/// and one to be woken.
 const SPINS: u32 = 64;
-/// Yields of a writer that waits alone behind the leader, between spinning
-/// and sleeping: the processor goes to readers or the compaction and comes
-/// back soon. A writer with others waiting beside it sleeps at once
-/// instead: with more writers than cores every `sched_yield` among them is
-/// a context switch, and 16 yields per wait made four writers on two cores
-/// slower than sleeping at once (2.1M context switches for 2.4M writes
-/// against 0.2M; `docs/benchmarks.md`), while with one writer among readers
-/// sleeping at once cost `readrandomwriterandom` about 15 %.
+/// Yields of a writer that waits alone behind the leader on a machine with
+/// no core to spare, between spinning and sleeping: the processor goes to
+/// readers or the compaction and comes back soon. A writer with others
+/// waiting beside it there sleeps at once instead: with more writers than
+/// cores every `sched_yield` among them is a context switch, and 16 yields
+/// per wait made four writers on two cores slower than sleeping at once
+/// (2.1M context switches for 2.4M writes against 0.2M;
+/// `docs/benchmarks.md`), while with one writer among readers sleeping at
+/// once cost `readrandomwriterandom` about 15 %.
 const LONE_WRITER_YIELDS: u32 = 2;
+/// A writer on a machine with a core for it stays awake (yielding) for up
+/// to `Options::write_thread_max_yield_usec` before it sleeps. There a
+/// sleeping writer is what limits several writers: every group hands the
+/// lead to a writer that must be woken, and waking a thread on an idle core
+/// takes tens of microseconds, longer than the group itself. Four writers
+/// on 16 idle cores wrote at 0.46x of one writer when they slept after
+/// spinning, 0.52x awake (`docs/benchmarks.md`, "Writers on 16 cores").
+/// RocksDB's write thread waits the same way. A yield that took
+/// `write_thread_slow_yield_usec` ran another thread: after
+/// [`SLOW_YIELDS`] of them the core is wanted after all, and the writer
+/// sleeps.
+const SLOW_YIELDS: u32 = 3;
 
-/// Spins, yields `yields` times, then parks until `ready` returns `Some`;
-/// whoever makes it so unparks this thread afterwards.
-fn wait_for<T>(yields: u32, mut ready: impl FnMut() -> Option<T>) -> T {
-    for round in 0..SPINS + yields {
+/// How a writer waits once spinning did not see its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Patience {
+    /// Yields this many times, then sleeps.
+    Yields(u32),
+    /// Yields for up to `most` while its yields are faster than `slow`
+    /// (the core is free), then sleeps.
+    StayAwake { most: Duration, slow: Duration },
+}
+
+impl Patience {
+    /// The patience of a writer that queues behind `waiting` others (the
+    /// leader among them, or leading a group already): awake while the
+    /// machine has a core for each of them, this writer and the leader,
+    /// and one more for the compaction; else as [`LONE_WRITER_YIELDS`]
+    /// says (two cores are never enough).
+    fn for_queue(waiting: usize, options: &Options) -> Patience {
+        static CORES: OnceLock<usize> = OnceLock::new();
+        let cores = *CORES.get_or_init(crate::options::available_cores);
+        if waiting + 2 < cores && options.write_thread_max_yield_usec > 0 {
+            Patience::StayAwake {
+                most: Duration::from_micros(options.write_thread_max_yield_usec),
+                slow: Duration::from_micros(options.write_thread_slow_yield_usec),
+            }
+        } else if waiting == 0 {
+            Patience::Yields(LONE_WRITER_YIELDS)
+        } else {
+            Patience::Yields(0)
+        }
+    }
+
+    /// Yields as this patience allows; false when the writer should sleep
+    /// now. `state`: the yields so far and the slow ones among them, and
+    /// when the first began.
+    fn yield_once(self, state: &mut (u32, u32, Option<Instant>)) -> bool {
+        let (yields, slow_yields, since) = state;
+        match self {
+            Patience::Yields(most) if *yields < most => {
+                *yields += 1;
+                std::thread::yield_now();
+                true
+            }
+            Patience::Yields(_) => false,
+            Patience::StayAwake { most, slow } => {
+                let now = Instant::now();
+                let since = *since.get_or_insert(now);
+                if *slow_yields >= SLOW_YIELDS || now - since >= most {
+                    return false;
+                }
+                std::thread::yield_now();
+                *yields += 1;
+                if now.elapsed() >= slow {
+                    *slow_yields += 1;
+                }
+                true
+            }
+        }
+    }
+}
+
+/// Spins, yields as `patience` allows, then parks until `ready` returns
+/// `Some`; whoever makes it so unparks this thread afterwards.
+fn wait_for<T>(patience: Patience, mut ready: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..SPINS {
         if let Some(value) = ready() {
             return value;
         }
-        if round < SPINS {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
+        std::hint::spin_loop();
+    }
+    let mut yielded = (0, 0, None);
+    loop {
+        if let Some(value) = ready() {
+            return value;
+        }
+        if !patience.yield_once(&mut yielded) {
+            break;
         }
     }
     loop {
@@ -165,8 +247,8 @@ fn wait_for<T>(yields: u32, mut ready: impl FnMut() -> Option<T>) -> T {
 
 impl WriterSlot {
     /// Waits until the slot leaves `WAITING`; returns the new status.
-    fn wait(&self, yields: u32) -> u8 {
-        wait_for(yields, || {
+    fn wait(&self, patience: Patience) -> u8 {
+        wait_for(patience, || {
             let status = self.status.load(Ordering::Acquire);
             (status != WAITING).then_some(status)
         })
@@ -212,7 +294,7 @@ impl WriterSlot {
         {
             return;
         }
-        wait_for(0, || {
+        wait_for(Patience::Yields(0), || {
             (self.status.load(Ordering::Acquire) != HELPING).then_some(())
         });
     }
@@ -288,14 +370,12 @@ impl DbInner {
             slot: slot.clone(),
         });
         if state.write_queue.leading {
-            let yields = if state.write_queue.writers.len() == 1 {
-                LONE_WRITER_YIELDS
-            } else {
-                0
-            };
+            // Writers queued ahead of this one, the leader's group aside.
+            let patience =
+                Patience::for_queue(state.write_queue.writers.len() - 1, &self.options);
             drop(state);
             loop {
-                match slot.wait(yields) {
+                match slot.wait(patience) {
                     DONE => return slot.result(),
                     INSERT => slot.help(),
                     _ => break,
