@@ -64,13 +64,14 @@ fn concurrent_writers_all_land() {
 }
 
 /// Writers whose batches go into the memtable in parallel (the default
-/// `concurrent_memtable_writes`) still publish each batch whole: a reader's
+/// `concurrent_memtable_writes`; batches of 64 entries, so that every group
+/// is large enough to share) still publish each batch whole: a reader's
 /// snapshot sees every key of a writer's batch at the same batch number,
 /// never some keys of a batch and not the others.
 #[test]
 fn batches_inserted_in_parallel_are_seen_whole() {
     const WRITERS: u32 = 6;
-    const KEYS: u32 = 8;
+    const KEYS: u32 = 64;
     let env: Arc<dyn Env> = Arc::new(MemEnv::new());
     let db = DB::open("/whole", options(&env)).unwrap();
     assert!(Options::default().concurrent_memtable_writes);
