@@ -396,3 +396,47 @@ fn compact_range_runs_on_the_executor_it_asks_for() {
         Some(&b"again"[..])
     );
 }
+
+/// `auto` looks for its OpenCL device beside the database without holding
+/// the open up; whoever first sees the answer tells the compaction service,
+/// and the LOG says what was found. A manual compaction that names `opencl`
+/// waits for the answer. Where the device is not a GPU (PoCL in CI) or
+/// there is none, the answer is "no device", saying why, and jobs run on
+/// the CPU.
+#[test]
+fn auto_looks_for_its_device_beside_the_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = DB::open(tmp.path(), options("auto")).unwrap();
+    for i in 0..2000u32 {
+        db.put(&WriteOptions::default(), &i.to_be_bytes(), &[7; 100])
+            .unwrap();
+    }
+    let named = db.compact_range_with(
+        None,
+        None,
+        &shale::CompactRangeOptions {
+            executor: Some("opencl".into()),
+        },
+    );
+    let found = match named {
+        Ok(()) => true,
+        Err(shale::Error::NotSupported(why)) => {
+            assert!(why.contains("no OpenCL device"), "{why}");
+            false
+        }
+        Err(other) => panic!("{other}"),
+    };
+    db.compact_range(None, None).unwrap();
+    let log = std::fs::read_to_string(tmp.path().join("LOG")).unwrap();
+    let said = if found {
+        "the OpenCL device probe is over: jobs may run on"
+    } else {
+        "the OpenCL device probe is over: no device ("
+    };
+    assert_eq!(log.matches(said).count(), 1, "{log}");
+    let read = ReadOptions::new();
+    assert_eq!(
+        db.get(&read, &1999u32.to_be_bytes()).unwrap().unwrap(),
+        vec![7; 100]
+    );
+}

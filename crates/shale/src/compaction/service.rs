@@ -78,7 +78,8 @@ pub enum Lane {
 }
 
 /// What placement knows of the database's executors (fixed at open; the
-/// device is told later, by [`Service::set_device`]).
+/// device is told later, by [`Service::set_device`], when `auto` has
+/// looked for it).
 #[derive(Debug, Clone)]
 pub struct PlacementFacts {
     /// `compaction_executor`.
@@ -157,9 +158,10 @@ pub struct Service {
     rung: Condvar,
     options: Options,
     executors: PlacementFacts,
-    /// The OpenCL device, when the database has one: set once the open
-    /// knows (`auto` looks for it beside the recovery), before any
-    /// compaction thread starts; no device until then.
+    /// The OpenCL device, when the database has one: set once the
+    /// database knows (`auto` looks for it beside the database, and the
+    /// first compaction thread to see the answer sets it); no device until
+    /// then.
     device: OnceLock<Option<DeviceFacts>>,
     info_log: InfoLog,
 }
@@ -185,10 +187,11 @@ impl Service {
         }
     }
 
-    /// The database's OpenCL device, once the open knows it (set once;
-    /// later calls are ignored).
-    pub fn set_device(&self, device: Option<DeviceFacts>) {
-        let _ = self.device.set(device);
+    /// The database's OpenCL device (or none), once the database knows it;
+    /// until then jobs are placed as if there were none. Set once: true
+    /// the first time, later calls are ignored.
+    pub fn set_device(&self, device: Option<DeviceFacts>) -> bool {
+        self.device.set(device).is_ok()
     }
 
     fn device(&self) -> Option<&DeviceFacts> {

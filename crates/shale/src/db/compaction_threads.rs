@@ -25,7 +25,7 @@ use super::job_io::EngineJobIo;
 use super::DbInner;
 use crate::compaction::picker;
 use crate::compaction::priority;
-use crate::compaction::scheduler::placement::Chain;
+use crate::compaction::scheduler::placement::{Chain, ExecutorChoice};
 use crate::compaction::scheduler::ScheduledJob;
 use crate::compaction::service::{Installed, Lane, Outcome, Refusal};
 use crate::version::Version;
@@ -46,13 +46,12 @@ pub(super) fn start(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
     )?);
     for i in 0..inner.options.background_compactions() {
         let worker = inner.clone();
-        let lane = worker.executors.lane_of_thread(i);
         threads.push(spawn(
             format!("shale-compact-{i}"),
             Box::new(move || {
                 // Not the flush thread: writers wait for flushes.
                 shale_compact::nice::lower_current_thread(worker.options.compaction_nice);
-                worker.compaction_loop(lane)
+                worker.compaction_loop(Some(i))
             }),
         )?);
     }
@@ -62,7 +61,7 @@ pub(super) fn start(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
         let worker = inner.clone();
         threads.push(spawn(
             format!("shale-remote-{i}"),
-            Box::new(move || worker.compaction_loop(Lane::Remote)),
+            Box::new(move || worker.compaction_loop(None)),
         )?);
     }
     Ok(threads)
@@ -88,12 +87,46 @@ impl DbInner {
         state.bg_error.is_none().then(|| state.current.clone())
     }
 
-    fn compaction_loop(self: Arc<Self>, lane: Lane) {
+    /// Takes jobs until the database closes. `thread`: the compaction
+    /// thread's index, whose lane may change once `auto` knows its device;
+    /// `None` for a thread of the remote workers.
+    fn compaction_loop(self: Arc<Self>, thread: Option<usize>) {
         let mut seen = 0;
         let current = || self.version_for_compaction();
-        while let Some(job) = self.service.next(lane, &mut seen, &current) {
+        loop {
+            let lane = match thread {
+                Some(index) => {
+                    self.note_device();
+                    self.executors.lane_of_thread(index)
+                }
+                None => Lane::Remote,
+            };
+            let Some(job) = self.service.next(lane, &mut seen, &current) else {
+                return;
+            };
             let result = self.run_job_caught(&job, lane, None);
             let _ = self.finish_job(&job, result);
+        }
+    }
+
+    /// Tells the service the database's OpenCL device (or that it has
+    /// none) once that is known and the service does not know it yet:
+    /// `auto`'s probe may end after the open.
+    pub(super) fn note_device(&self) {
+        if !self.executors.device_known() {
+            return;
+        }
+        let device = self.executors.device().map(|d| d.facts);
+        if self.service.set_device(device) && self.executors.choice == ExecutorChoice::Auto {
+            shale_log!(
+                self.info_log,
+                "Executors: the OpenCL device probe is over: {}",
+                match (self.executors.device(), self.executors.device_unavailable()) {
+                    (Some(d), _) => format!("jobs may run on {}", d.executor.device_info().name),
+                    (None, Some(why)) => format!("no device ({why})"),
+                    (None, None) => "no device".to_string(),
+                }
+            );
         }
     }
 
@@ -164,6 +197,7 @@ impl DbInner {
         }
         let job = self.describe_job(scheduled);
         let parts = self.parts_for(scheduled, &job, lane, executor);
+        self.note_device();
         let chain = self.service.place(&job, lane, parts, executor);
         self.log_placed(scheduled, &job, &chain, parts);
         let ran = match self.run_chain(&job, &chain, parts, &|name| self.executors.by_name(name)) {
@@ -472,6 +506,7 @@ impl DbInner {
                 }
                 Some((Ok(job), largest)) => {
                     // On the device when there is one, as thread 0 would.
+                    self.note_device();
                     let lane = self.executors.lane_of_thread(0);
                     let result = self.run_job_caught(&job, lane, executor);
                     self.finish_job(&job, result)?;

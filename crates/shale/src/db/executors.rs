@@ -4,12 +4,14 @@
 //! device is usable, the OpenCL executor. The scheduler chooses among them
 //! per job (`compaction::scheduler::placement`).
 //!
-//! Under `auto` the device is looked for beside the open, not before it:
-//! asking the OpenCL loader which device there is loads every vendor's
-//! driver (PoCL loads LLVM: about a tenth of a second here), as long as
-//! replaying the MANIFEST of a large database. The open waits for the
-//! answer only once the database is recovered, before any compaction
-//! thread starts, so placement always knows the device it has.
+//! Under `auto` the device is looked for beside the database, not before
+//! it opens: asking the OpenCL loader which device there is loads every
+//! vendor's driver (PoCL loads LLVM: about a tenth of a second here; a GPU
+//! driver's context takes longer), as long as replaying the MANIFEST of a
+//! large database. Nothing waits for the answer: until it comes, jobs are
+//! placed on the CPU, and the first compaction thread to see it tells the
+//! compaction service (`compaction_threads.rs`). Only a manual compaction
+//! that names `opencl` waits for it.
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -84,6 +86,20 @@ impl DeviceSlot {
             },
             Err(_) => DeviceSlot::found(device_for(&ExecutorChoice::Auto, options).map_err(Some)),
         }
+    }
+
+    /// The answer if the probe is over, without waiting.
+    fn known(&self) -> Option<&Result<DeviceExecutor, Option<String>>> {
+        if let Some(found) = self.found.get() {
+            return Some(found);
+        }
+        let over = self
+            .probe
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_none_or(JoinHandle::is_finished);
+        over.then(|| self.get())
     }
 
     /// The answer, waiting for the probe if it still runs.
@@ -297,15 +313,21 @@ impl Executors {
         }
     }
 
-    /// The OpenCL executor, when the database has one; under `auto` this
-    /// waits for the probe the open started.
+    /// The OpenCL executor, when the database has one and knows it: `None`
+    /// while `auto`'s probe runs.
     pub(crate) fn device(&self) -> Option<&DeviceExecutor> {
-        self.device.get().as_ref().ok()
+        self.device.known()?.as_ref().ok()
     }
 
-    /// Why `auto` has no device (for the LOG and errors).
-    fn device_unavailable(&self) -> Option<&str> {
-        self.device.get().as_ref().err()?.as_deref()
+    /// Whether `auto`'s probe is over (always, for the other choices).
+    pub(crate) fn device_known(&self) -> bool {
+        self.device.known().is_some()
+    }
+
+    /// Why the database has no device, once that is known: `auto` found
+    /// none usable (for the LOG and errors).
+    pub(crate) fn device_unavailable(&self) -> Option<&str> {
+        self.device.known()?.as_ref().err()?.as_deref()
     }
 
     /// The executor called `name`, when this database has it.
@@ -341,6 +363,10 @@ impl Executors {
                 "compact_range cannot run on {known}: it compares key bytes and builds \
                  Bloom filters, and this database uses {comparator}"
             )));
+        }
+        if known == OPENCL {
+            // Named, the device is worth waiting for.
+            self.device.get();
         }
         if self.by_name(known).is_none() {
             let why = match known {
@@ -387,6 +413,7 @@ impl Executors {
         let device = match (self.device(), self.device_unavailable()) {
             (Some(d), _) => format!("opencl on {}", d.executor.device_info().name),
             (None, Some(why)) => format!("no device ({why})"),
+            (None, None) if !self.device_known() => "the OpenCL device probe runs".to_string(),
             (None, None) => "no device".to_string(),
         };
         let remote = match &self.remote {

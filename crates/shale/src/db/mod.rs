@@ -292,11 +292,7 @@ impl DB {
             _lock: lock,
         });
         inner.recover()?;
-        // `auto`'s device probe ran beside the recovery; placement needs
-        // its answer before the first job.
-        inner
-            .service
-            .set_device(inner.executors.device().map(|d| d.facts));
+        inner.note_device();
         job_io::remove_staging(&*inner.options.env, &inner.dir);
         let pointers = inner.lock_versions().compact_pointers.clone();
         inner.service.set_compact_pointers(pointers);

@@ -380,8 +380,7 @@ impl DbInner {
         });
         if state.write_queue.leading {
             // Writers queued ahead of this one, the leader's group aside.
-            let patience =
-                Patience::for_queue(state.write_queue.writers.len() - 1, &self.options);
+            let patience = Patience::for_queue(state.write_queue.writers.len() - 1, &self.options);
             drop(state);
             loop {
                 match slot.wait(patience) {
