@@ -19,13 +19,78 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
+use shale::compaction::scheduler::SchedulerCounts;
 use shale::db::LevelStats;
 use shale::shale_compact::job::PhaseStats;
-use shale::{StallStats, DB};
+use shale::{SchedulerStats, StallStats, DB};
 
 use super::cpu::CpuTime;
 
 const MB: f64 = 1_048_576.0;
+
+/// What the compaction service recorded, summed over a run's opens.
+#[derive(Debug, Clone, Default)]
+struct SchedulerTotals {
+    /// Per executor: jobs, input bytes, seconds, failures, panics.
+    executors: BTreeMap<String, (u64, u64, f64, u64, u64)>,
+    counts: SchedulerCounts,
+    fallbacks: u64,
+    last_fallback: Option<String>,
+}
+
+impl SchedulerTotals {
+    fn absorb(&mut self, stats: &SchedulerStats) {
+        for (name, record) in &stats.executors {
+            let entry = self.executors.entry(name.clone()).or_default();
+            entry.0 += record.jobs;
+            entry.1 += record.bytes;
+            entry.2 += record.seconds;
+            entry.3 += record.failures;
+            entry.4 += record.panics;
+        }
+        self.counts.add(&stats.counts);
+        self.fallbacks += stats.fallbacks;
+        if stats.last_fallback.is_some() {
+            self.last_fallback.clone_from(&stats.last_fallback);
+        }
+    }
+
+    /// One `Scheduler:` line per executor, one for the jobs, one for the
+    /// fallbacks: what the whole run did, however often it opened.
+    fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+        for (name, (jobs, bytes, seconds, failures, panics)) in &self.executors {
+            writeln!(
+                out,
+                "Scheduler: Executor {name}: {jobs} jobs, {:.1} MB in {seconds:.3} s, \
+                 {failures} failures ({panics} panics)",
+                *bytes as f64 / 1e6
+            )?;
+        }
+        let c = &self.counts;
+        writeln!(
+            out,
+            "Scheduler: Jobs: {} queued, {} completed, {} failed, {} refused, {} dropped stale, \
+             {} trivial moves, {} cross-level, {} split into {} sub-compactions",
+            c.queued,
+            c.completed,
+            c.failed,
+            c.refused,
+            c.dropped_stale,
+            c.trivial_moves,
+            c.cross_level,
+            c.split_jobs,
+            c.subcompactions
+        )?;
+        writeln!(
+            out,
+            "Scheduler: Fallbacks: {}{}",
+            self.fallbacks,
+            self.last_fallback
+                .as_ref()
+                .map_or(String::new(), |r| format!(" (last: {r})"))
+        )
+    }
+}
 
 /// Counters of every database a run opened, added up.
 #[derive(Debug, Clone, Default)]
@@ -33,8 +98,8 @@ pub struct EngineTotals {
     levels: Vec<LevelStats>,
     executors: BTreeMap<String, (u64, PhaseStats)>,
     stalls: StallStats,
-    /// The `shale.scheduler` property of each database, as it closed.
-    scheduler: Vec<String>,
+    /// The compaction service's ledger of every database, summed.
+    scheduler: SchedulerTotals,
     /// Bytes of user data written (keys and values).
     pub user_bytes: u64,
 }
@@ -62,9 +127,7 @@ impl EngineTotals {
         self.stalls.slowdown_micros += stalls.slowdown_micros;
         self.stalls.stop_count += stalls.stop_count;
         self.stalls.stop_micros += stalls.stop_micros;
-        if let Some(text) = db.property("shale.scheduler") {
-            self.scheduler.push(text);
-        }
+        self.scheduler.absorb(&db.scheduler_stats());
     }
 
     /// Bytes written by flushes and compactions.
@@ -196,15 +259,7 @@ impl EngineTotals {
             own.user,
             own.system
         )?;
-        for text in &self.scheduler {
-            // Queue and running-job lines are empty at close; the counters
-            // and per-executor lines are what the run did.
-            for line in text.lines().filter(|l| {
-                l.starts_with("Executor ") || l.starts_with("Jobs:") || l.starts_with("Fallbacks:")
-            }) {
-                writeln!(out, "Scheduler: {line}")?;
-            }
-        }
+        self.scheduler.write(out)?;
         Ok(())
     }
 }

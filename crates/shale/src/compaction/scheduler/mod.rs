@@ -114,6 +114,22 @@ pub struct SchedulerCounts {
     pub failed: u64,
 }
 
+impl SchedulerCounts {
+    /// Adds `other`'s counts to these (a run that opens a database several
+    /// times sums what each open did).
+    pub fn add(&mut self, other: &SchedulerCounts) {
+        self.queued += other.queued;
+        self.dropped_stale += other.dropped_stale;
+        self.cross_level += other.cross_level;
+        self.split_jobs += other.split_jobs;
+        self.subcompactions += other.subcompactions;
+        self.trivial_moves += other.trivial_moves;
+        self.completed += other.completed;
+        self.refused += other.refused;
+        self.failed += other.failed;
+    }
+}
+
 /// The scheduler's state.
 #[derive(Debug)]
 pub struct Scheduler {
