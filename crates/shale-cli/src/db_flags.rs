@@ -266,6 +266,11 @@ pub struct DbFlags {
     /// beside the data) or keys-only (keys travel, the engine merges).
     #[arg(long = "remote_mode", value_name = "MODE", value_parser = parse_remote_mode)]
     pub remote_mode: Option<RemoteMode>,
+    /// Keys-only mode: keys of one input run the engine holds or has asked
+    /// for at once (default 4096): its memory per job is this many keys
+    /// per run.
+    #[arg(long = "remote_keys_window", value_name = "KEYS")]
+    pub remote_keys_window: Option<u64>,
     /// Seconds without progress after which a worker's job runs locally
     /// (default 30).
     #[arg(
@@ -444,6 +449,9 @@ impl DbFlags {
         }
         if let Some(mode) = self.remote_mode {
             options.remote_mode = mode;
+        }
+        if let Some(keys) = self.remote_keys_window {
+            options.remote_keys_window = keys;
         }
         if let Some(seconds) = self.remote_timeout {
             if !(seconds > 0.0 && seconds.is_finite() && seconds < 1e9) {

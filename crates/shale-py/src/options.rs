@@ -134,6 +134,7 @@ pub fn parse_options(
                 let text: String = value.extract()?;
                 options.remote_mode = text.parse().map_err(PyValueError::new_err)?;
             }
+            "remote_keys_window" => options.remote_keys_window = value.extract()?,
             "remote_timeout" => {
                 let seconds: f64 = value.extract()?;
                 if !(seconds > 0.0 && seconds.is_finite() && seconds < 1e9) {
@@ -180,6 +181,7 @@ pub const SHALE_ARGUMENTS: &[&str] = &[
     "remote_workers",
     "remote_token",
     "remote_mode",
+    "remote_keys_window",
     "remote_timeout",
     "remote_tls_ca",
 ];

@@ -226,6 +226,11 @@ pub struct Options {
     /// whole job beside the data) or `keys-only` (the worker sends keys, the
     /// engine merges them, the worker packs the values).
     pub remote_mode: RemoteMode,
+    /// Keys-only mode: the most keys of one input run the engine holds or
+    /// has asked a worker for and not yet merged (default 4096, at least
+    /// 1). The engine's memory for a keys-only job, and the worker's, is
+    /// this many keys per input run, whatever the job's size.
+    pub remote_keys_window: u64,
     /// A worker that sends neither progress nor a result for this long
     /// loses its job to a local executor (default 30 s).
     pub remote_timeout: Duration,
@@ -291,6 +296,7 @@ impl Default for Options {
             remote_workers: Vec::new(),
             remote_token: None,
             remote_mode: RemoteMode::default(),
+            remote_keys_window: shale_compact::remote::keys::DEFAULT_KEYS_WINDOW,
             remote_timeout: Duration::from_secs(30),
             remote_tls_ca: None,
             remote_tls_identity: None,
@@ -426,6 +432,9 @@ impl Options {
                     custom.name()
                 ));
             }
+        }
+        if self.remote_keys_window == 0 {
+            return Err("remote_keys_window must be at least 1".into());
         }
         if self.remote_timeout.is_zero() {
             return Err("remote_timeout must be above 0".into());

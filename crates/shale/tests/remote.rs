@@ -112,9 +112,16 @@ fn jobs_done_by(db: &DB, name: &str) -> u64 {
         .map_or(0, |(_, r)| r.jobs)
 }
 
+/// Both modes; keys-only also with a window of two keys per run, so that
+/// the engine asks for keys thousands of times per job.
 #[test]
 fn jobs_run_on_the_worker_in_both_modes() {
-    for mode in [RemoteMode::NearData, RemoteMode::KeysOnly] {
+    let default_window = Options::default().remote_keys_window;
+    for (mode, window) in [
+        (RemoteMode::NearData, default_window),
+        (RemoteMode::KeysOnly, default_window),
+        (RemoteMode::KeysOnly, 2),
+    ] {
         let root = tempfile::tempdir().unwrap();
         let worker = worker(root.path(), Arc::new(StreamingExecutor));
         let dir = root.path().join("db");
@@ -122,6 +129,7 @@ fn jobs_run_on_the_worker_in_both_modes() {
             &dir,
             Options {
                 remote_mode: mode,
+                remote_keys_window: window,
                 ..options(vec![worker.url()])
             },
         );

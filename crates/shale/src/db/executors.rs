@@ -166,6 +166,7 @@ pub fn remote_options(options: &Options) -> Result<RemoteOptions> {
         token: options.remote_token.as_ref().map(|t| t.0.clone()),
         mode: options.remote_mode,
         progress_timeout: options.remote_timeout,
+        keys_window: options.remote_keys_window,
         tls_ca_pem,
         ..RemoteOptions::default()
     })
