@@ -66,21 +66,7 @@ impl SchedulerTotals {
                 *bytes as f64 / 1e6
             )?;
         }
-        let c = &self.counts;
-        writeln!(
-            out,
-            "Scheduler: Jobs: {} queued, {} completed, {} failed, {} refused, {} dropped stale, \
-             {} trivial moves, {} cross-level, {} split into {} sub-compactions",
-            c.queued,
-            c.completed,
-            c.failed,
-            c.refused,
-            c.dropped_stale,
-            c.trivial_moves,
-            c.cross_level,
-            c.split_jobs,
-            c.subcompactions
-        )?;
+        writeln!(out, "Scheduler: Jobs: {}", self.counts)?;
         writeln!(
             out,
             "Scheduler: Fallbacks: {}{}",

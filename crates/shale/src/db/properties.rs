@@ -195,20 +195,7 @@ pub(super) fn scheduler_lines(scheduler: &Scheduler) -> String {
             record.panics
         );
     }
-    let c = &scheduler.counts;
-    let _ = writeln!(
-        out,
-        "Jobs: {} queued, {} completed, {} failed, {} refused, {} dropped stale, {} trivial moves, {} cross-level, {} split into {} sub-compactions",
-        c.queued,
-        c.completed,
-        c.failed,
-        c.refused,
-        c.dropped_stale,
-        c.trivial_moves,
-        c.cross_level,
-        c.split_jobs,
-        c.subcompactions
-    );
+    let _ = writeln!(out, "Jobs: {}", scheduler.counts);
     let _ = writeln!(
         out,
         "Fallbacks: {}{}",

@@ -130,6 +130,27 @@ impl SchedulerCounts {
     }
 }
 
+/// "N queued, N completed, ...": the line `shale.scheduler` and the bench
+/// summary print after "Jobs: ".
+impl std::fmt::Display for SchedulerCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} queued, {} completed, {} failed, {} refused, {} dropped stale, {} trivial moves, \
+             {} cross-level, {} split into {} sub-compactions",
+            self.queued,
+            self.completed,
+            self.failed,
+            self.refused,
+            self.dropped_stale,
+            self.trivial_moves,
+            self.cross_level,
+            self.split_jobs,
+            self.subcompactions
+        )
+    }
+}
+
 /// The scheduler's state.
 #[derive(Debug)]
 pub struct Scheduler {
