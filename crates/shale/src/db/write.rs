@@ -741,3 +741,50 @@ pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Patience;
+
+    fn yields_until_sleep(patience: Patience) -> u32 {
+        let mut state = (0, 0, None);
+        let mut yields = 0;
+        while patience.yield_once(&mut state) {
+            yields += 1;
+            assert!(yields < 1_000_000, "{patience:?} never sleeps");
+        }
+        yields
+    }
+
+    #[test]
+    fn a_counted_patience_yields_that_often() {
+        assert_eq!(yields_until_sleep(Patience::Yields(0)), 0);
+        assert_eq!(yields_until_sleep(Patience::Yields(2)), 2);
+    }
+
+    #[test]
+    fn an_awake_writer_sleeps_after_its_time_or_three_slow_yields() {
+        // No time at all: sleeps at once.
+        let none = Patience::StayAwake {
+            most: Duration::ZERO,
+            slow: Duration::from_secs(1),
+        };
+        assert_eq!(yields_until_sleep(none), 0);
+        // Every yield counts as slow: three, then sleep.
+        let slow = Patience::StayAwake {
+            most: Duration::from_secs(60),
+            slow: Duration::ZERO,
+        };
+        assert_eq!(yields_until_sleep(slow), 3);
+        // Fast yields: awake until the time is up.
+        let awake = Patience::StayAwake {
+            most: Duration::from_millis(2),
+            slow: Duration::from_secs(1),
+        };
+        let started = std::time::Instant::now();
+        assert!(yields_until_sleep(awake) >= 1);
+        assert!(started.elapsed() >= Duration::from_millis(2));
+    }
+}
