@@ -84,6 +84,16 @@ pub struct BenchArgs {
     #[arg(long = "readwritepercent", value_name = "PCT", default_value_t = 90,
           value_parser = clap::value_parser!(u32).range(0..=100))]
     pub readwritepercent: u32,
+    /// readwhilewriting: the writer's rate, in bytes of keys and values per
+    /// second (db_bench's flag; 0: as fast as it can), so that builds whose
+    /// writers write at different speeds can be compared under the same
+    /// write load.
+    #[arg(
+        long = "benchmark_write_rate_limit",
+        value_name = "BYTES",
+        default_value_t = 0
+    )]
+    pub benchmark_write_rate_limit: u64,
     /// Direct I/O (O_DIRECT) for compaction reads and writes
     /// (`--use_direct_io_for_compaction`); user reads stay memory-mapped.
     /// The database's file system must take O_DIRECT.
@@ -239,6 +249,7 @@ mod tests {
             "--seed=7",
             "--compression_ratio=0.25",
             "--readwritepercent=50",
+            "--benchmark_write_rate_limit=1000000",
             "--write_buffer_size=8388608",
             "--max_file_size=8388608",
             "--bloom_bits=10",
@@ -260,6 +271,7 @@ mod tests {
             ]
         );
         assert_eq!(plan.reads, 50);
+        assert_eq!(args.benchmark_write_rate_limit, 1_000_000);
         assert_eq!(plan.key_format.key_size, 20);
         assert_eq!(
             (

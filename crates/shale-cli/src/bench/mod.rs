@@ -241,10 +241,12 @@ fn run_benchmarks(
             key_format: plan.key_format,
             compression_ratio: args.compression_ratio,
             read_percent: args.readwritepercent,
+            write_rate_limit: args.benchmark_write_rate_limit,
             verify_checksums: args.verify_checksums,
             threads,
             threads_done: AtomicUsize::new(0),
             user_bytes: AtomicU64::new(0),
+            writer_micros: AtomicU64::new(0),
         };
         let segment = timeline.map(|t| (t.clone(), t.begin(name)));
         let recording = Recording {
@@ -260,12 +262,16 @@ fn run_benchmarks(
             timeline.end(*number);
         }
         let merged = merged.map_err(CliError::Failed)?;
+        let writer_line = (benchmark == Benchmark::ReadWhileWriting).then(|| context.writer_line());
         session.totals.user_bytes += context.user_bytes.load(Ordering::Relaxed);
         if std::io::stderr().is_terminal() {
             // Clear the progress line.
             eprint!("{:60}\r", "");
         }
         writeln!(out, "{}", merged.report_line(name))?;
+        if let Some(line) = writer_line {
+            writeln!(out, "{line}")?;
+        }
         if args.histogram {
             if let Some(histogram) = merged.latencies() {
                 write!(

@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use shale::{ReadOptions, WriteOptions, DB};
 
@@ -151,6 +152,9 @@ pub struct Context<'a> {
     pub compression_ratio: f64,
     /// `--readwritepercent`.
     pub read_percent: u32,
+    /// `--benchmark_write_rate_limit`: bytes per second of
+    /// `readwhilewriting`'s writer (0: unlimited).
+    pub write_rate_limit: u64,
     /// `--verify_checksums`.
     pub verify_checksums: bool,
     /// Threads running this benchmark.
@@ -160,6 +164,9 @@ pub struct Context<'a> {
     /// Bytes of user data written (keys and values), for write
     /// amplification.
     pub user_bytes: AtomicU64,
+    /// How long `readwhilewriting`'s writer wrote, in microseconds (its
+    /// bytes are `user_bytes`).
+    pub writer_micros: AtomicU64,
 }
 
 impl Context<'_> {
@@ -168,6 +175,21 @@ impl Context<'_> {
         let mut options = ReadOptions::new();
         options.verify_checksums = self.verify_checksums;
         options
+    }
+
+    /// `readwhilewriting`'s line about its writer, printed after the
+    /// readers' report line: what it wrote and how fast.
+    pub fn writer_line(&self) -> String {
+        let bytes = self.user_bytes.load(Ordering::Relaxed);
+        let seconds = self.writer_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let limit = match self.write_rate_limit {
+            0 => String::new(),
+            limit => format!(", limit {limit} bytes/s"),
+        };
+        format!(
+            "readwhilewriting writer: {bytes} bytes in {seconds:.3} s ({:.1} MB/s{limit})",
+            bytes as f64 / 1_048_576.0 / seconds.max(1e-9)
+        )
     }
 }
 
@@ -368,12 +390,14 @@ fn read_while_writing(context: &Context<'_>, thread: &mut ThreadState) -> Outcom
     if thread.index > 0 {
         return read_random(context, thread);
     }
-    // The extra thread writes until every reader is done; its work is not
-    // counted.
+    // The extra thread writes until every reader is done, at most
+    // `write_rate_limit` bytes per second; its work is not counted in the
+    // readers' figures but said on a line of its own.
     let mut values = ValueGenerator::new(context.compression_ratio);
     let options = WriteOptions { sync: context.sync };
     let mut key = Vec::with_capacity(context.key_format.key_size);
     let mut bytes = 0u64;
+    let started = Instant::now();
     while context.threads_done.load(Ordering::Acquire) + 1 < context.threads {
         let k = thread.rand.uniform(context.key_space);
         context.key_format.write(u64::from(k), &mut key);
@@ -383,7 +407,16 @@ fn read_while_writing(context: &Context<'_>, thread: &mut ThreadState) -> Outcom
             .put(&options, &key, value)
             .map_err(|e| format!("put error: {e}"))?;
         bytes += (value.len() + key.len()) as u64;
+        if context.write_rate_limit > 0 {
+            // Ahead of the rate: wait until the bytes written are due.
+            let due = Duration::from_secs_f64(bytes as f64 / context.write_rate_limit as f64);
+            if let Some(early) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(early);
+            }
+        }
     }
+    let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    context.writer_micros.store(micros, Ordering::Relaxed);
     context.user_bytes.fetch_add(bytes, Ordering::Relaxed);
     thread.stats.start();
     Ok(())
@@ -550,9 +583,11 @@ mod tests {
             key_format: KeyFormat::new(16),
             compression_ratio: 0.5,
             read_percent: 90,
+            write_rate_limit: 0,
             threads: 1,
             threads_done: AtomicUsize::new(0),
             user_bytes: AtomicU64::new(0),
+            writer_micros: AtomicU64::new(0),
         }
     }
 
