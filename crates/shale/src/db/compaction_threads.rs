@@ -421,10 +421,11 @@ impl DbInner {
         end: Option<&[u8]>,
         executor: Option<&str>,
     ) -> Result<()> {
-        let executor = match executor {
-            None => None,
-            Some(name) => self.executors.for_manual_compaction(name)?,
-        };
+        let executor = executor.map(|name| self.executors.for_manual_compaction(name));
+        // Naming `opencl` waited for `auto`'s probe: the service learns the
+        // answer now, whatever this call does next.
+        self.note_device();
+        let executor = executor.transpose()?.flatten();
         self.flush_memtable()?;
         let at_call = {
             let version = self.lock_state().current.clone();
