@@ -286,12 +286,7 @@ struct EngineActivity {
 impl EngineActivity {
     fn add(&mut self, db: &DB) {
         let stats = db.scheduler_stats();
-        let (sum, part) = (&mut self.counts, stats.counts);
-        sum.completed += part.completed;
-        sum.cross_level += part.cross_level;
-        sum.split_jobs += part.split_jobs;
-        sum.subcompactions += part.subcompactions;
-        sum.trivial_moves += part.trivial_moves;
+        self.counts.add(&stats.counts);
         self.fallbacks += stats.fallbacks;
         for (name, jobs, _) in db.executor_stats() {
             *self.executors.entry(name).or_default() += jobs;
@@ -301,17 +296,10 @@ impl EngineActivity {
 
 impl std::fmt::Display for EngineActivity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let c = &self.counts;
         write!(
             f,
-            "compactions: {} completed ({} cross-level, {} split into {} sub-compactions, \
-             {} trivial moves), {} fallbacks; jobs by executor:",
-            c.completed,
-            c.cross_level,
-            c.split_jobs,
-            c.subcompactions,
-            c.trivial_moves,
-            self.fallbacks
+            "compactions: {}; {} fallbacks; jobs by executor:",
+            self.counts, self.fallbacks
         )?;
         if self.executors.is_empty() {
             write!(f, " none")?;

@@ -32,7 +32,7 @@ use shale_format::log_writer::LogSink;
 use super::WritableFile;
 
 /// The most a log reserves (and maps) at a time.
-pub const MAX_RESERVE_BYTES: u64 = 1 << 20;
+pub const MAX_RESERVE_BYTES: u64 = 256 << 20;
 /// The least: two blocks.
 const MIN_RESERVE_BYTES: u64 = 2 * BLOCK_SIZE as u64;
 
@@ -103,7 +103,8 @@ pub struct MappedLog {
     /// Bytes reserved with each `fallocate` (a system call per this many
     /// bytes of log), and mapped at a time: a multiple of the log's block
     /// size, and mapped at multiples of itself, so that no fragment (which
-    /// never crosses a block) crosses a window.
+    /// never crosses a block) crosses a window. Shrinks when the disk has
+    /// no room for a whole step.
     step: u64,
     /// The mapped window, `step` long (less at the end of the reserved
     /// space), starting at `window_start`.
@@ -127,21 +128,33 @@ impl std::fmt::Debug for MappedLog {
 }
 
 impl MappedLog {
-    /// Creates (or truncates) `path` and reserves its first stretch, about
-    /// `expected_len` bytes (the log of a memtable of that size) between
-    /// 64 KiB and [`MAX_RESERVE_BYTES`]. An error of kind
-    /// [`io::ErrorKind::Unsupported`] means the file system cannot
-    /// preallocate: write the log another way.
+    /// Creates (or truncates) `path` and reserves its first stretch:
+    /// `expected_len` bytes (the log of a memtable of that size) and a
+    /// tenth more, between 64 KiB and [`MAX_RESERVE_BYTES`], as RocksDB
+    /// preallocates its WAL. The log of a full memtable is then reserved
+    /// and mapped once, when the memtable is switched, instead of a
+    /// reservation and a new mapping every stretch of its life: with 1 MiB
+    /// stretches those made 900 writes of a 3M x 256-byte fill take 20 to
+    /// 200 us each (`docs/benchmarks.md`, "Tails of a 256-byte fill").
+    /// Where the disk has less room, it reserves smaller stretches, at
+    /// most an eighth of the room left at a time. An
+    /// error of kind [`io::ErrorKind::Unsupported`] means the file system
+    /// cannot preallocate: write the log another way.
     pub fn create(path: &Path, expected_len: u64) -> io::Result<MappedLog> {
-        let step = expected_len
-            .clamp(MIN_RESERVE_BYTES, MAX_RESERVE_BYTES)
-            .next_multiple_of(BLOCK_SIZE as u64);
         let file = File::options()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
             .open(path)?;
+        // Never an eighth of the room left, so that a log on a nearly full
+        // disk leaves the flush of the memtable before it room to write.
+        let room = free_bytes(&file).unwrap_or(u64::MAX) / 8;
+        let step = expected_len
+            .saturating_add(expected_len / 10)
+            .min(room)
+            .clamp(MIN_RESERVE_BYTES, MAX_RESERVE_BYTES)
+            .next_multiple_of(BLOCK_SIZE as u64);
         let mut log = MappedLog {
             file,
             step,
@@ -168,11 +181,30 @@ impl MappedLog {
         if needed <= self.reserved {
             return Ok(());
         }
-        let target = needed.max(self.reserved + self.step);
-        let target = target.next_multiple_of(self.step);
-        allocate(&self.file, self.reserved, target - self.reserved)?;
-        self.reserved = target;
-        Ok(())
+        loop {
+            let target = needed.max(self.reserved + self.step);
+            let target = target.next_multiple_of(self.step);
+            match allocate(&self.file, self.reserved, target - self.reserved) {
+                Ok(()) => {
+                    self.reserved = target;
+                    return Ok(());
+                }
+                // No room for a whole stretch ahead: reserve in smaller
+                // ones (windows stay whole blocks), down to two blocks,
+                // before saying the disk is full. A memtable larger than
+                // the free space still takes writes until the space is
+                // used up.
+                Err(err)
+                    if err.raw_os_error() == Some(libc::ENOSPC)
+                        && self.step > MIN_RESERVE_BYTES =>
+                {
+                    self.step = (self.step / 4)
+                        .next_multiple_of(BLOCK_SIZE as u64)
+                        .max(MIN_RESERVE_BYTES);
+                }
+                Err(err) => return Err(err),
+            }
+        }
     }
 
     fn append_fragment(&mut self, header: &[u8; HEADER_SIZE], payload: &[u8]) -> io::Result<()> {
@@ -275,6 +307,20 @@ impl Drop for MappedLog {
     }
 }
 
+/// The bytes an unprivileged user may still write on `file`'s file system.
+fn free_bytes(file: &File) -> io::Result<u64> {
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `stat` is a buffer of the right type for the call to fill; it
+    // is read only when the call succeeded.
+    let rc = unsafe { libc::fstatvfs(file.as_raw_fd(), stat.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: filled by the successful call above.
+    let stat = unsafe { stat.assume_init() };
+    Ok(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
+}
+
 /// Reserves `len` bytes at `offset` of `file`, growing it.
 fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
     let offset = libc::off_t::try_from(offset).map_err(io::Error::other)?;
@@ -331,9 +377,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
         let mut expected = Vec::new();
-        let mut writer = LogWriter::new(LogFile::Mapped(
-            MappedLog::create(&path, MAX_RESERVE_BYTES).unwrap(),
-        ));
+        let mut writer =
+            LogWriter::new(LogFile::Mapped(MappedLog::create(&path, 1 << 20).unwrap()));
         let mut buffered = LogWriter::new(Vec::new());
         for i in 0..40 {
             let record = sample(i);
@@ -357,7 +402,7 @@ mod tests {
     fn a_record_cut_short_reads_as_the_end_of_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
-        let mut log = MappedLog::create(&path, MAX_RESERVE_BYTES).unwrap();
+        let mut log = MappedLog::create(&path, 1 << 20).unwrap();
         let mut writer = LogWriter::new(Vec::new());
         writer.add_record(b"first").unwrap();
         // Two fragments: the first fills block 0, the second starts block 1.
@@ -408,7 +453,7 @@ mod tests {
     fn finished_logs_refuse_appends_and_still_sync() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
-        let mut log = MappedLog::create(&path, MAX_RESERVE_BYTES).unwrap();
+        let mut log = MappedLog::create(&path, 1 << 20).unwrap();
         log.append_fragment(&[1; HEADER_SIZE], b"x").unwrap();
         log.finish().unwrap();
         let mut file = LogFile::Mapped(log);
