@@ -157,10 +157,6 @@ pub struct DbFlags {
     /// three the waiting writer sleeps (default 3).
     #[arg(long = "write_thread_slow_yield_usec", value_name = "MICROS")]
     pub write_thread_slow_yield_usec: Option<u64>,
-    /// Bytes of the WAL ahead of its end faulted in by a background thread
-    /// before the writer reaches them (default 262144; 0: none).
-    #[arg(long = "wal_prefault_bytes", value_name = "BYTES")]
-    pub wal_prefault_bytes: Option<usize>,
     /// Every block read checked against its CRC, and damage in a WAL an
     /// error at open instead of a skip (default off, as LevelDB's).
     #[arg(
@@ -414,9 +410,6 @@ impl DbFlags {
         }
         if let Some(micros) = self.write_thread_slow_yield_usec {
             options.write_thread_slow_yield_usec = micros;
-        }
-        if let Some(bytes) = self.wal_prefault_bytes {
-            options.wal_prefault_bytes = bytes;
         }
         if let Some(on) = self.paranoid_checks {
             options.paranoid_checks = on;

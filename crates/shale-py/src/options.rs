@@ -106,7 +106,6 @@ pub fn parse_options(
             "write_thread_slow_yield_usec" => {
                 options.write_thread_slow_yield_usec = value.extract()?
             }
-            "wal_prefault_bytes" => options.wal_prefault_bytes = value.extract()?,
             "compaction_pick" => {
                 let text: String = value.extract()?;
                 options.compaction_pick = text.parse().map_err(PyValueError::new_err)?;
@@ -166,7 +165,6 @@ pub const SHALE_ARGUMENTS: &[&str] = &[
     "concurrent_memtable_writes",
     "write_thread_max_yield_usec",
     "write_thread_slow_yield_usec",
-    "wal_prefault_bytes",
     "compaction_pick",
     "compaction_nice",
     "compaction_memory_budget",

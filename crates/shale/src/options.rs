@@ -138,12 +138,6 @@ pub struct Options {
     /// after three of them the waiting writer sleeps, the core being
     /// wanted. RocksDB's `write_thread_slow_yield_usec`; default 3.
     pub write_thread_slow_yield_usec: u64,
-    /// Bytes of the WAL ahead of its end whose pages a background thread
-    /// faults in before the writer reaches them, so that a `Put` does not
-    /// pay the file system's page fault (about 5 us per 4 KiB page on
-    /// ext4). Memory-mapped logs on Linux 5.14 and later; 0: the writer
-    /// faults them in itself. Default 256 KiB (`env/prefault.rs`).
-    pub wal_prefault_bytes: usize,
     /// Target size of L1; each deeper level is `level_multiplier` times larger.
     pub max_bytes_for_level_base: u64,
     /// Growth factor between levels.
@@ -282,7 +276,6 @@ impl Default for Options {
             concurrent_memtable_writes: true,
             write_thread_max_yield_usec: 100,
             write_thread_slow_yield_usec: 3,
-            wal_prefault_bytes: 256 << 10,
             max_bytes_for_level_base: 10 << 20,
             level_multiplier: 10.0,
             seek_compaction: true,

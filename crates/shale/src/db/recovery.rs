@@ -12,7 +12,6 @@ use shale_format::write_batch::WriteBatch;
 use shale_format::{Error, Result};
 
 use super::{write::insert_into, DbInner};
-use crate::env::LogLayout;
 use crate::filename::{self, FileType};
 use crate::memtable::MemTable;
 use crate::version_set::VersionSet;
@@ -96,7 +95,7 @@ impl DbInner {
         let log_number = versions.new_file_number();
         let log_file = env.new_log_file(
             &filename::log_file_name(&self.dir, log_number),
-            LogLayout::for_options(&self.options),
+            self.options.write_buffer_size as u64,
         )?;
         edit.log_number = Some(log_number);
         edit.prev_log_number = Some(0);

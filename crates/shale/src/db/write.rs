@@ -39,7 +39,7 @@ use shale_format::{Error, Result};
 
 use super::{DbInner, State, StateGuard};
 use crate::compaction::priority;
-use crate::env::{LogFile, LogLayout};
+use crate::env::LogFile;
 use crate::filename;
 use crate::kill_point;
 use crate::memtable::MemTable;
@@ -607,7 +607,7 @@ impl DbInner {
         let path = filename::log_file_name(&self.dir, number);
         self.options
             .env
-            .new_log_file(&path, LogLayout::for_options(&self.options))
+            .new_log_file(&path, self.options.write_buffer_size as u64)
     }
 
     /// Starts a new memtable writing to WAL `number` (`file`, from

@@ -24,39 +24,17 @@ use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{compiler_fence, Ordering};
-use std::sync::Arc;
 
-use memmap2::{MmapOptions, MmapRaw};
+use memmap2::{MmapMut, MmapOptions};
 use shale_format::log_format::{BLOCK_SIZE, HEADER_SIZE};
 use shale_format::log_writer::LogSink;
 
-use super::prefault;
 use super::WritableFile;
 
 /// The most a log reserves (and maps) at a time.
 pub const MAX_RESERVE_BYTES: u64 = 256 << 20;
 /// The least: two blocks.
 const MIN_RESERVE_BYTES: u64 = 2 * BLOCK_SIZE as u64;
-
-/// How a new write-ahead log is laid out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LogLayout {
-    /// The length the log is expected to reach (that of a full memtable's).
-    pub expected_len: u64,
-    /// Bytes ahead of the log's end whose pages the prefault thread faults
-    /// in (`prefault.rs`); 0: none.
-    pub prefault_bytes: u64,
-}
-
-impl LogLayout {
-    /// The layout of the logs of a database opened with `options`.
-    pub fn for_options(options: &crate::Options) -> LogLayout {
-        LogLayout {
-            expected_len: options.write_buffer_size as u64,
-            prefault_bytes: options.wal_prefault_bytes as u64,
-        }
-    }
-}
 
 /// A write-ahead log's file.
 pub enum LogFile {
@@ -129,15 +107,9 @@ pub struct MappedLog {
     /// no room for a whole step.
     step: u64,
     /// The mapped window, `step` long (less at the end of the reserved
-    /// space), starting at `window_start`; shared with the prefault thread
-    /// while it faults pages of it in (`prefault.rs`).
-    window: Option<Arc<MmapRaw>>,
+    /// space), starting at `window_start`.
+    window: Option<MmapMut>,
     window_start: u64,
-    /// Bytes of log ahead of its end whose pages are faulted in by the
-    /// prefault thread; 0: none, the writer faults them in itself.
-    prefault_ahead: u64,
-    /// The log offset up to which pages were asked for.
-    prefaulted: u64,
     /// Bytes of log written.
     len: u64,
     /// Bytes reserved: the file's size while it is being written.
@@ -168,8 +140,7 @@ impl MappedLog {
     /// most an eighth of the room left at a time. An
     /// error of kind [`io::ErrorKind::Unsupported`] means the file system
     /// cannot preallocate: write the log another way.
-    pub fn create(path: &Path, layout: LogLayout) -> io::Result<MappedLog> {
-        let expected_len = layout.expected_len;
+    pub fn create(path: &Path, expected_len: u64) -> io::Result<MappedLog> {
         let file = File::options()
             .read(true)
             .write(true)
@@ -189,8 +160,6 @@ impl MappedLog {
             step,
             window: None,
             window_start: 0,
-            prefault_ahead: layout.prefault_bytes,
-            prefaulted: 0,
             len: 0,
             reserved: 0,
             finished: false,
@@ -250,31 +219,7 @@ impl MappedLog {
         compiler_fence(Ordering::Release);
         self.copy_at(self.len, header)?;
         self.len += total;
-        self.prefault();
         Ok(())
-    }
-
-    /// Asks the prefault thread for the pages up to `prefault_ahead` past
-    /// the end of the log, once less than half of that is left, inside the
-    /// mapped window.
-    fn prefault(&mut self) {
-        if self.prefault_ahead == 0 || self.len + self.prefault_ahead / 2 < self.prefaulted {
-            return;
-        }
-        let Some(window) = &self.window else {
-            return;
-        };
-        let window_end = self.window_start + window.len() as u64;
-        let from = self.prefaulted.max(self.len).max(self.window_start);
-        let to = (self.len + self.prefault_ahead).min(window_end);
-        if from < to {
-            prefault::request(
-                window,
-                (from - self.window_start) as usize,
-                (to - from) as usize,
-            );
-        }
-        self.prefaulted = to.max(self.prefaulted);
     }
 
     fn append_zeros(&mut self, len: u64) -> io::Result<()> {
@@ -295,18 +240,7 @@ impl MappedLog {
             // Below `step`: `window_at` maps the window holding it.
             let at = (offset - window_start) as usize;
             let n = bytes.len().min(window.len() - at);
-            // SAFETY: `at..at + n` lies inside the window, a mapping of
-            // reserved space of a file this log created and alone writes
-            // (the prefault thread changes no byte of it). It is never
-            // truncated below the window while this log holds it (`finish`
-            // drops the window first; the prefault thread may hold it a
-            // little longer, and only asks the kernel to fault pages in,
-            // which past the end of the file fails without a signal).
-            // Another process truncating it would be a bug outside this
-            // program's control, as with any mapping.
-            unsafe {
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), window.as_mut_ptr().add(at), n);
-            }
+            window[at..at + n].copy_from_slice(&bytes[..n]);
             offset += n as u64;
             bytes = &bytes[n..];
         }
@@ -315,7 +249,7 @@ impl MappedLog {
 
     /// The mapped window holding `offset`, mapping it if needed, and where
     /// it starts. REQUIRES: `offset < self.reserved`.
-    fn window_at(&mut self, offset: u64) -> io::Result<(u64, &MmapRaw)> {
+    fn window_at(&mut self, offset: u64) -> io::Result<(u64, &mut MmapMut)> {
         let start = offset - offset % self.step;
         let mapped = self
             .window
@@ -325,17 +259,23 @@ impl MappedLog {
             // Unmapping leaves what was copied in the page cache.
             self.window = None;
             let len = self.step.min(self.reserved - start) as usize;
-            // A raw mapping: the bytes are written in `copy_at` only.
-            let window = MmapOptions::new()
-                .offset(start)
-                .len(len)
-                .map_raw(&self.file)?;
+            // SAFETY: the mapping covers reserved space of a file this log
+            // created and alone writes; it is never truncated below the
+            // mapping while mapped (`finish` unmaps first). Another process
+            // truncating it would be a bug outside this program's control,
+            // as with any mapping.
+            let window = unsafe {
+                MmapOptions::new()
+                    .offset(start)
+                    .len(len)
+                    .map_mut(&self.file)?
+            };
             self.window_start = start;
-            self.window = Some(Arc::new(window));
+            self.window = Some(window);
         }
         let window = self
             .window
-            .as_deref()
+            .as_mut()
             .ok_or_else(|| io::Error::other("log window not mapped"))?;
         Ok((self.window_start, window))
     }
@@ -378,7 +318,7 @@ fn free_bytes(file: &File) -> io::Result<u64> {
     }
     // SAFETY: filled by the successful call above.
     let stat = unsafe { stat.assume_init() };
-    Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
+    Ok(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
 }
 
 /// Reserves `len` bytes at `offset` of `file`, growing it.
@@ -407,59 +347,6 @@ mod tests {
     use super::*;
     use shale_format::log_reader::LogReader;
     use shale_format::log_writer::LogWriter;
-
-    /// A log of about `expected_len` bytes whose pages the prefault thread
-    /// faults in 64 KiB ahead, so that every test races it with the writer.
-    fn layout(expected_len: u64) -> LogLayout {
-        LogLayout {
-            expected_len,
-            prefault_bytes: 64 << 10,
-        }
-    }
-
-    /// Page faults taken by the calling thread so far.
-    fn thread_faults() -> i64 {
-        // SAFETY: `usage` is a buffer of the right type for the call.
-        let usage = unsafe {
-            let mut usage = std::mem::zeroed::<libc::rusage>();
-            assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, &mut usage), 0);
-            usage
-        };
-        usage.ru_minflt + usage.ru_majflt
-    }
-
-    /// The writer's own page faults in `len` bytes appended after a first
-    /// record, once the prefault thread did what it was asked (if it was).
-    fn faults_appending(prefault_bytes: u64, len: usize) -> i64 {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("000001.log");
-        let layout = LogLayout {
-            expected_len: 4 << 20,
-            prefault_bytes,
-        };
-        let mut log = MappedLog::create(&path, layout).unwrap();
-        log.append_fragment(&[1; HEADER_SIZE], b"first").unwrap();
-        prefault::wait_idle();
-        let payload = vec![7u8; 1000];
-        let before = thread_faults();
-        let mut written = 0;
-        while written < len {
-            log.append_fragment(&[1; HEADER_SIZE], &payload).unwrap();
-            written += HEADER_SIZE + payload.len();
-        }
-        thread_faults() - before
-    }
-
-    #[test]
-    fn the_prefault_thread_takes_the_writers_page_faults() {
-        // 200 KiB of records: about 50 pages, each a fault for the writer
-        // without prefaulting (the first page was faulted by the first
-        // record), none with pages faulted in 256 KiB ahead.
-        let without = faults_appending(0, 200 << 10);
-        let with = faults_appending(256 << 10, 200 << 10);
-        assert!(without >= 40, "{without} page faults without prefaulting");
-        assert!(with <= 5, "{with} page faults with the pages prefaulted");
-    }
 
     fn records(path: &Path) -> (Vec<Vec<u8>>, Vec<String>) {
         let mut dropped = Vec::new();
@@ -490,9 +377,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
         let mut expected = Vec::new();
-        let mut writer = LogWriter::new(LogFile::Mapped(
-            MappedLog::create(&path, layout(1 << 20)).unwrap(),
-        ));
+        let mut writer =
+            LogWriter::new(LogFile::Mapped(MappedLog::create(&path, 1 << 20).unwrap()));
         let mut buffered = LogWriter::new(Vec::new());
         for i in 0..40 {
             let record = sample(i);
@@ -516,7 +402,7 @@ mod tests {
     fn a_record_cut_short_reads_as_the_end_of_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
-        let mut log = MappedLog::create(&path, layout(1 << 20)).unwrap();
+        let mut log = MappedLog::create(&path, 1 << 20).unwrap();
         let mut writer = LogWriter::new(Vec::new());
         writer.add_record(b"first").unwrap();
         // Two fragments: the first fills block 0, the second starts block 1.
@@ -567,7 +453,7 @@ mod tests {
     fn finished_logs_refuse_appends_and_still_sync() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
-        let mut log = MappedLog::create(&path, layout(1 << 20)).unwrap();
+        let mut log = MappedLog::create(&path, 1 << 20).unwrap();
         log.append_fragment(&[1; HEADER_SIZE], b"x").unwrap();
         log.finish().unwrap();
         let mut file = LogFile::Mapped(log);

@@ -22,11 +22,10 @@ mod fault;
 mod log_file;
 mod mem;
 mod posix;
-mod prefault;
 
 pub use direct::{probe_direct_io, DIRECT_IO_ALIGNMENT};
 pub use fault::FaultInjectionEnv;
-pub use log_file::{LogFile, LogLayout, MappedLog};
+pub use log_file::{LogFile, MappedLog};
 pub use mem::MemEnv;
 pub use posix::PosixEnv;
 
@@ -48,11 +47,11 @@ pub trait Env: Send + Sync + std::fmt::Debug + 'static {
     /// Creates `path`, or truncates it when it exists, for writing.
     fn new_writable_file(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Creates `path`, or truncates it when it exists, for a write-ahead
-    /// log laid out as `layout` says. By default a [`WritableFile`] flushed
-    /// after each record; [`PosixEnv`] maps it and reserves its space ahead
-    /// ([`MappedLog`]).
-    fn new_log_file(&self, path: &Path, layout: LogLayout) -> Result<LogFile> {
-        let _ = layout;
+    /// log expected to grow to about `expected_len` bytes. By default a
+    /// [`WritableFile`] flushed after each record; [`PosixEnv`] maps it and
+    /// reserves its space ahead ([`MappedLog`]).
+    fn new_log_file(&self, path: &Path, expected_len: u64) -> Result<LogFile> {
+        let _ = expected_len;
         Ok(LogFile::Buffered(self.new_writable_file(path)?))
     }
     /// Opens `path` for appending, creating it when it does not exist.

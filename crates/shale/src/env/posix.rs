@@ -13,7 +13,7 @@ use bytes::Bytes;
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
-use super::{io_error, lock, Env, FileLock, LogFile, LogLayout, MappedLog, WritableFile};
+use super::{io_error, lock, Env, FileLock, LogFile, MappedLog, WritableFile};
 
 /// Size of the write buffer of every writable file.
 const WRITE_BUFFER_SIZE: usize = 64 * 1024;
@@ -160,8 +160,8 @@ impl Env for PosixEnv {
         Ok(writable(file))
     }
 
-    fn new_log_file(&self, path: &Path, layout: LogLayout) -> Result<LogFile> {
-        match MappedLog::create(path, layout) {
+    fn new_log_file(&self, path: &Path, expected_len: u64) -> Result<LogFile> {
+        match MappedLog::create(path, expected_len) {
             Ok(log) => Ok(LogFile::Mapped(log)),
             // A file system that cannot preallocate: write(2) per record.
             Err(err) if err.kind() == std::io::ErrorKind::Unsupported => {
