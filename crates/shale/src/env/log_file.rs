@@ -318,7 +318,7 @@ fn free_bytes(file: &File) -> io::Result<u64> {
     }
     // SAFETY: filled by the successful call above.
     let stat = unsafe { stat.assume_init() };
-    Ok(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
+    Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
 }
 
 /// Reserves `len` bytes at `offset` of `file`, growing it.
