@@ -60,6 +60,12 @@ pub struct BenchArgs {
           default_value = "false", default_missing_value = "true",
           value_parser = BoolishValueParser::new())]
     pub histogram: bool,
+    /// For each operation slower than this many microseconds, tell what
+    /// its thread went through: preempted, waiting in the kernel, page
+    /// faults, or none of these (0: off). Reads the thread's resource usage
+    /// after every operation, which adds about half a microsecond to each.
+    #[arg(long = "slow_op_causes", value_name = "MICROS", default_value_t = 0)]
+    pub slow_op_causes: u64,
     /// Check the CRC of every block a read benchmark reads (0 or 1). Off,
     /// as in db_bench (whose reads use LevelDB's default `ReadOptions`), so
     /// the two compare the same work; the engine's own default is on.

@@ -253,6 +253,7 @@ fn run_benchmarks(
             latencies: args.histogram || args.plot.is_some(),
             progress: true,
             timeline: segment.clone(),
+            slow_op_causes: (args.slow_op_causes > 0).then_some(args.slow_op_causes),
         };
         let seeds: Vec<u32> = (0..threads)
             .map(|i| 1000u32.wrapping_add(args.seed).wrapping_add(i as u32))
@@ -280,6 +281,9 @@ fn run_benchmarks(
                     LatencySummary::of(histogram).db_bench_lines()
                 )?;
             }
+        }
+        if let Some(slow_ops) = merged.slow_ops() {
+            writeln!(out, "{}", slow_ops.report_line())?;
         }
         out.flush()?;
         if let Some(histogram) = merged.latencies() {

@@ -128,6 +128,9 @@ pub struct Recording {
     /// Feed the `--timeline` intervals: the timeline and this benchmark's
     /// segment in it.
     pub timeline: Option<(Arc<Timeline>, usize)>,
+    /// Tell what the thread went through in each operation slower than
+    /// this many microseconds (`--slow_op_causes`).
+    pub slow_op_causes: Option<u64>,
 }
 
 impl Recording {
@@ -137,6 +140,127 @@ impl Recording {
             progress: self.progress && thread == 0 && std::io::stderr().is_terminal(),
             ..self.clone()
         }
+    }
+}
+
+/// What a thread went through during its operations slower than a
+/// threshold, from its own resource usage (`getrusage(RUSAGE_THREAD)`,
+/// read after every operation): a slow operation is counted under the
+/// first of these that happened during it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlowOps {
+    threshold_micros: u64,
+    /// Operations timed.
+    pub ops: u64,
+    /// The kernel took the processor away (an involuntary context switch):
+    /// another thread ran, or the thread yielded to one.
+    pub preempted: u64,
+    /// The thread waited in the kernel (a voluntary context switch): a
+    /// lock, a condition, a sleep, I/O.
+    pub waited: u64,
+    /// Page faults and nothing of the above.
+    pub faulted: u64,
+    /// None of these: the time went where the kernel does not count it
+    /// (the hypervisor running another machine, interrupts, the caches),
+    /// or into the operation's own work.
+    pub unexplained: u64,
+    last: Option<ThreadUsage>,
+}
+
+/// The counters of a thread's resource usage that `SlowOps` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ThreadUsage {
+    involuntary_switches: i64,
+    voluntary_switches: i64,
+    faults: i64,
+}
+
+impl ThreadUsage {
+    /// The calling thread's usage; `None` where it cannot be had.
+    fn now() -> Option<ThreadUsage> {
+        #[cfg(target_os = "linux")]
+        {
+            let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+            // SAFETY: `usage` is a buffer of the right type for the call to
+            // fill; it is read only when the call succeeded.
+            let usage = unsafe {
+                if libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) != 0 {
+                    return None;
+                }
+                usage.assume_init()
+            };
+            Some(ThreadUsage {
+                involuntary_switches: usage.ru_nivcsw,
+                voluntary_switches: usage.ru_nvcsw,
+                faults: usage.ru_minflt + usage.ru_majflt,
+            })
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
+}
+
+impl SlowOps {
+    fn new(threshold_micros: u64) -> SlowOps {
+        SlowOps {
+            threshold_micros,
+            last: ThreadUsage::now(),
+            ..SlowOps::default()
+        }
+    }
+
+    /// Operations slower than the threshold.
+    pub fn slow(&self) -> u64 {
+        self.preempted + self.waited + self.faulted + self.unexplained
+    }
+
+    /// Classifies the operation that just took `nanos`, from what changed
+    /// in the thread's usage since the previous one.
+    fn record(&mut self, nanos: u64) {
+        let now = ThreadUsage::now();
+        let last = std::mem::replace(&mut self.last, now);
+        self.ops += 1;
+        if nanos <= self.threshold_micros.saturating_mul(1000) {
+            return;
+        }
+        let (Some(now), Some(last)) = (now, last) else {
+            self.unexplained += 1;
+            return;
+        };
+        if now.involuntary_switches > last.involuntary_switches {
+            self.preempted += 1;
+        } else if now.voluntary_switches > last.voluntary_switches {
+            self.waited += 1;
+        } else if now.faults > last.faults {
+            self.faulted += 1;
+        } else {
+            self.unexplained += 1;
+        }
+    }
+
+    fn merge(&mut self, other: &SlowOps) {
+        self.ops += other.ops;
+        self.preempted += other.preempted;
+        self.waited += other.waited;
+        self.faulted += other.faulted;
+        self.unexplained += other.unexplained;
+    }
+
+    /// `Ops over 20 us: ...`, the line `shale bench` prints.
+    pub fn report_line(&self) -> String {
+        let share = |n: u64| 100.0 * n as f64 / self.ops.max(1) as f64;
+        format!(
+            "Ops over {} us: {} of {} ({:.3}%): preempted {}, waited {}, page faults {}, \
+             none of these {}",
+            self.threshold_micros,
+            self.slow(),
+            self.ops,
+            share(self.slow()),
+            self.preempted,
+            self.waited,
+            self.faulted,
+            self.unexplained
+        )
     }
 }
 
@@ -152,6 +276,7 @@ pub struct Stats {
     last_op_finish: Instant,
     next_report: u64,
     latencies: Option<Histogram<u64>>,
+    slow_ops: Option<SlowOps>,
     progress: bool,
     timeline: Option<TimelineRecorder>,
 }
@@ -170,6 +295,7 @@ impl Stats {
             last_op_finish: now,
             next_report: 100,
             latencies: recording.latencies.then(new_histogram),
+            slow_ops: recording.slow_op_causes.map(SlowOps::new),
             progress: recording.progress,
             timeline: recording
                 .timeline
@@ -192,6 +318,9 @@ impl Stats {
         if let Some(histogram) = &mut self.latencies {
             histogram.reset();
         }
+        if let Some(slow_ops) = &mut self.slow_ops {
+            *slow_ops = SlowOps::new(slow_ops.threshold_micros);
+        }
     }
 
     /// Stops the clock and hands the last timeline interval over.
@@ -205,7 +334,7 @@ impl Stats {
 
     /// Whether per-operation timing is needed.
     fn timed(&self) -> bool {
-        self.latencies.is_some() || self.timeline.is_some()
+        self.latencies.is_some() || self.timeline.is_some() || self.slow_ops.is_some()
     }
 
     /// Counts one operation (and times it when latencies are kept).
@@ -216,6 +345,9 @@ impl Stats {
             self.last_op_finish = now;
             if let Some(histogram) = &mut self.latencies {
                 record_latency(histogram, nanos);
+            }
+            if let Some(slow_ops) = &mut self.slow_ops {
+                slow_ops.record(nanos);
             }
             if let Some(timeline) = &mut self.timeline {
                 timeline.record(now, nanos.max(1));
@@ -249,11 +381,19 @@ impl Stats {
         self.latencies.as_ref()
     }
 
+    /// What the slow operations went through (`--slow_op_causes`).
+    pub fn slow_ops(&self) -> Option<&SlowOps> {
+        self.slow_ops.as_ref()
+    }
+
     /// Adds another thread's statistics (db_bench's `Stats::Merge`).
     pub fn merge(&mut self, other: &Stats) {
         if let (Some(mine), Some(theirs)) = (&mut self.latencies, &other.latencies) {
             // Both auto-resize, so adding cannot run out of range.
             let _ = mine.add(theirs);
+        }
+        if let (Some(mine), Some(theirs)) = (&mut self.slow_ops, &other.slow_ops) {
+            mine.merge(theirs);
         }
         self.done += other.done;
         self.bytes += other.bytes;
@@ -327,6 +467,34 @@ mod tests {
             format_report_line("readrandomwriterandom", 3.0, "(x)"),
             "readrandomwriterandom :       3.000 micros/op; (x)"
         );
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn slow_operations_are_told_apart_by_what_their_thread_went_through() {
+        let recording = Recording {
+            slow_op_causes: Some(1000),
+            ..Recording::default()
+        };
+        let mut stats = Stats::new(&recording);
+        stats.start();
+        // Fast: not counted as slow.
+        stats.finished_single_op();
+        // Asleep for 5 ms: a voluntary context switch (or, on a machine
+        // busy enough, an involuntary one as well).
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        stats.finished_single_op();
+        let slow = stats.slow_ops().unwrap();
+        assert_eq!((slow.ops, slow.slow()), (2, 1), "{slow:?}");
+        assert_eq!(slow.waited + slow.preempted, 1, "{slow:?}");
+
+        let mut other = Stats::new(&recording);
+        other.start();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        other.finished_single_op();
+        stats.merge(&other);
+        let line = stats.slow_ops().unwrap().report_line();
+        assert!(line.starts_with("Ops over 1000 us: 2 of 3 (66.667%): preempted "), "{line}");
     }
 
     #[test]
