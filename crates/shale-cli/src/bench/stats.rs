@@ -494,7 +494,10 @@ mod tests {
         other.finished_single_op();
         stats.merge(&other);
         let line = stats.slow_ops().unwrap().report_line();
-        assert!(line.starts_with("Ops over 1000 us: 2 of 3 (66.667%): preempted "), "{line}");
+        assert!(
+            line.starts_with("Ops over 1000 us: 2 of 3 (66.667%): preempted "),
+            "{line}"
+        );
     }
 
     #[test]
