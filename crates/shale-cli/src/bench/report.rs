@@ -31,22 +31,33 @@ const MB: f64 = 1_048_576.0;
 /// What the compaction service recorded, summed over a run's opens.
 #[derive(Debug, Clone, Default)]
 struct SchedulerTotals {
-    /// Per executor: jobs, input bytes, seconds, failures, panics.
-    executors: BTreeMap<String, (u64, u64, f64, u64, u64)>,
+    executors: BTreeMap<String, ExecutorTotals>,
     counts: SchedulerCounts,
     fallbacks: u64,
     last_fallback: Option<String>,
 }
 
+/// One executor's jobs over every database the run opened (the sums of its
+/// `ExecutorRecord`s).
+#[derive(Debug, Clone, Default)]
+struct ExecutorTotals {
+    jobs: u64,
+    /// Input bytes.
+    bytes: u64,
+    seconds: f64,
+    failures: u64,
+    panics: u64,
+}
+
 impl SchedulerTotals {
     fn absorb(&mut self, stats: &SchedulerStats) {
         for (name, record) in &stats.executors {
-            let entry = self.executors.entry(name.clone()).or_default();
-            entry.0 += record.jobs;
-            entry.1 += record.bytes;
-            entry.2 += record.seconds;
-            entry.3 += record.failures;
-            entry.4 += record.panics;
+            let totals = self.executors.entry(name.clone()).or_default();
+            totals.jobs += record.jobs;
+            totals.bytes += record.bytes;
+            totals.seconds += record.seconds;
+            totals.failures += record.failures;
+            totals.panics += record.panics;
         }
         self.counts.add(&stats.counts);
         self.fallbacks += stats.fallbacks;
@@ -58,12 +69,15 @@ impl SchedulerTotals {
     /// One `Scheduler:` line per executor, one for the jobs, one for the
     /// fallbacks: what the whole run did, however often it opened.
     fn write(&self, out: &mut dyn Write) -> io::Result<()> {
-        for (name, (jobs, bytes, seconds, failures, panics)) in &self.executors {
+        for (name, totals) in &self.executors {
             writeln!(
                 out,
-                "Scheduler: Executor {name}: {jobs} jobs, {:.1} MB in {seconds:.3} s, \
-                 {failures} failures ({panics} panics)",
-                *bytes as f64 / 1e6
+                "Scheduler: Executor {name}: {} jobs, {:.1} MB in {:.3} s, {} failures ({} panics)",
+                totals.jobs,
+                totals.bytes as f64 / 1e6,
+                totals.seconds,
+                totals.failures,
+                totals.panics
             )?;
         }
         writeln!(out, "Scheduler: Jobs: {}", self.counts)?;
