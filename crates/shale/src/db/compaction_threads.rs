@@ -94,11 +94,9 @@ impl DbInner {
         let mut seen = 0;
         let current = || self.version_for_compaction();
         loop {
+            // The service learns the device in `run_job`, before placing.
             let lane = match thread {
-                Some(index) => {
-                    self.note_device();
-                    self.executors.lane_of_thread(index)
-                }
+                Some(index) => self.executors.lane_of_thread(index),
                 None => Lane::Remote,
             };
             let Some(job) = self.service.next(lane, &mut seen, &current) else {
@@ -507,7 +505,6 @@ impl DbInner {
                 }
                 Some((Ok(job), largest)) => {
                     // On the device when there is one, as thread 0 would.
-                    self.note_device();
                     let lane = self.executors.lane_of_thread(0);
                     let result = self.run_job_caught(&job, lane, executor);
                     self.finish_job(&job, result)?;

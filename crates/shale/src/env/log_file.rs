@@ -134,8 +134,8 @@ impl MappedLog {
     /// preallocates its WAL. The log of a full memtable is then reserved
     /// and mapped once, when the memtable is switched, instead of a
     /// reservation and a new mapping every stretch of its life: with 1 MiB
-    /// stretches those made 900 writes of a 3M x 256-byte fill take 20 to
-    /// 200 us each (`docs/benchmarks.md`, "Tails of a 256-byte fill").
+    /// stretches those made 900 writes of a 3M x 256-byte fill take over
+    /// 20 us each (`docs/benchmarks.md`, "Tails of a 256-byte fill").
     /// Where the disk has less room, it reserves smaller stretches, at
     /// most an eighth of the room left at a time. An
     /// error of kind [`io::ErrorKind::Unsupported`] means the file system
