@@ -55,20 +55,33 @@ impl KeyOrder {
     }
 
     /// True when keys order first by [`KeyOrder::prefix`]: internal keys
-    /// over bytewise user keys, whose first eight bytes, zero-padded and
+    /// over bytewise user keys, whose first sixteen bytes, zero-padded and
     /// read big-endian, order as the keys do whenever they differ.
     fn has_prefix(&self) -> bool {
         matches!(self, KeyOrder::Internal(order) if order.is_bytewise())
     }
 
-    /// The first eight bytes of the user key of internal key `key`.
+    /// The first sixteen bytes of the user key of internal key `key`: with
+    /// eight, keys that share their first eight bytes (db_bench's `%016d`
+    /// keys share nine digits) were compared in full at every step, reading
+    /// the key bytes after the links.
     /// REQUIRES: [`KeyOrder::has_prefix`].
     #[inline]
-    fn prefix(key: &[u8]) -> u64 {
+    fn prefix(key: &[u8]) -> Prefix {
         let user_key = &key[..key.len().saturating_sub(INTERNAL_KEY_TRAILER_LEN)];
-        shale_format::comparator::bytewise_window(user_key)
+        if let Some((first, rest)) = user_key.split_first_chunk::<8>() {
+            return [
+                u64::from_be_bytes(*first),
+                shale_format::comparator::bytewise_window(rest),
+            ];
+        }
+        [shale_format::comparator::bytewise_window(user_key), 0]
     }
 }
+
+/// The first sixteen bytes of a user key, zero-padded, as two big-endian
+/// words: arrays compare word by word, so in the keys' order.
+type Prefix = [u64; 2];
 
 /// The tag of an internal key: 8 bytes after the user key.
 const INTERNAL_KEY_TRAILER_LEN: usize = 8;
@@ -77,7 +90,7 @@ const INTERNAL_KEY_TRAILER_LEN: usize = 8;
 #[derive(Clone, Copy)]
 struct Target<'a> {
     key: &'a [u8],
-    prefix: u64,
+    prefix: Prefix,
 }
 
 /// A node header, followed in the arena by `height` links and then the
@@ -88,9 +101,9 @@ struct Node {
     value_len: u32,
     height: u32,
     _reserved: u32,
-    /// [`KeyOrder::prefix`] of the key (0 when the order has none): most
+    /// [`KeyOrder::prefix`] of the key (zeros when the order has none): most
     /// steps of a search compare it and stop, without reading the key.
-    prefix: u64,
+    prefix: Prefix,
     next: [AtomicPtr<Node>; 0],
 }
 
@@ -501,7 +514,7 @@ impl SkipList {
         let prefix = if self.has_prefix {
             KeyOrder::prefix(key)
         } else {
-            0
+            [0; 2]
         };
         Target { key, prefix }
     }
@@ -546,6 +559,18 @@ impl SkipList {
         loop {
             // SAFETY: `x` is the head or a node at least `level + 1` tall.
             let next = unsafe { Node::link(x, level).load(AtomicOrdering::Acquire) };
+            if level > 0 {
+                // The other way on: where the search goes if `next` is not
+                // before the key. Fetching it while `next` is read keeps two
+                // cache misses in flight instead of one (an insert into a
+                // list of 90,000 entries: about 8 % faster with it,
+                // `examples/skiplist_fill.rs`). Links that carried the next
+                // node's prefix, so that a search goes down without reading
+                // that node, were 10 % slower with it: the node they save
+                // reading is read while this fetch is under way.
+                // SAFETY: `x` is at least `level + 1` tall.
+                prefetch(unsafe { Node::link(x, level - 1).load(AtomicOrdering::Relaxed) });
+            }
             if !next.is_null() && next != not_below {
                 // The node after `next` is the likely next step: fetch it
                 // while `next`'s key is compared.
@@ -714,7 +739,7 @@ unsafe fn init_node(node: NonNull<Node>, height: usize, key_len: u32, value_len:
                 value_len,
                 height: height as u32,
                 _reserved: 0,
-                prefix: 0,
+                prefix: [0; 2],
                 next: [],
             },
         );
@@ -829,6 +854,19 @@ mod tests {
                     let len = random(9) as usize;
                     (0..len).map(|_| random(3) as u8).collect()
                 })
+                .collect(),
+            // Around the sixteen bytes of the prefix: zero bytes that tie
+            // with its padding, lengths on both sides of 8 and 16.
+            (0..2000)
+                .map(|_| {
+                    let len = 6 + random(14) as usize;
+                    (0..len)
+                        .map(|i| if i < 6 { b'k' } else { random(3) as u8 })
+                        .collect()
+                })
+                .collect(),
+            (0..2000)
+                .map(|_| format!("{:016}/{}", 7, random(500)).into_bytes())
                 .collect(),
         ];
         for (case, keys) in user_keys.iter().enumerate() {
