@@ -12,7 +12,7 @@
 //!
 //! Concurrency: any number of threads insert at once and readers take no
 //! lock (RocksDB's `InlineSkipList::InsertConcurrently`). An inserter takes
-//! an [`Inserter`] out of the list's pool, once per batch: its own arena,
+//! an [`Inserter`] out of the list's pool, once per batch: its own arenas,
 //! height generator and splice, so inserts share no mutable memory but the
 //! links. A node is fully written before a compare-and-swap links it in at
 //! each level, bottom up; a swap that loses to another insert walks forward
@@ -37,6 +37,14 @@ const MAX_HEIGHT: usize = 16;
 /// with 4 (`examples/skiplist_fill.rs`, alternating 30 rounds, twice), for
 /// 1.5 links per node instead of 1.33.
 const BRANCHING: u32 = 3;
+/// Nodes at least this tall come from an arena of their own. A search
+/// visits about as many nodes on each level, and the levels from this one
+/// up hold a ninth of the nodes: side by side, they take a ninth of the
+/// cache lines they would among the short nodes, so a search finds more of
+/// them in the cache (inserts into a memtable-sized list 9 to 14 % faster
+/// than with one arena, `examples/skiplist_fill.rs`, alternating 20 rounds,
+/// twice; from height 2, 8 %; from height 4, 5 %).
+const TALL_FROM: usize = 3;
 /// Arena chunk size; larger allocations get a chunk of their own.
 const CHUNK_BYTES: usize = 64 << 10;
 
@@ -214,9 +222,11 @@ impl Arena {
 }
 
 /// One inserter's own state, kept in the list's pool between batches: the
-/// arena its nodes come from, its height generator and its splice.
+/// arenas its nodes come from, its height generator and its splice.
 struct InsertState {
     arena: Arena,
+    /// The arena of nodes [`TALL_FROM`] or more tall.
+    tall: Arena,
     rng: u32,
     /// Per level, the node the last insert went after (or the head): the
     /// next insert starts its search there when its key lands close by, as
@@ -291,6 +301,7 @@ impl SkipList {
         unsafe { init_node(head, MAX_HEIGHT, 0, 0) };
         let first = InsertState {
             arena,
+            tall: Arena::new(),
             rng: 0xdead_beef,
             splice: [head.as_ptr() as *const Node; MAX_HEIGHT],
         };
@@ -640,7 +651,12 @@ impl Inserter<'_> {
         };
         let height = state.random_height();
         let size = Node::size(height, key_len + value_len);
-        let node = state.arena.allocate(size).cast::<Node>();
+        let arena = if height >= TALL_FROM {
+            &mut state.tall
+        } else {
+            &mut state.arena
+        };
+        let node = arena.allocate(size).cast::<Node>();
         // SAFETY: fresh, aligned memory of `Node::size(height, ...)` bytes;
         // the node is not reachable by readers until linked below.
         let key = unsafe {
@@ -697,6 +713,7 @@ impl InsertState {
     fn new(rng: u32, head: NonNull<Node>) -> InsertState {
         InsertState {
             arena: Arena::new(),
+            tall: Arena::new(),
             rng: rng.max(1),
             splice: [head.as_ptr() as *const Node; MAX_HEIGHT],
         }
