@@ -353,7 +353,7 @@ impl SkipList {
     }
 
     /// Bytes of the entries with their node headers and links (the arena
-    /// holds up to one partly used chunk more).
+    /// holds up to two partly used chunks more per inserter).
     pub fn entry_bytes(&self) -> usize {
         self.entry_bytes.load(AtomicOrdering::Relaxed)
     }
