@@ -583,7 +583,7 @@ impl SkipList {
                 // list of 90,000 entries: about 8 % faster with it,
                 // `examples/skiplist_fill.rs`). Links that carried the next
                 // node's prefix, so that a search goes down without reading
-                // that node, were 10 % slower with it: the node they save
+                // that node, were 11 % slower with it: the node they save
                 // reading is read while this fetch is under way.
                 // SAFETY: `x` is at least `level + 1` tall.
                 prefetch(unsafe { Node::link(x, level - 1).load(AtomicOrdering::Relaxed) });
