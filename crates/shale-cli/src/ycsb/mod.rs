@@ -21,10 +21,11 @@
 pub mod generator;
 pub mod workload;
 
+use std::collections::BTreeSet;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Barrier;
+use std::sync::{Barrier, Mutex, PoisonError};
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
@@ -125,9 +126,33 @@ struct Shared<'a> {
     value_size: usize,
     /// Next record number to insert.
     next_insert: AtomicU64,
-    /// Records inserted so far (the `latest` distribution's horizon).
+    /// Records inserted so far (the `latest` distribution's horizon): in
+    /// the run phase, every record below it is inserted.
     inserted: AtomicU64,
+    /// Run-phase inserts that finished while one below them had not.
+    finished_early: Mutex<BTreeSet<u64>>,
     user_bytes: AtomicU64,
+}
+
+impl Shared<'_> {
+    /// Record `n`, handed out by `next_insert` in the run phase, is
+    /// inserted: the horizon moves past it once every record below it is
+    /// inserted too (YCSB's `AcknowledgedCounterGenerator`). Inserts of two
+    /// threads finish in either order, and a horizon moved to the highest
+    /// finished record sent reads, which the `latest` distribution aims at
+    /// the newest records, to a record still being inserted.
+    fn acknowledge(&self, n: u64) {
+        let mut finished = self
+            .finished_early
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        finished.insert(n);
+        let mut horizon = self.inserted.load(Ordering::Acquire);
+        while finished.remove(&horizon) {
+            horizon += 1;
+        }
+        self.inserted.store(horizon, Ordering::Release);
+    }
 }
 
 /// Key chooser of one thread.
@@ -239,7 +264,7 @@ fn run_thread(shared: &Shared<'_>, operations: u64, seed: u64) -> Result<Measure
             Operation::Insert => {
                 let n = shared.next_insert.fetch_add(1, Ordering::AcqRel);
                 insert(shared, &mut values, n)?;
-                shared.inserted.fetch_max(n + 1, Ordering::AcqRel);
+                shared.acknowledge(n);
             }
             Operation::Scan => {
                 let start = key_name(chooser.next(&mut rng, shared));
@@ -430,6 +455,7 @@ pub fn run(args: &YcsbArgs) -> CliResult {
         value_size: args.value_size,
         next_insert: AtomicU64::new(args.records),
         inserted: AtomicU64::new(0),
+        finished_early: Mutex::new(BTreeSet::new()),
         user_bytes: AtomicU64::new(0),
     };
     let threads = u64::from(args.threads);
@@ -496,6 +522,34 @@ mod tests {
     }
 
     #[test]
+    fn the_horizon_waits_for_inserts_that_finish_late() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = shale::Options {
+            create_if_missing: true,
+            ..shale::Options::default()
+        };
+        let db = DB::open(dir.path(), options).unwrap();
+        let shared = Shared {
+            db: &db,
+            workload: Workload::D,
+            distribution: Distribution::Latest,
+            records: 10,
+            value_size: 50,
+            next_insert: AtomicU64::new(10),
+            inserted: AtomicU64::new(10),
+            finished_early: Mutex::new(BTreeSet::new()),
+            user_bytes: AtomicU64::new(0),
+        };
+        // Records 10, 11 and 12 handed out; 12 and 11 finish first.
+        shared.acknowledge(12);
+        shared.acknowledge(11);
+        assert_eq!(shared.inserted.load(Ordering::Acquire), 10);
+        shared.acknowledge(10);
+        assert_eq!(shared.inserted.load(Ordering::Acquire), 13);
+        assert!(shared.finished_early.lock().unwrap().is_empty());
+    }
+
+    #[test]
     fn every_workload_runs() {
         let dir = tempfile::tempdir().unwrap();
         let options = shale::Options {
@@ -519,6 +573,7 @@ mod tests {
                 value_size: 50,
                 next_insert: AtomicU64::new(200),
                 inserted: AtomicU64::new(0),
+                finished_early: Mutex::new(BTreeSet::new()),
                 user_bytes: AtomicU64::new(0),
             };
             let loaded = load_thread(&shared, 0..200).unwrap();
