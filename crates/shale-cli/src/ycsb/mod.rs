@@ -521,25 +521,38 @@ mod tests {
         assert_eq!(ranges, vec![0..3, 3..6, 6..10]);
     }
 
-    #[test]
-    fn the_horizon_waits_for_inserts_that_finish_late() {
+    /// A fresh database in a temporary directory.
+    fn temp_db() -> (tempfile::TempDir, DB) {
         let dir = tempfile::tempdir().unwrap();
         let options = shale::Options {
             create_if_missing: true,
             ..shale::Options::default()
         };
         let db = DB::open(dir.path(), options).unwrap();
-        let shared = Shared {
-            db: &db,
-            workload: Workload::D,
-            distribution: Distribution::Latest,
-            records: 10,
+        (dir, db)
+    }
+
+    /// The state of a run of `workload` over `records` records, none
+    /// loaded yet.
+    fn shared(db: &DB, workload: Workload, records: u64) -> Shared<'_> {
+        Shared {
+            db,
+            workload,
+            distribution: workload.distribution(),
+            records,
             value_size: 50,
-            next_insert: AtomicU64::new(10),
-            inserted: AtomicU64::new(10),
+            next_insert: AtomicU64::new(records),
+            inserted: AtomicU64::new(0),
             finished_early: Mutex::new(BTreeSet::new()),
             user_bytes: AtomicU64::new(0),
-        };
+        }
+    }
+
+    #[test]
+    fn the_horizon_waits_for_inserts_that_finish_late() {
+        let (_dir, db) = temp_db();
+        let shared = shared(&db, Workload::D, 10);
+        shared.inserted.store(10, Ordering::Release);
         // Records 10, 11 and 12 handed out; 12 and 11 finish first.
         shared.acknowledge(12);
         shared.acknowledge(11);
@@ -551,12 +564,7 @@ mod tests {
 
     #[test]
     fn every_workload_runs() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = shale::Options {
-            create_if_missing: true,
-            ..shale::Options::default()
-        };
-        let db = DB::open(dir.path(), options).unwrap();
+        let (_dir, db) = temp_db();
         for workload in [
             Workload::A,
             Workload::B,
@@ -565,17 +573,7 @@ mod tests {
             Workload::E,
             Workload::F,
         ] {
-            let shared = Shared {
-                db: &db,
-                workload,
-                distribution: workload.distribution(),
-                records: 200,
-                value_size: 50,
-                next_insert: AtomicU64::new(200),
-                inserted: AtomicU64::new(0),
-                finished_early: Mutex::new(BTreeSet::new()),
-                user_bytes: AtomicU64::new(0),
-            };
+            let shared = shared(&db, workload, 200);
             let loaded = load_thread(&shared, 0..200).unwrap();
             assert_eq!(loaded.latencies[Operation::Insert.index()].len(), 200);
             let measured = run_thread(&shared, 300, 1).unwrap();
