@@ -148,6 +148,17 @@ pub struct DbFlags {
         value_parser = BoolishValueParser::new()
     )]
     pub concurrent_memtable_writes: Option<bool>,
+    /// A write group passes the lead on once it is in the WAL and inserts
+    /// into the memtable while the next group appends (default off).
+    #[arg(
+        long = "pipelined_write",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub pipelined_write: Option<bool>,
     /// Microseconds a waiting writer stays awake (yielding) before it
     /// sleeps, on a machine with a core to spare (default 100; 0: sleep
     /// after a short spin).
@@ -404,6 +415,9 @@ impl DbFlags {
         }
         if let Some(on) = self.concurrent_memtable_writes {
             options.concurrent_memtable_writes = on;
+        }
+        if let Some(on) = self.pipelined_write {
+            options.pipelined_write = on;
         }
         if let Some(micros) = self.write_thread_max_yield_usec {
             options.write_thread_max_yield_usec = micros;

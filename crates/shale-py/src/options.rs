@@ -100,6 +100,7 @@ pub fn parse_options(
             "concurrent_memtable_writes" => {
                 options.concurrent_memtable_writes = flag(&value, name)?
             }
+            "pipelined_write" => options.pipelined_write = flag(&value, name)?,
             "write_thread_max_yield_usec" => {
                 options.write_thread_max_yield_usec = value.extract()?
             }
@@ -163,6 +164,7 @@ pub const SHALE_ARGUMENTS: &[&str] = &[
     "max_subcompactions",
     "cross_level_compaction",
     "concurrent_memtable_writes",
+    "pipelined_write",
     "write_thread_max_yield_usec",
     "write_thread_slow_yield_usec",
     "compaction_pick",

@@ -127,6 +127,15 @@ pub struct Options {
     /// holds at least 64 entries: smaller groups go faster inserted by the
     /// leader alone.
     pub concurrent_memtable_writes: bool,
+    /// A write group hands the lead to the next one as soon as it is in the
+    /// WAL, and inserts into the memtable while the next group appends
+    /// (RocksDB's `enable_pipelined_write`; see `db/write.rs`). Groups
+    /// publish their writes in order either way. Default off: on 16 cores
+    /// and on two it made four and eight writers neither faster nor slower
+    /// (within 7 %): a group's WAL append is short beside its insert, so
+    /// there is little to overlap (`docs/benchmarks.md`, "Pipelined write
+    /// groups").
+    pub pipelined_write: bool,
     /// How long a writer that waits for its turn stays awake, yielding the
     /// processor, before it sleeps, in microseconds; only on a machine with
     /// a core to spare for it (more cores than the writers queued plus two;
@@ -274,6 +283,7 @@ impl Default for Options {
             l0_slowdown_writes_trigger: 8,
             l0_stop_writes_trigger: 12,
             concurrent_memtable_writes: true,
+            pipelined_write: false,
             write_thread_max_yield_usec: 100,
             write_thread_slow_yield_usec: 3,
             max_bytes_for_level_base: 10 << 20,

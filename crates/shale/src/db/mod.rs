@@ -133,6 +133,9 @@ pub(crate) struct State {
     /// synced write syncs the directory first, so that the WAL's name (and
     /// the retired one's) survives a power loss with the write.
     wal_name_unsynced: bool,
+    /// The last sequence number published: readers and snapshots see the
+    /// writes up to it. Pipelined write groups may hold higher ones while
+    /// they insert (`write.rs`).
     last_sequence: SequenceNumber,
     current: Arc<Version>,
     /// Versions handed to readers; their files are not deleted.
@@ -172,6 +175,9 @@ pub(crate) struct DbInner {
     done_cv: Condvar,
     /// Signalled when there may be background work.
     work_cv: Condvar,
+    /// Signalled when a pipelined write group publishes its sequence
+    /// numbers and a writer waits for that (`write.rs`).
+    published_cv: Condvar,
     snapshots: Arc<SnapshotList>,
     info_log: InfoLog,
     executors: executors::Executors,
@@ -183,6 +189,9 @@ pub(crate) struct DbInner {
     /// Input bytes per second of the last compaction out of L0 (`f64`
     /// bits; 0 before the first): the write throttle's rate.
     l0_drain_rate: AtomicU64,
+    /// `State::last_sequence`, stored with it: a pipelined write group
+    /// waits for the groups before it to publish without the state lock.
+    published_sequence: AtomicU64,
     _lock: Box<dyn FileLock>,
 }
 
@@ -280,6 +289,7 @@ impl DB {
             versions: Mutex::new(versions),
             done_cv: Condvar::new(),
             work_cv: Condvar::new(),
+            published_cv: Condvar::new(),
             snapshots: Arc::new(SnapshotList::default()),
             info_log,
             service: Service::new(&options, executors.facts(), service_log),
@@ -288,6 +298,7 @@ impl DB {
             shutting_down: AtomicBool::new(false),
             next_job_id: AtomicU64::new(1),
             l0_drain_rate: AtomicU64::new(0),
+            published_sequence: AtomicU64::new(0),
             options,
             _lock: lock,
         });

@@ -105,6 +105,8 @@ impl DbInner {
             state.log = Some(LogWriter::new(log_file));
             state.log_number = log_number;
             state.last_sequence = last_sequence;
+            self.published_sequence
+                .store(last_sequence, std::sync::atomic::Ordering::Release);
             self.install_version(&mut state, version);
         }
         env.sync_dir(&self.dir)?;

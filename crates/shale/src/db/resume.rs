@@ -191,10 +191,13 @@ impl DbInner {
         }
         if wal_broken {
             // Writers are refused while the error stands, so none is leading
-            // or switching memtables now.
+            // or switching memtables now (groups already past the WAL may
+            // still insert: see below).
             let number = self.new_file_number();
             let file = self.create_wal(number)?;
-            let mut state = self.lock_state();
+            // A pipelined group logged before the failure may still be
+            // inserting into the memtable being retired.
+            let mut state = self.wait_for_inserts(self.lock_state());
             self.switch_memtable(&mut state, number, file);
             state.resume.wal_broken = false;
             drop(state);

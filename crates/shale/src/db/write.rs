@@ -19,6 +19,14 @@
 //! than the insert it would do); its batch is inserted by whoever is awake.
 //! The memtable's skip list takes concurrent inserts (`skiplist.rs`).
 //!
+//! With `Options::pipelined_write` (off by default), a leader with writers
+//! queued behind it hands the lead on as soon as its group is in the WAL
+//! and inserts while the next group appends (RocksDB's
+//! `enable_pipelined_write`). Either way groups publish their sequence
+//! numbers in the order they took them: a group waits until the groups
+//! before it have published, so a snapshot never gains a write after it
+//! was taken.
+//!
 //! A writer waits on a slot of its own (one per thread, reused: no
 //! allocation and no map entry per write) and is told its result through
 //! it: a follower never takes the state lock again, so a group's writers do
@@ -32,7 +40,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use shale_format::internal_key::ValueType;
+use shale_format::internal_key::{SequenceNumber, ValueType};
 use shale_format::log_writer::LogWriter;
 use shale_format::write_batch::{BatchOp, WriteBatch};
 use shale_format::{Error, Result};
@@ -63,6 +71,15 @@ pub(crate) struct WriteQueue {
     writers: VecDeque<QueuedWrite>,
     /// A leader is at work: its group may be out of the queue already.
     leading: bool,
+    /// The last sequence number given to a group. Above
+    /// `State::last_sequence` (what readers see) while pipelined groups
+    /// insert into the memtable; 0 until the first group.
+    allocated: SequenceNumber,
+    /// Pipelined groups past the WAL whose sequence numbers are not
+    /// published yet: they may still be inserting into the memtable.
+    in_flight: usize,
+    /// Writers waiting on `DbInner::published_cv`.
+    publish_waiters: usize,
 }
 
 /// Where a writer waits: what it waits for, and the thread to wake. Each on
@@ -415,6 +432,13 @@ impl DbInner {
     /// Takes the group led by the front of the queue out of it, writes it
     /// to the WAL and the memtable, publishes its sequence numbers and
     /// hands the lead to the next writer. The group is left in `group`.
+    ///
+    /// Pipelined (`Options::pipelined_write`), the lead passes as soon as
+    /// the group is in the WAL: the next group appends its record while
+    /// this one inserts into the memtable (RocksDB's
+    /// `enable_pipelined_write`; the skip list takes concurrent inserts).
+    /// Groups then publish their sequence numbers in the order they took
+    /// them, so a reader never sees a write before an earlier one.
     /// REQUIRES: the caller leads the write queue and made room.
     fn write_group<'a>(
         &'a self,
@@ -422,57 +446,132 @@ impl DbInner {
         group: &mut Vec<QueuedWrite>,
     ) -> Result<()> {
         let sync = take_group(&mut state.write_queue, group);
-        let batches = group.iter_mut().filter_map(|w| w.batch.as_mut());
-        let mut next_sequence = state.last_sequence + 1;
-        let mut any = false;
-        for batch in batches {
+        let first_sequence = state.last_sequence.max(state.write_queue.allocated) + 1;
+        let mut next_sequence = first_sequence;
+        for batch in group.iter_mut().filter_map(|w| w.batch.as_mut()) {
             batch.set_sequence(next_sequence);
             next_sequence += u64::from(batch.count());
-            any = true;
         }
-        let mut result = Ok(());
-        if any {
-            let last_sequence = next_sequence - 1;
-            let mem = state.mem.clone();
-            let mut log = state.log.take();
-            let wal_number = state.log_number;
-            // Once synced, the retired WAL needs no more syncs: it is dropped.
-            let retired = if sync { state.retired_log.take() } else { None };
-            let sync_name = sync && state.wal_name_unsynced;
-            drop(state);
-            let batches = || group.iter().filter_map(|w| w.batch.as_ref());
-            let name_synced = if sync_name {
-                self.options.env.sync_dir(&self.dir)
-            } else {
-                Ok(())
-            };
-            result = name_synced
-                .and_then(|()| sync_retired_wal(retired))
-                .and_then(|()| {
-                    append_to_wal(log.as_mut(), batches(), sync)
-                        .map_err(|e| e.in_file(&format!("{wal_number:06}.log")))
-                })
-                .and_then(|()| {
-                    kill_point::maybe_kill(kill_point::WAL_WRITTEN_BEFORE_MEMTABLE);
-                    self.insert_group(&mem, group)
-                });
-            state = self.lock_state();
-            // Used up even when the write failed: its record may be in the
-            // WAL, and no later write may share its sequence numbers.
-            state.last_sequence = last_sequence;
+        if group.iter().all(|w| w.batch.is_none()) {
+            // A memtable switch: nothing to write.
+            wake_next_leader(&mut state);
+            return Ok(());
+        }
+        let last_sequence = next_sequence - 1;
+        // A group hands the lead on early only to a writer already queued:
+        // a writer alone would take the state lock once more for nothing.
+        let pipelined = self.options.pipelined_write && !state.write_queue.writers.is_empty();
+        // Used up whatever happens next: the record may be in the WAL, and
+        // no later write may share its sequence numbers.
+        state.write_queue.allocated = last_sequence;
+        let mem = state.mem.clone();
+        let mut log = state.log.take();
+        let wal_number = state.log_number;
+        // Once synced, the retired WAL needs no more syncs: it is dropped.
+        let retired = if sync { state.retired_log.take() } else { None };
+        let sync_name = sync && state.wal_name_unsynced;
+        drop(state);
+        let name_synced = if sync_name {
+            self.options.env.sync_dir(&self.dir)
+        } else {
+            Ok(())
+        };
+        let logged = name_synced
+            .and_then(|()| sync_retired_wal(retired))
+            .and_then(|()| {
+                let batches = group.iter().filter_map(|w| w.batch.as_ref());
+                append_to_wal(log.as_mut(), batches, sync)
+                    .map_err(|e| e.in_file(&format!("{wal_number:06}.log")))
+            });
+        let wal_failed = logged.is_err();
+        if pipelined {
+            let mut state = self.lock_state();
+            self.return_wal(&mut state, log.take(), sync_name, &logged);
+            state.write_queue.in_flight += 1;
+            wake_next_leader(&mut state);
+        }
+        let result = logged.and_then(|()| {
+            kill_point::maybe_kill(kill_point::WAL_WRITTEN_BEFORE_MEMTABLE);
+            self.insert_group(&mem, group)
+        });
+        // Earlier groups publish first, pipelined ones perhaps still
+        // inserting. (A group of empty batches takes no number: a later
+        // group may have published already.) The wait is short: look
+        // without the lock before sleeping on it.
+        self.await_published(first_sequence - 1);
+        let mut state = self.lock_state();
+        while state.last_sequence + 1 < first_sequence {
+            state.write_queue.publish_waiters += 1;
+            state = self.wait(&self.published_cv, state);
+            state.write_queue.publish_waiters -= 1;
+        }
+        state.last_sequence = state.last_sequence.max(last_sequence);
+        self.published_sequence
+            .store(state.last_sequence, Ordering::Release);
+        if pipelined {
+            state.write_queue.in_flight -= 1;
             match &result {
-                Ok(()) => {
-                    state.log = log;
-                    state.wal_name_unsynced &= !sync_name;
-                }
-                // The WAL may now end in a torn record or hold one we could
-                // not acknowledge: it is dropped, never appended to again,
-                // and writes stop until a new one replaces it (`resume.rs`).
+                // Recorded when the WAL was put back.
+                Err(_) if wal_failed => {}
+                // Logged but not in the memtable: writes stop.
                 Err(err) => self.record_wal_error(&mut state, err),
+                Ok(()) => {}
             }
+        } else {
+            self.return_wal(&mut state, log.take(), sync_name, &result);
+            wake_next_leader(&mut state);
         }
-        wake_next_leader(&mut state);
+        if state.write_queue.publish_waiters > 0 {
+            self.published_cv.notify_all();
+        }
         result
+    }
+
+    /// Spins, then yields while the machine has a core to spare, until the
+    /// writes up to `sequence` are published; gives up after that (the
+    /// caller then waits on `published_cv`).
+    fn await_published(&self, sequence: SequenceNumber) {
+        let published = || self.published_sequence.load(Ordering::Acquire) >= sequence;
+        for _ in 0..SPINS {
+            if published() {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        let patience = Patience::for_queue(0, &self.options);
+        let mut yielded = (0, 0, None);
+        while !published() && patience.yield_once(&mut yielded) {}
+    }
+
+    /// Puts the WAL back after a group's append; a failed write stops
+    /// writes. The WAL may then end in a torn record or hold one we could
+    /// not acknowledge: it is dropped, never appended to again, and writes
+    /// stop until a new one replaces it (`resume.rs`).
+    fn return_wal(
+        &self,
+        state: &mut State,
+        log: Option<Wal>,
+        sync_name: bool,
+        result: &Result<()>,
+    ) {
+        match result {
+            Ok(()) => {
+                state.log = log;
+                state.wal_name_unsynced &= !sync_name;
+            }
+            Err(err) => self.record_wal_error(state, err),
+        }
+    }
+
+    /// Waits until no pipelined group is inserting into the memtable, so
+    /// that it can be switched (the immutable memtable is flushed whole).
+    pub(super) fn wait_for_inserts<'a>(&'a self, mut state: StateGuard<'a>) -> StateGuard<'a> {
+        while state.write_queue.in_flight > 0 {
+            state.write_queue.publish_waiters += 1;
+            state = self.wait(&self.published_cv, state);
+            state.write_queue.publish_waiters -= 1;
+        }
+        state
     }
 
     /// Inserts the group's batches into `mem`, with the help of the
@@ -574,6 +673,9 @@ impl DbInner {
                 state.stalls.stop_micros += started.elapsed().as_micros() as u64;
             } else if force && state.mem.is_empty() {
                 return (state, Ok(()));
+            } else if state.write_queue.in_flight > 0 {
+                // Pipelined groups still insert into the memtable to retire.
+                state = self.wait_for_inserts(state);
             } else {
                 // The next WAL is created and its name made durable without
                 // the state lock, which readers take. Only the leader
