@@ -215,7 +215,6 @@ fn pipelined_groups_publish_in_order() {
     });
     let last = Some((PUTS - 1).to_le_bytes().to_vec());
     assert!(read_all(&ReadOptions::new()).iter().all(|v| *v == last));
-    drop(read_all);
     drop(db);
     let db = DB::open("/pipelined", options(&env)).unwrap();
     for t in 0..WRITERS {
