@@ -130,11 +130,11 @@ pub struct Options {
     /// A write group hands the lead to the next one as soon as it is in the
     /// WAL, and inserts into the memtable while the next group appends
     /// (RocksDB's `enable_pipelined_write`; see `db/write.rs`). Groups
-    /// publish their writes in order either way. Default off: on 16 cores
-    /// and on two it made four and eight writers neither faster nor slower
-    /// (within 7 %): a group's WAL append is short beside its insert, so
-    /// there is little to overlap (`docs/benchmarks.md`, "Pipelined write
-    /// groups").
+    /// publish their writes in order either way. Default off: it made
+    /// four writers neither faster nor slower on 16 cores and on two, and
+    /// eight on 16 (within 7 %): a group's WAL append is short beside its
+    /// insert, so there is little to overlap (`docs/benchmarks.md`,
+    /// "Pipelined write groups").
     pub pipelined_write: bool,
     /// How long a writer that waits for its turn stays awake, yielding the
     /// processor, before it sleeps, in microseconds; only on a machine with

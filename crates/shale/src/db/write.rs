@@ -501,9 +501,7 @@ impl DbInner {
         self.await_published(first_sequence - 1);
         let mut state = self.lock_state();
         while state.last_sequence + 1 < first_sequence {
-            state.write_queue.publish_waiters += 1;
-            state = self.wait(&self.published_cv, state);
-            state.write_queue.publish_waiters -= 1;
+            state = self.wait_for_a_publish(state);
         }
         state.last_sequence = state.last_sequence.max(last_sequence);
         self.published_sequence
@@ -567,10 +565,17 @@ impl DbInner {
     /// that it can be switched (the immutable memtable is flushed whole).
     pub(super) fn wait_for_inserts<'a>(&'a self, mut state: StateGuard<'a>) -> StateGuard<'a> {
         while state.write_queue.in_flight > 0 {
-            state.write_queue.publish_waiters += 1;
-            state = self.wait(&self.published_cv, state);
-            state.write_queue.publish_waiters -= 1;
+            state = self.wait_for_a_publish(state);
         }
+        state
+    }
+
+    /// Sleeps until a write group publishes (counted, so that a group
+    /// signals `published_cv` only when someone waits).
+    fn wait_for_a_publish<'a>(&'a self, mut state: StateGuard<'a>) -> StateGuard<'a> {
+        state.write_queue.publish_waiters += 1;
+        state = self.wait(&self.published_cv, state);
+        state.write_queue.publish_waiters -= 1;
         state
     }
 
