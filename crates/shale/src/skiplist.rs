@@ -77,8 +77,7 @@ impl KeyOrder {
 
     /// The first sixteen bytes of the user key of internal key `key`: with
     /// eight, keys that share their first eight bytes (db_bench's `%016d`
-    /// keys share nine digits) were compared in full at every step, reading
-    /// the key bytes after the links.
+    /// keys share nine digits) were compared in full at every step.
     /// REQUIRES: [`KeyOrder::has_prefix`].
     #[inline]
     fn prefix(key: &[u8]) -> Prefix {
@@ -117,7 +116,7 @@ struct Target<'a> {
 /// which starts in the same cache line as the level-0 link. A node of a
 /// 32-byte pair with a 16-byte key takes 64 bytes plus 8 per link above
 /// the first (76 on average) instead of 100 with a 32-byte header
-/// (height, padding and a 16-byte prefix) after the links, so a memtable
+/// (height, padding and a 16-byte prefix) before the links, so a memtable
 /// of the same size holds about a third more entries and its flushes make
 /// fewer, larger level-0 tables (LevelDB's node: about 77 bytes).
 #[repr(C)]
