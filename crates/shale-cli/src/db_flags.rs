@@ -196,7 +196,8 @@ pub struct DbFlags {
     )]
     pub compaction_threads: Option<usize>,
     /// Nice levels (0-19) below normal CPU priority for compaction threads
-    /// (Linux), so busy foreground threads get the CPU first.
+    /// (Linux), so busy foreground threads get the CPU first (default 19;
+    /// 0: compaction at the foreground's priority).
     #[arg(
         long = "compaction_nice",
         value_name = "N",

@@ -76,4 +76,24 @@ fn compaction_threads_run_at_the_nice_level_asked_for() {
     }
     assert!(DB::open("/other", niced(&env, 20))
         .is_err_and(|e| e.to_string().contains("compaction_nice")));
+
+    // By default compaction runs at the lowest priority (nice 19, as
+    // RocksDB's `CpuPriority::kLow`); the flush thread still does not.
+    drop(db); // joins its threads
+    let defaults = Options {
+        compaction_executor: "streaming".into(),
+        ..niced(&env, Options::default().compaction_nice)
+    };
+    assert_eq!(defaults.compaction_nice, 19);
+    let db = DB::open("/defaults", defaults).unwrap();
+    db.put(&WriteOptions::default(), b"k", b"v").unwrap();
+    db.compact_range(None, None).unwrap();
+    let compact = thread_nice_values("shale-compact");
+    assert!(!compact.is_empty());
+    for (name, nice) in &compact {
+        assert_eq!(*nice, 19, "{name}");
+    }
+    for (name, nice) in &thread_nice_values("shale-flush") {
+        assert_eq!(*nice, base, "{name}");
+    }
 }
