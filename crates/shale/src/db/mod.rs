@@ -214,6 +214,16 @@ impl Drop for Closer {
         for thread in threads {
             let _ = thread.join();
         }
+        // A cleanup after an install skips files that a version held at
+        // that moment still names (a compaction thread's look at the tree,
+        // a reader), and none may follow. With every background thread
+        // gone, delete what no live version names: a closed database
+        // leaves no dead tables behind (which `repair` would take back as
+        // live), as the next open would delete them anyway.
+        let versions = self.inner.lock_versions();
+        let obsolete = self.inner.obsolete_files(&versions);
+        drop(versions);
+        self.inner.delete_files(obsolete);
         shale_log!(self.inner.info_log, "Closed");
     }
 }
