@@ -544,6 +544,38 @@ fn the_report_flags_tables_a_lookup_would_search_in_the_wrong_order() {
     assert_eq!(report.out_of_order_overlaps, 0, "{report}");
 }
 
+/// A version held across a compaction keeps the compaction's inputs on
+/// disk; closing the database deletes them once nothing holds it, so that
+/// a later `repair` (which takes every table it finds as live) does not
+/// bring back stale values.
+#[test]
+fn closing_deletes_the_tables_a_reader_kept_past_a_compaction() {
+    let options = mem_options();
+    let env = &*options.env;
+    let dir = PathBuf::from("/held");
+    let db = DB::open(&dir, options.clone()).unwrap();
+    let write = WriteOptions::default();
+    for value in [&b"old"[..], b"new"] {
+        for k in [&b"a"[..], b"m", b"z"] {
+            db.put(&write, k, value).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let inputs = files_of(env, &dir, FileType::Table);
+    assert_eq!(inputs.len(), 2);
+    let reader = db.iter(&ReadOptions::new()).unwrap();
+    db.compact_range(None, None).unwrap();
+    let held = files_of(env, &dir, FileType::Table);
+    assert!(inputs.iter().all(|t| held.contains(t)), "{held:?}");
+    drop(reader);
+    drop(db);
+    let left = files_of(env, &dir, FileType::Table);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(!inputs.contains(&left[0]), "{left:?}");
+    let report = shale::repair(&dir, &options).unwrap();
+    assert_eq!(report.out_of_order_overlaps, 0, "{report}");
+}
+
 #[test]
 fn missing_or_empty_directories_are_clear_errors() {
     let options = mem_options();
