@@ -1,15 +1,23 @@
 //! Inserts db_bench-style entries (16-byte `%016d` keys of random numbers
-//! below 10 M, an 8-byte tag, 32-byte values) into fresh skip lists, one
-//! inserter each, and prints the mean time of an insert. A skip list of
-//! 90,000 such entries is about the memtable of `scripts/compare`'s 8 MiB
-//! write buffer: far larger than a core's cache, so an insert is mostly
-//! waiting for the nodes its search visits.
+//! below 10 M, an 8-byte tag, 32-byte values) into fresh skip lists and
+//! prints the mean time of an insert. A skip list of 90,000 such entries is
+//! about the memtable of `scripts/compare`'s 8 MiB write buffer: far larger
+//! than a core's cache, so an insert is mostly waiting for the nodes its
+//! search visits.
 //!
-//! Usage: cargo run --release -p shale --example skiplist_fill [ENTRIES [LISTS]]
-//! (default 90000 and 20). Compare two builds by alternating them: a single
-//! run on a shared machine varies by tens of percent.
+//! Without THREADS one inserter fills each list. With THREADS that many
+//! threads fill each list at once, each inserting its
+//! share of the entries as one-entry batches (an inserter per entry, as the
+//! write path inserts single `Put`s); the time printed is then the wall
+//! time per entry, so that 1 / it is the list's insert throughput and
+//! thread counts compare directly.
+//!
+//! Usage: cargo run --release -p shale --example skiplist_fill [ENTRIES [LISTS [THREADS]]]
+//! (default 90000, 20 and 1). Compare two builds by alternating them: a
+//! single run on a shared machine varies by tens of percent.
 
 use shale::skiplist::{KeyOrder, SkipList};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -19,6 +27,8 @@ fn main() {
     });
     let entries = args.next().unwrap_or(90_000);
     let lists = args.next().unwrap_or(20);
+    // Given, even as 1: one-entry batches from that many threads.
+    let threads = args.next().map(|threads| threads.max(1));
     let mut rng = 0x1234_5678_9abc_def0u64;
     let mut sequence = 1u64;
     let mut total = Duration::ZERO;
@@ -26,30 +36,59 @@ fn main() {
         let list = SkipList::new(KeyOrder::Internal(
             shale_format::comparator::KeyOrder::bytewise(),
         ));
-        let keys: Vec<String> = (0..entries)
+        let keys: Vec<(String, u64)> = (0..entries)
             .map(|_| {
                 rng ^= rng << 13;
                 rng ^= rng >> 7;
                 rng ^= rng << 17;
-                format!("{:016}", rng % 10_000_000)
+                sequence += 1;
+                (format!("{:016}", rng % 10_000_000), sequence)
             })
             .collect();
-        let start = Instant::now();
-        let mut inserter = list.inserter();
-        for key in &keys {
-            let tag = (sequence << 8) | 1;
-            inserter.insert(24, 32, |entry| {
-                entry[..16].copy_from_slice(key.as_bytes());
-                entry[16..24].copy_from_slice(&tag.to_le_bytes());
-                entry[24..].fill(b'x');
-            });
-            sequence += 1;
-        }
-        drop(inserter);
+        let Some(threads) = threads else {
+            let start = Instant::now();
+            let mut inserter = list.inserter();
+            for (key, sequence) in &keys {
+                inserter.insert(24, 32, |entry| fill(entry, key, *sequence));
+            }
+            drop(inserter);
+            total += start.elapsed();
+            continue;
+        };
+        let barrier = Barrier::new(threads + 1);
+        let share = entries.div_ceil(threads);
+        let start = std::thread::scope(|scope| {
+            for part in keys.chunks(share) {
+                let (list, barrier) = (&list, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    for (key, sequence) in part {
+                        list.inserter()
+                            .insert(24, 32, |entry| fill(entry, key, *sequence));
+                    }
+                });
+            }
+            // Every thread is started: time from the moment they all go.
+            barrier.wait();
+            // The scope joins the threads as it ends.
+            Instant::now()
+        });
         total += start.elapsed();
+        assert_eq!(list.len(), entries);
     }
-    println!(
-        "{:.1} ns/insert",
-        total.as_nanos() as f64 / (entries * lists) as f64
-    );
+    let per_insert = total.as_nanos() as f64 / (entries * lists) as f64;
+    match threads {
+        None => println!("{per_insert:.1} ns/insert"),
+        Some(threads) => {
+            println!("{per_insert:.1} ns/insert, wall ({threads} thread(s), one-entry batches)")
+        }
+    }
+}
+
+/// An entry: the key, its tag (sequence, type value) and the value.
+fn fill(entry: &mut [u8], key: &str, sequence: u64) {
+    let tag = (sequence << 8) | 1;
+    entry[..16].copy_from_slice(key.as_bytes());
+    entry[16..24].copy_from_slice(&tag.to_le_bytes());
+    entry[24..].fill(b'x');
 }

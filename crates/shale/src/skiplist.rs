@@ -12,18 +12,19 @@
 //!
 //! Concurrency: any number of threads insert at once and readers take no
 //! lock (RocksDB's `InlineSkipList::InsertConcurrently`). An inserter takes
-//! an [`Inserter`] out of the list's pool, once per batch: its own arenas,
-//! height generator and splice, so inserts share no mutable memory but the
-//! links. A node is fully written before a compare-and-swap links it in at
+//! an [`Inserter`] out of the list's slots, once per batch, the slot of its
+//! thread when free: its own arenas, height generator and splice, so
+//! inserts share no mutable memory but the links and the list's counts. A node is fully written before a compare-and-swap links it in at
 //! each level, bottom up; a swap that loses to another insert walks forward
 //! from where it was and tries again. Readers follow links with acquire
 //! loads, so they see either the old list or the new node complete. Nodes
 //! are never unlinked or freed before the list is dropped.
 
+use std::cell::UnsafeCell;
 use std::cmp::Ordering;
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Mutex, PoisonError};
 
 /// Tallest tower. With a branching factor of 3 this serves 3^16 = 43 M
@@ -296,19 +297,71 @@ pub struct SkipList {
     order: KeyOrder,
     /// `order.has_prefix()`, once.
     has_prefix: bool,
+    /// Read by every search; written only when a node taller than every
+    /// node before it is linked (about `log4` of the entries' count times).
     max_height: AtomicUsize,
-    len: AtomicUsize,
-    entry_bytes: AtomicUsize,
-    /// Inserters not in use. There are as many as inserts ever ran at once;
-    /// each owns the arena chunks of the nodes it made.
-    idle: Mutex<Vec<InsertState>>,
-    /// Seeds the height generator of the next new inserter.
-    seeds: AtomicUsize,
+    /// What every batch's inserter changes, on cache lines of their own:
+    /// beside the fields above they would make each concurrent insert take
+    /// the line every search reads from the others.
+    shared: Padded<Shared>,
+    /// The inserters' states, one per thread as far as they go: a thread
+    /// takes the slot its index names (`thread_slot`), so threads that
+    /// insert at once do not pass one pool's lock and states between their
+    /// cores at every batch. Each state owns the arena chunks of the nodes
+    /// it made; the first also owns the head.
+    slots: [Padded<Slot>; SLOTS],
     /// Each node's height, for the tests' check of every level (nodes do
     /// not store it).
     #[cfg(test)]
     heights: Mutex<std::collections::HashMap<usize, usize>>,
 }
+
+/// The fields of [`SkipList`] that every inserter writes.
+struct Shared {
+    len: AtomicUsize,
+    entry_bytes: AtomicUsize,
+    /// States of inserters that found every slot taken (more threads
+    /// inserting at once than [`SLOTS`]), for the next such inserter.
+    overflow: Mutex<Vec<InsertState>>,
+    /// Seeds the height generator of the next new inserter.
+    seeds: AtomicUsize,
+}
+
+/// Slots of inserter states in a list: more than the threads that insert
+/// at once in practice (the writers of one write group).
+const SLOTS: usize = 16;
+
+/// One inserter state, taken by at most one inserter at a time.
+struct Slot {
+    /// An inserter holds the slot.
+    busy: AtomicBool,
+    /// `None` until a first inserter takes the slot. Accessed only by the
+    /// thread that set `busy`.
+    state: UnsafeCell<Option<InsertState>>,
+}
+
+impl Slot {
+    fn new(state: Option<InsertState>) -> Padded<Slot> {
+        Padded(Slot {
+            busy: AtomicBool::new(false),
+            state: UnsafeCell::new(state),
+        })
+    }
+}
+
+/// This thread's slot, by the order in which threads first inserted.
+fn thread_slot() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, AtomicOrdering::Relaxed);
+    }
+    INDEX.with(|index| *index % SLOTS)
+}
+
+/// A value on cache lines of its own (128 bytes: x86's adjacent-line
+/// prefetcher fetches lines in pairs).
+#[repr(align(128))]
+struct Padded<T>(T);
 
 // SAFETY: the raw pointers refer to arenas owned by the list's inserters,
 // which are dropped only with the list; nodes are changed only through
@@ -334,21 +387,24 @@ impl SkipList {
         // SAFETY: the memory is fresh, aligned and large enough for a
         // header and MAX_HEIGHT links.
         let head = unsafe { init_node(base, MAX_HEIGHT, 0, 0) };
-        let first = InsertState {
+        let mut first = Some(InsertState {
             arena,
             tall: Arena::new(),
             rng: 0xdead_beef,
             splice: [head.as_ptr() as *const Node; MAX_HEIGHT],
-        };
+        });
         SkipList {
             head,
             has_prefix: order.has_prefix(),
             order,
             max_height: AtomicUsize::new(1),
-            len: AtomicUsize::new(0),
-            entry_bytes: AtomicUsize::new(0),
-            idle: Mutex::new(vec![first]),
-            seeds: AtomicUsize::new(1),
+            shared: Padded(Shared {
+                len: AtomicUsize::new(0),
+                entry_bytes: AtomicUsize::new(0),
+                overflow: Mutex::new(Vec::new()),
+                seeds: AtomicUsize::new(1),
+            }),
+            slots: std::array::from_fn(|i| Slot::new((i == 0).then_some(first.take()).flatten())),
             #[cfg(test)]
             heights: Mutex::default(),
         }
@@ -357,21 +413,56 @@ impl SkipList {
     /// An inserter for this list, for one batch of inserts: it may run at
     /// the same time as other inserters and readers.
     pub fn inserter(&self) -> Inserter<'_> {
+        let home = thread_slot();
+        for i in 0..SLOTS {
+            let slot = &self.slots[(home + i) % SLOTS].0;
+            if slot.busy.load(AtomicOrdering::Relaxed)
+                || slot
+                    .busy
+                    .compare_exchange(
+                        false,
+                        true,
+                        AtomicOrdering::Acquire,
+                        AtomicOrdering::Relaxed,
+                    )
+                    .is_err()
+            {
+                continue;
+            }
+            // SAFETY: `busy` is ours: no other thread touches the state
+            // until the inserter's drop clears it (release).
+            let state = unsafe { &mut *slot.state.get() }
+                .take()
+                .unwrap_or_else(|| self.new_state());
+            return Inserter {
+                list: self,
+                state: Some(state),
+                slot: Some(slot),
+                len: 0,
+                entry_bytes: 0,
+            };
+        }
         let state = self
-            .idle
+            .shared
+            .0
+            .overflow
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop()
-            .unwrap_or_else(|| {
-                let seed = self.seeds.fetch_add(1, AtomicOrdering::Relaxed) as u32;
-                InsertState::new(0xdead_beef ^ seed.wrapping_mul(0x9e37_79b9), self.head)
-            });
+            .unwrap_or_else(|| self.new_state());
         Inserter {
             list: self,
             state: Some(state),
+            slot: None,
             len: 0,
             entry_bytes: 0,
         }
+    }
+
+    /// The state of an inserter that finds none to reuse.
+    fn new_state(&self) -> InsertState {
+        let seed = self.shared.0.seeds.fetch_add(1, AtomicOrdering::Relaxed) as u32;
+        InsertState::new(0xdead_beef ^ seed.wrapping_mul(0x9e37_79b9), self.head)
     }
 
     /// Inserts one entry (see [`Inserter::insert`]).
@@ -381,7 +472,7 @@ impl SkipList {
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.len.load(AtomicOrdering::Relaxed)
+        self.shared.0.len.load(AtomicOrdering::Relaxed)
     }
 
     /// True when nothing was inserted.
@@ -392,7 +483,7 @@ impl SkipList {
     /// Bytes of the entries with their node headers and links (the arena
     /// holds up to two partly used chunks more per inserter).
     pub fn entry_bytes(&self) -> usize {
-        self.entry_bytes.load(AtomicOrdering::Relaxed)
+        self.shared.0.entry_bytes.load(AtomicOrdering::Relaxed)
     }
 
     /// Links `node`, `height` tall with key `target`, at every level, bottom
@@ -660,6 +751,9 @@ pub struct Inserter<'a> {
     list: &'a SkipList,
     /// `Some` until dropped.
     state: Option<InsertState>,
+    /// Where `state` came from and goes back to: a slot this inserter
+    /// holds, or (`None`) the overflow pool.
+    slot: Option<&'a Slot>,
     len: usize,
     entry_bytes: usize,
 }
@@ -717,7 +811,12 @@ impl Inserter<'_> {
         list.find_from(target, start, searched, Some(&mut at));
         // Readers may see the new height before the links: they then find
         // null links from the head at the new levels and move down.
-        list.max_height.fetch_max(height, AtomicOrdering::Relaxed);
+        // Looked at first: a read-modify-write, even of an equal value,
+        // would take the line of `max_height` (and the head's pointer)
+        // from every core that searches.
+        if height > list.max_height.load(AtomicOrdering::Relaxed) {
+            list.max_height.fetch_max(height, AtomicOrdering::Relaxed);
+        }
         // SAFETY: the node is complete and unlinked; the splice nodes are
         // the head or nodes of the list before the key (`splice_start`).
         unsafe { list.link(node.as_ptr(), height, target, &mut at, searched) };
@@ -735,15 +834,25 @@ impl Inserter<'_> {
 
 impl Drop for Inserter<'_> {
     fn drop(&mut self) {
-        let list = self.list;
-        list.len.fetch_add(self.len, AtomicOrdering::Relaxed);
-        list.entry_bytes
+        let shared = &self.list.shared.0;
+        shared.len.fetch_add(self.len, AtomicOrdering::Relaxed);
+        shared
+            .entry_bytes
             .fetch_add(self.entry_bytes, AtomicOrdering::Relaxed);
-        if let Some(state) = self.state.take() {
-            list.idle
+        let Some(state) = self.state.take() else {
+            return;
+        };
+        match self.slot {
+            Some(slot) => {
+                // SAFETY: this inserter holds `busy` until the store below.
+                unsafe { *slot.state.get() = Some(state) };
+                slot.busy.store(false, AtomicOrdering::Release);
+            }
+            None => shared
+                .overflow
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .push(state);
+                .push(state),
         }
     }
 }
@@ -1001,6 +1110,33 @@ mod tests {
         let b = list.next(a).unwrap();
         assert_eq!(list.value(b), b"small");
         assert_eq!(list.value(list.next(b).unwrap()), b"small again");
+    }
+
+    #[test]
+    fn more_inserters_at_once_than_slots_share_the_overflow_pool() {
+        let list = SkipList::new(KeyOrder::Plain(<[u8]>::cmp));
+        for round in 0u32..3 {
+            // Held at once: every slot is taken, the rest overflow.
+            let mut inserters: Vec<Inserter<'_>> =
+                (0..SLOTS + 5).map(|_| list.inserter()).collect();
+            assert_eq!(inserters.iter().filter(|i| i.slot.is_none()).count(), 5);
+            for (i, inserter) in inserters.iter_mut().enumerate() {
+                for j in 0u32..50 {
+                    let key = (round * 10_000 + j * 100 + i as u32).to_be_bytes();
+                    inserter.insert(4, 4, |e| {
+                        e[..4].copy_from_slice(&key);
+                        e[4..].copy_from_slice(&key);
+                    });
+                }
+            }
+        }
+        // Released states are reused, not made anew.
+        assert_eq!(list.shared.0.overflow.lock().unwrap().len(), 5);
+        assert_eq!(list.shared.0.seeds.load(AtomicOrdering::Relaxed), SLOTS + 5);
+        let keys = keys_forward(&list);
+        assert_eq!(list.len(), 3 * 50 * (SLOTS + 5));
+        assert_eq!(keys.len(), list.len());
+        assert!(keys.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]
