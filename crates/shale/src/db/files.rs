@@ -11,6 +11,7 @@ use shale_format::{Error, Result};
 
 use super::{job_io, DbInner};
 use crate::filename;
+use crate::lock_order;
 use crate::options::Options;
 use crate::version_set::VersionSet;
 
@@ -97,6 +98,15 @@ impl DbInner {
             }
         }
         obsolete
+    }
+
+    /// Lists the files no live version names while `versions` is held,
+    /// releases it, and deletes them: the end of every change to the live
+    /// set (a flush, a compaction's install, a resume) and of a close.
+    pub(super) fn delete_obsolete_files(&self, versions: lock_order::Guard<'_, VersionSet>) {
+        let obsolete = self.obsolete_files(&versions);
+        drop(versions);
+        self.delete_files(obsolete);
     }
 
     /// Deletes files [`DbInner::obsolete_files`] found, without any lock.

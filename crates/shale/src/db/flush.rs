@@ -110,9 +110,7 @@ impl DbInner {
                 "Level-0 table #{number}: {bytes} bytes, placed at level {level}, {:.3} s",
                 started.elapsed().as_secs_f64()
             );
-            let obsolete = self.obsolete_files(&versions);
-            drop(versions);
-            self.delete_files(obsolete);
+            self.delete_obsolete_files(versions);
             Ok(())
         })();
         if result.is_err() {

@@ -89,9 +89,7 @@ impl DbInner {
             self.install_version(&mut state, version);
             state.level_stats[output_level].add(started.elapsed().as_secs_f64(), read, written);
         }
-        let obsolete = self.obsolete_files(&versions);
-        drop(versions);
-        self.delete_files(obsolete);
+        self.delete_obsolete_files(versions);
         Ok(summary)
     }
 }

@@ -220,10 +220,7 @@ impl Drop for Closer {
         // gone, delete what no live version names: a closed database
         // leaves no dead tables behind (which `repair` would take back as
         // live), as the next open would delete them anyway.
-        let versions = self.inner.lock_versions();
-        let obsolete = self.inner.obsolete_files(&versions);
-        drop(versions);
-        self.inner.delete_files(obsolete);
+        self.inner.delete_obsolete_files(self.inner.lock_versions());
         shale_log!(self.inner.info_log, "Closed");
     }
 }

@@ -237,10 +237,7 @@ impl DbInner {
         self.signal_done(&mut state);
         drop(state);
         self.service.work_available();
-        let versions = self.lock_versions();
-        let obsolete = self.obsolete_files(&versions);
-        drop(versions);
-        self.delete_files(obsolete);
+        self.delete_obsolete_files(self.lock_versions());
     }
 }
 
