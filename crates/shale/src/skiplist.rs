@@ -253,7 +253,8 @@ impl Arena {
     }
 }
 
-/// One inserter's own state, kept in the list's pool between batches: the
+/// One inserter's own state, kept in one of the list's slots between
+/// batches: the
 /// arenas its nodes come from, its height generator and its splice.
 struct InsertState {
     arena: Arena,
@@ -744,9 +745,9 @@ impl SkipList {
 }
 
 /// Inserts into one [`SkipList`], alongside other inserters; returns its
-/// state to the list when dropped. One per batch: taking it locks the
-/// list's pool once, and the counts it keeps are added to the list's when
-/// it is dropped.
+/// state to the list when dropped. One per batch: taking it claims a slot
+/// of the list once (its thread's own, when free), and the counts it keeps
+/// are added to the list's when it is dropped.
 pub struct Inserter<'a> {
     list: &'a SkipList,
     /// `Some` until dropped.
