@@ -254,8 +254,8 @@ impl Arena {
 }
 
 /// One inserter's own state, kept in one of the list's slots between
-/// batches: the
-/// arenas its nodes come from, its height generator and its splice.
+/// batches: the arenas its nodes come from, its height generator and its
+/// splice.
 struct InsertState {
     arena: Arena,
     /// The arena of nodes [`TALL_FROM`] or more tall.
