@@ -14,8 +14,9 @@
 //! lock (RocksDB's `InlineSkipList::InsertConcurrently`). An inserter takes
 //! an [`Inserter`] out of the list's slots, once per batch, the slot of its
 //! thread when free: its own arenas, height generator and splice, so
-//! inserts share no mutable memory but the links and the list's counts. A node is fully written before a compare-and-swap links it in at
-//! each level, bottom up; a swap that loses to another insert walks forward
+//! inserts share no mutable memory but the links and the list's counts. A
+//! node is fully written before a compare-and-swap links it in at each
+//! level, bottom up; a swap that loses to another insert walks forward
 //! from where it was and tries again. Readers follow links with acquire
 //! loads, so they see either the old list or the new node complete. Nodes
 //! are never unlinked or freed before the list is dropped.
@@ -299,7 +300,7 @@ pub struct SkipList {
     /// `order.has_prefix()`, once.
     has_prefix: bool,
     /// Read by every search; written only when a node taller than every
-    /// node before it is linked (about `log4` of the entries' count times).
+    /// node before it is linked (a few times per list).
     max_height: AtomicUsize,
     /// What every batch's inserter changes, on cache lines of their own:
     /// beside the fields above they would make each concurrent insert take
@@ -405,7 +406,8 @@ impl SkipList {
                 overflow: Mutex::new(Vec::new()),
                 seeds: AtomicUsize::new(1),
             }),
-            slots: std::array::from_fn(|i| Slot::new((i == 0).then_some(first.take()).flatten())),
+            // The first slot keeps the state that owns the head.
+            slots: std::array::from_fn(|i| Slot::new(if i == 0 { first.take() } else { None })),
             #[cfg(test)]
             heights: Mutex::default(),
         }
