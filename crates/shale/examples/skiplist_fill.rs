@@ -5,16 +5,17 @@
 //! than a core's cache, so an insert is mostly waiting for the nodes its
 //! search visits.
 //!
-//! Without THREADS one inserter fills each list. With THREADS that many
-//! threads fill each list at once, each inserting its
-//! share of the entries as one-entry batches (an inserter per entry, as the
-//! write path inserts single `Put`s); the time printed is then the wall
-//! time per entry, so that 1 / it is the list's insert throughput and
-//! thread counts compare directly.
+//! Without THREADS one inserter fills each list. With THREADS (1 or more)
+//! that many threads fill each list at once, each inserting its share of
+//! the entries as one-entry batches (an inserter per entry, as the write
+//! path inserts single `Put`s); the time printed is then the wall time per
+//! entry, so that 1 / it is the list's insert throughput and thread counts
+//! compare directly.
 //!
 //! Usage: cargo run --release -p shale --example skiplist_fill [ENTRIES [LISTS [THREADS]]]
-//! (default 90000, 20 and 1). Compare two builds by alternating them: a
-//! single run on a shared machine varies by tens of percent.
+//! (defaults 90000 and 20, and one inserter). Compare two builds by
+//! alternating them: a single run on a shared machine varies by tens of
+//! percent.
 
 use shale::skiplist::{KeyOrder, SkipList};
 use std::sync::Barrier;
@@ -55,10 +56,11 @@ fn main() {
             total += start.elapsed();
             continue;
         };
-        let barrier = Barrier::new(threads + 1);
-        let share = entries.div_ceil(threads);
+        let parts = keys.chunks(entries.div_ceil(threads).max(1));
+        // Fewer parts than threads when there are fewer entries.
+        let barrier = Barrier::new(parts.len() + 1);
         let start = std::thread::scope(|scope| {
-            for part in keys.chunks(share) {
+            for part in parts {
                 let (list, barrier) = (&list, &barrier);
                 scope.spawn(move || {
                     barrier.wait();
