@@ -195,10 +195,8 @@ enum Patience {
 
 impl Patience {
     /// The patience of a writer that queues behind `waiting` others (the
-    /// leader among them, or leading a group already): awake while the
-    /// machine has a core for each of them, this writer and the leader,
-    /// and one more for the compaction; else as [`LONE_WRITER_YIELDS`]
-    /// says (two cores are never enough).
+    /// leader among them, or leading a group already): awake where
+    /// [`stays_awake`] says so, else as [`LONE_WRITER_YIELDS`] says.
     fn for_queue(waiting: usize, options: &Options) -> Patience {
         if stays_awake(waiting, options) {
             Patience::StayAwake {
