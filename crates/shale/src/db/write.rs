@@ -127,9 +127,7 @@ impl GroupInsert<'_> {
             let Some(batch) = write.batch.as_ref() else {
                 continue;
             };
-            let result = catch_unwind(AssertUnwindSafe(|| insert_into(self.mem, batch)))
-                .unwrap_or_else(|panic| Err(Error::panicked("a memtable insert", &*panic)));
-            if let Err(err) = result {
+            if let Err(err) = insert_caught(self.mem, batch) {
                 let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
                 failed.get_or_insert(err);
             }
@@ -568,8 +566,7 @@ impl DbInner {
             .map_err(|e| e.in_file(&format!("{wal_number:06}.log")))
             .and_then(|()| {
                 kill_point::maybe_kill(kill_point::WAL_WRITTEN_BEFORE_MEMTABLE);
-                catch_unwind(AssertUnwindSafe(|| insert_into(&mem, &batch)))
-                    .unwrap_or_else(|panic| Err(Error::panicked("a memtable insert", &*panic)))
+                insert_caught(&mem, &batch)
             });
         let mut state = self.publish(first_sequence, last_sequence);
         self.return_wal(&mut state, log, false, &result);
@@ -925,6 +922,14 @@ pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// [`insert_into`], with a panic in it made the write's error: a writer
+/// that panicked while leading would leave the lead taken and every later
+/// writer waiting.
+fn insert_caught(mem: &MemTable, batch: &WriteBatch) -> Result<()> {
+    catch_unwind(AssertUnwindSafe(|| insert_into(mem, batch)))
+        .unwrap_or_else(|panic| Err(Error::panicked("a memtable insert", &*panic)))
 }
 
 #[cfg(test)]
