@@ -87,6 +87,29 @@ pub(crate) struct WriteQueue {
     publish_waiters: usize,
 }
 
+impl WriteQueue {
+    /// Gives `batches` consecutive sequence numbers after every number
+    /// published (`published`, `State::last_sequence`) or given out
+    /// already, and records them as given: used up whatever happens next
+    /// (the records may reach the WAL, and no later write may share their
+    /// numbers). Returns the first and the last number; the last is the
+    /// first minus one when the batches hold no entries.
+    fn allocate<'b>(
+        &mut self,
+        published: SequenceNumber,
+        batches: impl Iterator<Item = &'b mut WriteBatch>,
+    ) -> (SequenceNumber, SequenceNumber) {
+        let first = published.max(self.allocated) + 1;
+        let mut next = first;
+        for batch in batches {
+            batch.set_sequence(next);
+            next += u64::from(batch.count());
+        }
+        self.allocated = next - 1;
+        (first, next - 1)
+    }
+}
+
 /// Where a writer waits: what it waits for, and the thread to wake. Each on
 /// cache lines of its own: the writers queued spin on their slots while
 /// the leader writes to them, and slots of different threads allocated
@@ -472,24 +495,17 @@ impl DbInner {
         group: &mut Vec<QueuedWrite>,
     ) -> Result<()> {
         let sync = take_group(&mut state.write_queue, group);
-        let first_sequence = state.last_sequence.max(state.write_queue.allocated) + 1;
-        let mut next_sequence = first_sequence;
-        for batch in group.iter_mut().filter_map(|w| w.batch.as_mut()) {
-            batch.set_sequence(next_sequence);
-            next_sequence += u64::from(batch.count());
-        }
         if group.iter().all(|w| w.batch.is_none()) {
             // A memtable switch: nothing to write.
             wake_next_leader(&mut state);
             return Ok(());
         }
-        let last_sequence = next_sequence - 1;
+        let published = state.last_sequence;
+        let batches = group.iter_mut().filter_map(|w| w.batch.as_mut());
+        let (first_sequence, last_sequence) = state.write_queue.allocate(published, batches);
         // A group hands the lead on early only to a writer already queued:
         // a writer alone would take the state lock once more for nothing.
         let pipelined = self.options.pipelined_write && !state.write_queue.writers.is_empty();
-        // Used up whatever happens next: the record may be in the WAL, and
-        // no later write may share its sequence numbers.
-        state.write_queue.allocated = last_sequence;
         let mem = state.mem.clone();
         let mut log = state.log.take();
         let wal_number = state.log_number;
@@ -506,8 +522,7 @@ impl DbInner {
             .and_then(|()| sync_retired_wal(retired))
             .and_then(|()| {
                 let batches = group.iter().filter_map(|w| w.batch.as_ref());
-                append_to_wal(log.as_mut(), batches, sync)
-                    .map_err(|e| e.in_file(&format!("{wal_number:06}.log")))
+                append_to_wal(log.as_mut(), wal_number, batches, sync)
             });
         let wal_failed = logged.is_err();
         if pipelined {
@@ -543,9 +558,15 @@ impl DbInner {
     /// to wait for (what `make_room_for_write` would find at once).
     fn may_write_alone(&self, state: &State) -> bool {
         let queue = &state.write_queue;
-        !queue.leading
-            && queue.writers.is_empty()
-            && state.bg_error.is_none()
+        !queue.leading && queue.writers.is_empty() && self.has_room_now(state)
+    }
+
+    /// Whether a write finds room with nothing to wait for: no background
+    /// error, L0 under the slowdown trigger, the memtable not full.
+    /// `make_room_for_write` returns at once, without a switch, exactly
+    /// when this holds.
+    fn has_room_now(&self, state: &State) -> bool {
+        state.bg_error.is_none()
             && state.current.num_files(0) < self.options.l0_slowdown_writes_trigger
             && state.mem.approximate_memory_usage() <= self.options.write_buffer_size
     }
@@ -561,16 +582,15 @@ impl DbInner {
     /// REQUIRES: [`DbInner::may_write_alone`].
     fn write_alone<'a>(&'a self, mut state: StateGuard<'a>, mut batch: WriteBatch) -> Result<()> {
         state.write_queue.leading = true;
-        let first_sequence = state.last_sequence.max(state.write_queue.allocated) + 1;
-        batch.set_sequence(first_sequence);
-        let last_sequence = first_sequence + u64::from(batch.count()) - 1;
-        state.write_queue.allocated = last_sequence;
+        let published = state.last_sequence;
+        let (first_sequence, last_sequence) = state
+            .write_queue
+            .allocate(published, std::iter::once(&mut batch));
         let mem = state.mem.clone();
         let mut log = state.log.take();
         let wal_number = state.log_number;
         drop(state);
-        let result = append_to_wal(log.as_mut(), std::iter::once(&batch), false)
-            .map_err(|e| e.in_file(&format!("{wal_number:06}.log")))
+        let result = append_to_wal(log.as_mut(), wal_number, std::iter::once(&batch), false)
             .and_then(|()| {
                 kill_point::maybe_kill(kill_point::WAL_WRITTEN_BEFORE_MEMTABLE);
                 insert_caught(&mem, &batch)
@@ -714,6 +734,9 @@ impl DbInner {
         mut force: bool,
         write_bytes: usize,
     ) -> (StateGuard<'a>, Result<()>) {
+        if !force && self.has_room_now(&state) {
+            return (state, Ok(()));
+        }
         let options = &self.options;
         let mut allow_delay = !force;
         loop {
@@ -896,22 +919,27 @@ fn sync_retired_wal(retired: Option<Wal>) -> Result<()> {
     }
 }
 
-/// Appends one record per batch, then syncs if asked.
+/// Appends one record per batch to WAL `wal_number`, then syncs if asked;
+/// an error names the file.
 fn append_to_wal<'a>(
     log: Option<&mut Wal>,
+    wal_number: u64,
     batches: impl Iterator<Item = &'a WriteBatch>,
     sync: bool,
 ) -> Result<()> {
-    let log = log.ok_or_else(|| Error::Internal("no WAL is open".into()))?;
-    for batch in batches {
-        log.add_record(batch.data())?;
-    }
-    if sync {
-        log.get_mut()
-            .sync()
-            .map_err(|e| Error::io("syncing the WAL", e))?;
-    }
-    Ok(())
+    let append = || {
+        let log = log.ok_or_else(|| Error::Internal("no WAL is open".into()))?;
+        for batch in batches {
+            log.add_record(batch.data())?;
+        }
+        if sync {
+            log.get_mut()
+                .sync()
+                .map_err(|e| Error::io("syncing the WAL", e))?;
+        }
+        Ok(())
+    };
+    append().map_err(|e: Error| e.in_file(&format!("{wal_number:06}.log")))
 }
 
 /// Applies a whole batch to the memtable, assigning consecutive sequence
