@@ -616,7 +616,18 @@ impl SkipList {
     /// The entry after `at`.
     pub fn next(&self, at: Position) -> Option<Position> {
         // SAFETY: `at` is a node of this list, at least one link tall.
-        position(unsafe { Node::link(at.0.as_ptr(), 0).load(AtomicOrdering::Acquire) })
+        let next = unsafe { Node::link(at.0.as_ptr(), 0).load(AtomicOrdering::Acquire) };
+        if !next.is_null() {
+            // Nodes lie in the arena in the order they were inserted, not
+            // in the keys' order: a walk misses the cache at about every
+            // node. Fetch the node after `next` now, so that it arrives
+            // while the caller works on `next` (a flush adds it to a
+            // table); the caller reads `next`'s key anyway, from the line
+            // its link is on.
+            // SAFETY: `next` is a node of this list (linked at level 0).
+            prefetch(unsafe { Node::link(next, 0).load(AtomicOrdering::Relaxed) });
+        }
+        position(next)
     }
 
     /// The entry before `at` (by a search: nodes have no back links).
