@@ -16,9 +16,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use shale::format::format::CompressionType;
 use shale::format::internal_key::ValueType;
 use shale::format::iterator::KvIterator;
-use shale::format::format::CompressionType;
 use shale::format::options::TableOptions;
 use shale::format::table_builder::TableBuilder;
 use shale::memtable::MemTable;

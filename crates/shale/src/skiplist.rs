@@ -324,7 +324,9 @@ struct Shared {
     entry_bytes: AtomicUsize,
     /// States of inserters that found every slot taken (more threads
     /// inserting at once than [`SLOTS`]), for the next such inserter.
-    overflow: Mutex<Vec<InsertState>>,
+    /// Boxed: an inserter works on its state where it lies, and moves.
+    #[allow(clippy::vec_box)]
+    overflow: Mutex<Vec<Box<InsertState>>>,
     /// Seeds the height generator of the next new inserter.
     seeds: AtomicUsize,
 }
@@ -434,12 +436,10 @@ impl SkipList {
             }
             // SAFETY: `busy` is ours: no other thread touches the state
             // until the inserter's drop clears it (release).
-            let state = unsafe { &mut *slot.state.get() }
-                .take()
-                .unwrap_or_else(|| self.new_state());
+            let state = unsafe { &mut *slot.state.get() }.get_or_insert_with(|| self.new_state());
             return Inserter {
                 list: self,
-                state: Some(state),
+                state: NonNull::from(state),
                 slot: Some(slot),
                 len: 0,
                 entry_bytes: 0,
@@ -452,10 +452,11 @@ impl SkipList {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop()
-            .unwrap_or_else(|| self.new_state());
+            .unwrap_or_else(|| Box::new(self.new_state()));
         Inserter {
             list: self,
-            state: Some(state),
+            // Back into a box when the inserter is dropped.
+            state: NonNull::from(Box::leak(state)),
             slot: None,
             len: 0,
             entry_bytes: 0,
@@ -763,10 +764,12 @@ impl SkipList {
 /// are added to the list's when it is dropped.
 pub struct Inserter<'a> {
     list: &'a SkipList,
-    /// `Some` until dropped.
-    state: Option<InsertState>,
-    /// Where `state` came from and goes back to: a slot this inserter
-    /// holds, or (`None`) the overflow pool.
+    /// The state this inserter holds, used where it lies (in its slot, or
+    /// boxed) rather than moved out and back: it is about 220 bytes, and
+    /// a batch of one `Put` took it and put it back every time.
+    state: NonNull<InsertState>,
+    /// Where `state` lies: a slot this inserter holds, or (`None`) a box
+    /// that goes back to the overflow pool.
     slot: Option<&'a Slot>,
     len: usize,
     entry_bytes: usize,
@@ -791,9 +794,10 @@ impl Inserter<'_> {
         let key_len32 = u32::try_from(key_len).expect("memtable key over 4 GiB");
         let value_len32 = u32::try_from(value_len).expect("memtable value over 4 GiB");
         let list = self.list;
-        let Some(state) = self.state.as_mut() else {
-            return;
-        };
+        // SAFETY: the state is this inserter's alone until it is dropped
+        // (its slot's `busy` flag, or the box it took from the pool), and
+        // `&mut self` makes this the only reference to it.
+        let state = unsafe { self.state.as_mut() };
         let height = state.random_height();
         let size = Node::size(height, key_len + value_len);
         let arena = if height >= TALL_FROM {
@@ -853,20 +857,20 @@ impl Drop for Inserter<'_> {
         shared
             .entry_bytes
             .fetch_add(self.entry_bytes, AtomicOrdering::Relaxed);
-        let Some(state) = self.state.take() else {
-            return;
-        };
         match self.slot {
-            Some(slot) => {
-                // SAFETY: this inserter holds `busy` until the store below.
-                unsafe { *slot.state.get() = Some(state) };
-                slot.busy.store(false, AtomicOrdering::Release);
+            // The state stays in the slot: the next inserter of the slot
+            // takes it after this store (release: with what this one wrote).
+            Some(slot) => slot.busy.store(false, AtomicOrdering::Release),
+            None => {
+                // SAFETY: `state` came from `Box::leak` in `inserter` and
+                // is not used after this.
+                let state = unsafe { Box::from_raw(self.state.as_ptr()) };
+                shared
+                    .overflow
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(state);
             }
-            None => shared
-                .overflow
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(state),
         }
     }
 }
