@@ -28,6 +28,8 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Mutex, PoisonError};
 
+use crossbeam_utils::CachePadded;
+
 /// Tallest tower. With a branching factor of 3 this serves 3^16 = 43 M
 /// entries at full speed, far more than a memtable holds.
 const MAX_HEIGHT: usize = 16;
@@ -305,13 +307,13 @@ pub struct SkipList {
     /// What every batch's inserter changes, on cache lines of their own:
     /// beside the fields above they would make each concurrent insert take
     /// the line every search reads from the others.
-    shared: Padded<Shared>,
+    shared: CachePadded<Shared>,
     /// The inserters' states, one per thread as far as they go: a thread
     /// takes the slot its index names (`thread_slot`), so threads that
     /// insert at once do not pass one pool's lock and states between their
     /// cores at every batch. Each state owns the arena chunks of the nodes
     /// it made; the first also owns the head.
-    slots: [Padded<Slot>; SLOTS],
+    slots: [CachePadded<Slot>; SLOTS],
     /// Each node's height, for the tests' check of every level (nodes do
     /// not store it).
     #[cfg(test)]
@@ -345,8 +347,8 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(state: Option<InsertState>) -> Padded<Slot> {
-        Padded(Slot {
+    fn new(state: Option<InsertState>) -> CachePadded<Slot> {
+        CachePadded::new(Slot {
             busy: AtomicBool::new(false),
             state: UnsafeCell::new(state),
         })
@@ -361,11 +363,6 @@ fn thread_slot() -> usize {
     }
     INDEX.with(|index| *index % SLOTS)
 }
-
-/// A value on cache lines of its own (128 bytes: x86's adjacent-line
-/// prefetcher fetches lines in pairs).
-#[repr(align(128))]
-struct Padded<T>(T);
 
 // SAFETY: the raw pointers refer to arenas owned by the list's inserters,
 // which are dropped only with the list; nodes are changed only through
@@ -402,7 +399,7 @@ impl SkipList {
             has_prefix: order.has_prefix(),
             order,
             max_height: AtomicUsize::new(1),
-            shared: Padded(Shared {
+            shared: CachePadded::new(Shared {
                 len: AtomicUsize::new(0),
                 entry_bytes: AtomicUsize::new(0),
                 overflow: Mutex::new(Vec::new()),
@@ -420,7 +417,7 @@ impl SkipList {
     pub fn inserter(&self) -> Inserter<'_> {
         let home = thread_slot();
         for i in 0..SLOTS {
-            let slot = &self.slots[(home + i) % SLOTS].0;
+            let slot: &Slot = &self.slots[(home + i) % SLOTS];
             if slot.busy.load(AtomicOrdering::Relaxed)
                 || slot
                     .busy
@@ -447,7 +444,6 @@ impl SkipList {
         }
         let state = self
             .shared
-            .0
             .overflow
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -465,7 +461,7 @@ impl SkipList {
 
     /// The state of an inserter that finds none to reuse.
     fn new_state(&self) -> InsertState {
-        let seed = self.shared.0.seeds.fetch_add(1, AtomicOrdering::Relaxed) as u32;
+        let seed = self.shared.seeds.fetch_add(1, AtomicOrdering::Relaxed) as u32;
         InsertState::new(0xdead_beef ^ seed.wrapping_mul(0x9e37_79b9), self.head)
     }
 
@@ -476,7 +472,7 @@ impl SkipList {
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.shared.0.len.load(AtomicOrdering::Relaxed)
+        self.shared.len.load(AtomicOrdering::Relaxed)
     }
 
     /// True when nothing was inserted.
@@ -487,7 +483,7 @@ impl SkipList {
     /// Bytes of the entries with their node headers and links (the arena
     /// holds up to two partly used chunks more per inserter).
     pub fn entry_bytes(&self) -> usize {
-        self.shared.0.entry_bytes.load(AtomicOrdering::Relaxed)
+        self.shared.entry_bytes.load(AtomicOrdering::Relaxed)
     }
 
     /// Links `node`, `height` tall with key `target`, at every level, bottom
@@ -852,7 +848,7 @@ impl Inserter<'_> {
 
 impl Drop for Inserter<'_> {
     fn drop(&mut self) {
-        let shared = &self.list.shared.0;
+        let shared: &Shared = &self.list.shared;
         shared.len.fetch_add(self.len, AtomicOrdering::Relaxed);
         shared
             .entry_bytes
@@ -1149,8 +1145,8 @@ mod tests {
             }
         }
         // Released states are reused, not made anew.
-        assert_eq!(list.shared.0.overflow.lock().unwrap().len(), 5);
-        assert_eq!(list.shared.0.seeds.load(AtomicOrdering::Relaxed), SLOTS + 5);
+        assert_eq!(list.shared.overflow.lock().unwrap().len(), 5);
+        assert_eq!(list.shared.seeds.load(AtomicOrdering::Relaxed), SLOTS + 5);
         let keys = keys_forward(&list);
         assert_eq!(list.len(), 3 * 50 * (SLOTS + 5));
         assert_eq!(keys.len(), list.len());
