@@ -45,6 +45,23 @@ fn thread_nice_values(prefix: &str) -> Vec<(String, i64)> {
     found
 }
 
+/// [`thread_nice_values`] of `prefix` once at least one such thread shows
+/// and every one of them is at `nice`, or after 10 seconds as they are
+/// then. A thread sets its name and then its nice level itself when it
+/// starts: one spawned by `DB::open` that has not run yet (a loaded
+/// machine; a database with nothing to compact) still has neither.
+fn settled_nice_values(prefix: &str, nice: i64) -> Vec<(String, i64)> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let found = thread_nice_values(prefix);
+        let settled = !found.is_empty() && found.iter().all(|(_, n)| *n == nice);
+        if settled || std::time::Instant::now() >= deadline {
+            return found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn compaction_threads_run_at_the_nice_level_asked_for() {
     let env: Arc<dyn Env> = Arc::new(MemEnv::new());
@@ -61,9 +78,9 @@ fn compaction_threads_run_at_the_nice_level_asked_for() {
     db.compact_range(None, None).unwrap();
     // SAFETY: getpriority takes no pointers; `who` 0 is this thread.
     let base = i64::from(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) });
-    let compact = thread_nice_values("shale-compact");
-    let workers = thread_nice_values("shale-parallel");
-    let flush = thread_nice_values("shale-flush");
+    let compact = settled_nice_values("shale-compact", (base + 7).min(19));
+    let workers = settled_nice_values("shale-parallel", (base + 7).min(19));
+    let flush = settled_nice_values("shale-flush", base);
     assert!(!compact.is_empty() && !workers.is_empty() && !flush.is_empty());
     for (name, nice) in compact.iter().chain(&workers) {
         assert_eq!(*nice, (base + 7).min(19), "{name}");
@@ -88,12 +105,12 @@ fn compaction_threads_run_at_the_nice_level_asked_for() {
     let db = DB::open("/defaults", defaults).unwrap();
     db.put(&WriteOptions::default(), b"k", b"v").unwrap();
     db.compact_range(None, None).unwrap();
-    let compact = thread_nice_values("shale-compact");
+    let compact = settled_nice_values("shale-compact", 19);
     assert!(!compact.is_empty());
     for (name, nice) in &compact {
         assert_eq!(*nice, 19, "{name}");
     }
-    for (name, nice) in &thread_nice_values("shale-flush") {
+    for (name, nice) in &settled_nice_values("shale-flush", base) {
         assert_eq!(*nice, base, "{name}");
     }
 }
