@@ -754,8 +754,8 @@ impl SkipList {
     }
 }
 
-/// Inserts into one [`SkipList`], alongside other inserters; returns its
-/// state to the list when dropped. One per batch: taking it claims a slot
+/// Inserts into one [`SkipList`], alongside other inserters; gives up its
+/// state (which stays where it lies) when dropped. One per batch: taking it claims a slot
 /// of the list once (its thread's own, when free), and the counts it keeps
 /// are added to the list's when it is dropped.
 pub struct Inserter<'a> {
