@@ -10,12 +10,23 @@ use shale_format::{Error, Result};
 use crate::job::{CompactionJob, CompactionOutput, Executor, JobIo};
 
 /// True when a job an executor failed with `error` goes to the next
-/// executor of a chain: any refusal or failure of the executor itself
-/// ([`Error::ExecutorFailed`], an internal error). Corrupt input (it names
+/// executor of a chain: a refusal ([`Error::Refused`]) or any failure of
+/// the executor itself ([`Error::ExecutorFailed`], an internal error). Corrupt input (it names
 /// the file) and I/O errors (the disk fails every executor alike; retrying
 /// on a full disk only doubles what is written) fail the job.
 pub fn passes_to_next_executor(error: &Error) -> bool {
     !matches!(error, Error::Corruption { .. } | Error::Io { .. })
+}
+
+/// Why a job left `executor` for the next one of its chain, after it
+/// returned `error`: the one wording of a fallback, used by the engine's
+/// service and by [`FallbackChain`]. A refusal or an executor failure
+/// already names its executor.
+pub fn fallback_reason(executor: &str, error: &Error) -> String {
+    match error {
+        Error::Refused { .. } | Error::ExecutorFailed { .. } => error.to_string(),
+        _ => format!("the {executor} executor failed: {error}"),
+    }
 }
 
 /// Executors tried in order: the first that completes a job writes it, and
@@ -51,10 +62,7 @@ impl Executor for FallbackChain {
                     })
                 }
                 Err(error) if i < last && passes_to_next_executor(&error) => {
-                    why = Some(match &error {
-                        Error::ExecutorFailed { .. } => error.to_string(),
-                        _ => format!("the {} executor failed: {error}", executor.name()),
-                    });
+                    why = Some(fallback_reason(executor.name(), &error));
                 }
                 Err(error) => return Err(error),
             }

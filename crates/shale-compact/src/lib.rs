@@ -2,7 +2,7 @@
 //! [`job::Executor`] trait, the one definition of output-file boundaries
 //! ([`boundaries`]), the drop rules ([`gc`]) and the executors. Depends only on
 //! `shale-format`: an executor never sees a version, a lock or the write path
-//! (see `../shared/DESIGN.md`).
+//! (see `docs/architecture.md`).
 
 pub mod boundaries;
 pub mod chain;

@@ -73,6 +73,18 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// A compaction executor declined a job it was offered: "not me,
+    /// because ..." (RocksDB's "use local"). The executor ran nothing that
+    /// counts; the job goes to the next executor of its chain. Placement on
+    /// the device refuses a job too large for its memory, a remote
+    /// engine's check refuses a file it cannot adopt.
+    #[error("the {executor} executor refused the job: {reason}")]
+    Refused {
+        /// Name of the executor that declined.
+        executor: String,
+        /// Why.
+        reason: String,
+    },
     /// A fault of ShaleDB itself, not of the data, the disk or the caller:
     /// a panic caught on a background or executor thread, a broken
     /// invariant. The message says where; please report it.
@@ -143,6 +155,19 @@ impl Error {
             executor: executor.into(),
             reason: reason.into(),
         }
+    }
+
+    /// An executor's refusal of a job (see [`Error::Refused`]).
+    pub fn refused(executor: impl Into<String>, reason: impl Into<String>) -> Error {
+        Error::Refused {
+            executor: executor.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// True for [`Error::Refused`].
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Error::Refused { .. })
     }
 
     /// An internal error for a panic caught while doing `what`, with the

@@ -1,6 +1,6 @@
 //! ShaleDB: an embeddable LSM-tree key-value store whose files are LevelDB
 //! 1.23's and whose compaction is a plain-data job run by an executor (see
-//! `../shared/DESIGN.md`).
+//! `docs/architecture.md`).
 //!
 //! ```no_run
 //! use shale::{DB, Options, ReadOptions, WriteOptions};

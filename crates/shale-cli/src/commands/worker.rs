@@ -20,9 +20,6 @@ use std::time::Duration;
 
 use clap::Args;
 use shale::info_log::InfoLog;
-use shale::shale_compact::job::Executor;
-use shale::shale_compact::opencl::OpenClExecutor;
-use shale::shale_compact::parallel::PARALLEL;
 use shale::shale_compact::remote::{
     parse_token_file, serve, StagingLimits, StopRequest, TlsIdentity, Worker, WorkerConfig, REMOTE,
 };
@@ -220,15 +217,9 @@ pub fn run(args: &WorkerArgs) -> CliResult {
     if let Some(n) = args.compaction_threads {
         options.compaction_threads = n;
     }
-    let executor = match args.executor.as_str() {
-        // As the engine's `auto`: a GPU when there is one; an OpenCL device
-        // on the CPU (PoCL) would only compete with `parallel` for cores.
-        shale::db::AUTO => match OpenClExecutor::new(shale::db::opencl_options(&options)) {
-            Ok(gpu) if gpu.device_info().is_gpu => Arc::new(gpu) as Arc<dyn Executor>,
-            _ => shale::db::executor_by_name(PARALLEL, &options)?,
-        },
-        name => shale::db::executor_by_name(name, &options)?,
-    };
+    // `auto` is the engine's: the device when it is a GPU (with `parallel`
+    // and `streaming` behind it), else `parallel`.
+    let executor = shale::db::executor_by_name(&args.executor, &options)?;
     let log_path = args
         .log
         .clone()

@@ -513,9 +513,9 @@ impl Executor for OpenClExecutor {
         OPENCL
     }
 
-    /// Runs `job` on the device. A job that [`placement`] keeps on the CPU,
-    /// or that the device fails, is refused with [`Error::ExecutorFailed`]
-    /// saying why: the caller (the engine's compaction service, or a
+    /// Runs `job` on the device. A job that [`placement`] keeps on the CPU
+    /// is refused ([`Error::Refused`]); one that the device fails ends
+    /// with [`Error::ExecutorFailed`], both saying why: the caller (the engine's compaction service, or a
     /// [`crate::chain::FallbackChain`]) runs it elsewhere. The executor
     /// never falls back on its own.
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
@@ -523,8 +523,10 @@ impl Executor for OpenClExecutor {
         let gc = match placement(job, self.options.policy, &self.limits) {
             Placement::Device { gc } => gc,
             Placement::Cpu { reason } => {
-                let why = format!("placed on the CPU: {reason}");
-                return Err(Error::executor_failed(OPENCL, why));
+                return Err(Error::refused(
+                    OPENCL,
+                    format!("placed on the CPU: {reason}"),
+                ));
             }
         };
         self.run_on_device(job, io, gc).unwrap_or_else(|error| {

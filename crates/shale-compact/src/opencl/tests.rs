@@ -1201,8 +1201,8 @@ fn on_cpu_too(device: &Arc<OpenClExecutor>) -> crate::chain::FallbackChain {
     ])
 }
 
-/// Asserts that `device` refuses `job` (an executor failure saying
-/// `why`) and leaves no file behind.
+/// Asserts that `device` refuses `job` (a refusal, or an executor failure,
+/// saying `why`) and leaves no file behind.
 fn assert_refused(
     device: &OpenClExecutor,
     job: &CompactionJob,
@@ -1211,7 +1211,10 @@ fn assert_refused(
 ) {
     let io = MemIo::new(files.clone());
     match device.run(job, &io) {
-        Err(shale_format::Error::ExecutorFailed { executor, reason }) => {
+        Err(
+            shale_format::Error::Refused { executor, reason }
+            | shale_format::Error::ExecutorFailed { executor, reason },
+        ) => {
             assert_eq!(executor, OPENCL);
             assert!(reason.contains(why), "{reason}");
         }

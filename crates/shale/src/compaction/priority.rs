@@ -1,5 +1,5 @@
-//! ProckStore's four-level priority (`../shared/papers/
-//! prockstore-ndp-async-compaction.txt`, section 3.3), each level a pure
+//! ProckStore's four-level priority (the ProckStore paper on near-data
+//! asynchronous compaction, section 3.3), each level a pure
 //! function the scheduler calls:
 //!
 //! 1. *trigger* ([`trigger_scores`], equation 1): a level's score counts only

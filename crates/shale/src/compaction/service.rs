@@ -1,5 +1,5 @@
 //! The compaction service: the one owner of a job's life, from queued to
-//! installed or failed (`../shared/DESIGN.md`, "The compaction service").
+//! installed or failed (`docs/compaction.md`).
 //!
 //! It owns the scheduler (queues, reservations, the executor ledger) under
 //! a mutex of its own and one condition variable. Everything that happens
@@ -48,6 +48,7 @@
 //! older than the jobs the service knows finished; the bell is a leaf, so
 //! anything (an install under the state lock) may ring it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use shale_compact::job::{CompactionJob, PhaseStats};
@@ -124,19 +125,70 @@ pub struct Installed {
     pub fallback: Option<String>,
     /// What it read and wrote, and the time of each phase.
     pub phases: PhaseStats,
+    /// Bytes of its output tables.
+    pub written_bytes: u64,
+    /// Its output tables.
+    pub output_files: usize,
+    /// The levels after its install (for the LOG).
+    pub summary: String,
 }
 
 /// One executor's attempt at a job that did not complete, and that the
-/// next executor of the chain may redo.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// next executor of the chain may redo: the executor said "not me"
+/// ([`Error::Refused`]), failed ([`Error::ExecutorFailed`]) or panicked.
+#[derive(Debug, Clone)]
 pub struct Refusal {
     /// The executor.
     pub executor: &'static str,
-    /// Why, naming the executor (its error, or the panic's message): the
-    /// job's fallback reason if a later executor completes it.
-    pub reason: String,
+    /// What it returned (for a panic, an executor failure with the
+    /// panic's message).
+    pub cause: Error,
     /// It panicked.
     pub panicked: bool,
+}
+
+impl Refusal {
+    /// A refusal by `executor` for `reason`.
+    pub fn new(executor: &'static str, reason: impl Into<String>) -> Refusal {
+        Refusal {
+            executor,
+            cause: Error::refused(executor, reason),
+            panicked: false,
+        }
+    }
+
+    /// The job's error when no executor of its chain completed it: a
+    /// refusal, never the background error.
+    pub fn into_error(self) -> Error {
+        match self.cause {
+            Error::Refused { .. } => self.cause,
+            cause => Error::refused(
+                self.executor,
+                shale_compact::chain::fallback_reason(self.executor, &cause),
+            ),
+        }
+    }
+}
+
+/// The one wording of why a job left an executor: the job's fallback
+/// reason if a later executor completes it.
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&shale_compact::chain::fallback_reason(
+            self.executor,
+            &self.cause,
+        ))
+    }
+}
+
+/// Where a job runs: its executor chain and how many sub-compactions it
+/// is cut into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    /// The executors to try, first choice first, and why.
+    pub chain: Chain,
+    /// Sub-compactions (1: whole).
+    pub parts: usize,
 }
 
 /// What waiters sleep on: counters that only grow.
@@ -163,6 +215,9 @@ pub struct Service {
     /// first compaction thread to see the answer sets it); no device until
     /// then.
     device: OnceLock<Option<DeviceFacts>>,
+    /// Input bytes per second of the last compaction out of L0 (`f64`
+    /// bits; 0 before the first), recorded with the job.
+    l0_drain_rate: AtomicU64,
     info_log: InfoLog,
 }
 
@@ -183,6 +238,7 @@ impl Service {
             options: options.clone(),
             executors,
             device: OnceLock::new(),
+            l0_drain_rate: AtomicU64::new(0),
             info_log,
         }
     }
@@ -344,20 +400,41 @@ impl Service {
         self.sleep_while(|bell| bell.ended == ended)
     }
 
-    /// Where `job` runs: its executor chain, decided here once. `lane`:
-    /// the thread's; `parts`: the sub-compactions it will run as;
-    /// `requested`: the executor a manual compaction named (then
-    /// `streaming` if it fails), instead of placement's choice.
+    /// Where `job` (the described `scheduled`) runs: its executor chain
+    /// and the sub-compactions it is cut into, decided here once and
+    /// logged. `lane`: the thread's; `requested`: the executor a manual
+    /// compaction named (then `streaming` if it fails), instead of
+    /// placement's choice.
     pub fn place(
         &self,
+        scheduled: &ScheduledJob,
         job: &CompactionJob,
         lane: Lane,
-        parts: usize,
         requested: Option<&'static str>,
-    ) -> Chain {
-        if let Some(name) = requested {
-            return placement::requested(name);
-        }
+    ) -> Placed {
+        let parts = self.parts(scheduled, job, lane, requested);
+        let chain = match requested {
+            Some(name) => placement::requested(name),
+            None => self.chain(job, lane, parts),
+        };
+        shale_log!(
+            self.info_log,
+            "Compaction #{}: {}; executor chain {} ({}){}",
+            job.id,
+            scheduled.describe(),
+            chain.executors.join(" -> "),
+            chain.reason,
+            if parts > 1 {
+                format!(", up to {parts} sub-compactions")
+            } else {
+                String::new()
+            }
+        );
+        Placed { chain, parts }
+    }
+
+    /// Placement's chain for `job` on `lane`, cut into `parts`.
+    fn chain(&self, job: &CompactionJob, lane: Lane, parts: usize) -> Chain {
         let scheduler = self.lock();
         let load = Load {
             cores: crate::options::available_cores(),
@@ -379,6 +456,32 @@ impl Service {
             Some(custom) => placement::custom_first(chain, custom),
             None => chain,
         }
+    }
+
+    /// How many sub-compactions `job` runs as on `lane`: L0->L1 and manual
+    /// jobs of at least two output files' worth, up to
+    /// `max_subcompactions` (ProckStore's fourth priority). A worker runs
+    /// a job whole (its own cores split it if they like); sub-compaction
+    /// ranges are cut in bytewise order only.
+    fn parts(
+        &self,
+        scheduled: &ScheduledJob,
+        job: &CompactionJob,
+        lane: Lane,
+        requested: Option<&'static str>,
+    ) -> usize {
+        let whole = lane == Lane::Remote
+            || requested == Some(REMOTE)
+            || !self.options.key_order().is_bytewise()
+            || !(scheduled.plan.level == 0 || scheduled.manual);
+        if whole {
+            return 1;
+        }
+        priority::subcompaction_parts(
+            job.input_bytes(),
+            job.max_output_file_size,
+            self.options.subcompactions(),
+        )
     }
 
     /// Executor `index` of `chain` did not complete job `job_id`: it
@@ -424,22 +527,17 @@ impl Service {
             shale_log!(self.info_log, "Compaction #{job_id} failed: {error}");
             return Outcome::Failed(error);
         }
-        let reason = match &error {
-            // Its message already names the executor.
-            Error::ExecutorFailed { .. } => error.to_string(),
-            _ => format!("the {executor} executor failed: {error}"),
-        };
         Outcome::Refused(Refusal {
             executor,
-            reason,
+            cause: error,
             panicked,
         })
     }
 
     /// Job `job` ended with `outcome`: recorded in the ledger (an
-    /// installed job's executor, bytes, time, sub-compactions and
-    /// fallback; a refused or failed job's count), its files released, and
-    /// whoever waits woken.
+    /// installed job's executor, bytes, time, sub-compactions, fallback
+    /// and level; a refused or failed job's count), logged, its files
+    /// released, and whoever waits woken.
     pub fn finish(&self, job: &ScheduledJob, outcome: &Outcome) {
         let mut scheduler = self.lock();
         scheduler.finish(job.ticket);
@@ -448,36 +546,13 @@ impl Service {
                 scheduler.counts.refused += 1;
                 shale_log!(
                     self.info_log,
-                    "Scheduler: {} refused by every executor of its chain ({}); picked again later",
+                    "Scheduler: {} refused by every executor of its chain ({refusal}); picked again later",
                     job.describe(),
-                    refusal.reason
                 );
             }
             Outcome::Failed(_) => scheduler.counts.failed += 1,
-            Outcome::Installed(_) => {}
-        }
-        if let Outcome::Installed(done) = outcome {
-            scheduler.counts.completed += 1;
-            if done.trivial_move {
-                scheduler.counts.trivial_moves += 1;
-            } else {
-                scheduler.book.record_job(
-                    &done.executor,
-                    done.input_bytes,
-                    done.seconds,
-                    done.entries,
-                );
-                scheduler.book.record_phases(&done.executor, &done.phases);
-                if job.plan.is_cross_level() {
-                    scheduler.counts.cross_level += 1;
-                }
-            }
-            if done.subcompactions > 1 {
-                scheduler.counts.split_jobs += 1;
-                scheduler.counts.subcompactions += done.subcompactions as u64;
-            }
-            if let Some(reason) = &done.fallback {
-                scheduler.book.record_fallback(reason.clone());
+            Outcome::Installed(done) => {
+                self.record_installed(&mut scheduler, job, done);
             }
         }
         drop(scheduler);
@@ -488,6 +563,89 @@ impl Service {
             bell.ended += 1;
             bell.work += more;
         });
+    }
+
+    /// The ledger's record of an installed job, and its LOG lines.
+    fn record_installed(&self, scheduler: &mut Scheduler, job: &ScheduledJob, done: &Installed) {
+        let plan = &job.plan;
+        scheduler.counts.completed += 1;
+        scheduler.book.record_level(
+            plan.output_level,
+            done.seconds,
+            if done.trivial_move {
+                0
+            } else {
+                done.input_bytes
+            },
+            done.written_bytes,
+        );
+        if done.trivial_move {
+            scheduler.counts.trivial_moves += 1;
+            let file = &plan.inputs[0][0];
+            shale_log!(
+                self.info_log,
+                "Moved #{} to level-{} {} bytes: {}",
+                file.number,
+                plan.level + 1,
+                file.file_size,
+                done.summary
+            );
+            return;
+        }
+        scheduler
+            .book
+            .record_job(&done.executor, done.input_bytes, done.seconds, done.entries);
+        scheduler.book.record_phases(&done.executor, &done.phases);
+        if plan.is_cross_level() {
+            scheduler.counts.cross_level += 1;
+        }
+        if plan.level == 0 && done.seconds > 0.0 {
+            let rate = done.input_bytes as f64 / done.seconds;
+            self.l0_drain_rate.store(rate.to_bits(), Ordering::Relaxed);
+        }
+        if done.subcompactions > 1 {
+            scheduler.counts.split_jobs += 1;
+            scheduler.counts.subcompactions += done.subcompactions as u64;
+        }
+        if let Some(reason) = &done.fallback {
+            scheduler.book.record_fallback(reason.clone());
+            shale_log!(
+                self.info_log,
+                "Compaction #{}: fallback to the {} executor: {reason}",
+                job.ticket,
+                done.executor
+            );
+        }
+        shale_log!(
+            self.info_log,
+            "Compaction #{} done by {}{}: read {} bytes, wrote {} bytes in {} files, {:.3} s; {}",
+            job.ticket,
+            done.executor,
+            if done.subcompactions > 1 {
+                format!(" in {} sub-compactions", done.subcompactions)
+            } else {
+                String::new()
+            },
+            done.input_bytes,
+            done.written_bytes,
+            done.output_files,
+            done.seconds,
+            done.summary
+        );
+    }
+
+    /// A memtable flush wrote `bytes` to `level` in `seconds`: the ledger
+    /// counts it with the level's compactions.
+    pub fn record_flush(&self, level: usize, seconds: f64, bytes: u64) {
+        self.lock().book.record_level(level, seconds, 0, bytes);
+    }
+
+    /// Input bytes per second of the last compaction out of L0 (`None`
+    /// before the first): the write throttle's rate. Read without a lock,
+    /// so the write path may ask while it holds the state lock.
+    pub fn l0_drain_rate(&self) -> Option<f64> {
+        let rate = f64::from_bits(self.l0_drain_rate.load(Ordering::Relaxed));
+        (rate > 0.0).then_some(rate)
     }
 
     /// Blocks until no compaction is needed, queued or running: the

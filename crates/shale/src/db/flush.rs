@@ -16,10 +16,34 @@ use crate::compaction::picker;
 use crate::filename;
 use crate::kill_point;
 use crate::memtable::MemTable;
+use crate::options::WriteOptions;
 use crate::version::{total_file_size, Version};
 
+/// Starts the flush thread.
+pub(super) fn start_flush_thread(inner: &Arc<DbInner>) -> Result<std::thread::JoinHandle<()>> {
+    let flusher = inner.clone();
+    std::thread::Builder::new()
+        .name("shale-flush".into())
+        .spawn(move || flusher.flush_loop())
+        .map_err(|e| shale_format::Error::io("starting the flush thread", e))
+}
+
 impl DbInner {
-    pub(super) fn flush_loop(self: Arc<Self>) {
+    /// Switches the memtable (if it holds anything) and waits until it is a
+    /// table on disk.
+    pub(super) fn flush_memtable(&self) -> Result<()> {
+        self.write(&WriteOptions::default(), None)?;
+        let mut state = self.lock_state();
+        while state.imm.is_some() && state.bg_error.is_none() {
+            state = self.wait(&self.done_cv, state);
+        }
+        match &state.bg_error {
+            Some(err) => Err(err.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn flush_loop(self: Arc<Self>) {
         loop {
             let mut state = self.lock_state();
             // Flush the immutable memtable, or, in error, attempt a resume
@@ -102,8 +126,9 @@ impl DbInner {
             let retired = state.retired_log.take();
             state.pending_outputs.remove(&number);
             let bytes = meta.as_ref().map_or(0, |m| m.file_size);
-            state.level_stats[level].add(started.elapsed().as_secs_f64(), 0, bytes);
             drop(state);
+            self.service()
+                .record_flush(level, started.elapsed().as_secs_f64(), bytes);
             drop(retired);
             shale_log!(
                 self.info_log,

@@ -10,6 +10,7 @@ use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
 use super::DbInner;
+use crate::compaction::host::OutputIo;
 use crate::env::WritableFile;
 use crate::filename;
 
@@ -48,6 +49,26 @@ impl OutputSink for TableSink {
         self.file
             .sync()
             .map_err(|e| Error::io(format!("syncing {path}"), e))
+    }
+}
+
+impl OutputIo for EngineJobIo<'_> {
+    fn release(&self, discard: bool) {
+        let created = self.created();
+        let mut state = self.inner.lock_state();
+        for number in &created {
+            state.pending_outputs.remove(number);
+        }
+        drop(state);
+        if discard {
+            for number in created {
+                let _ = self
+                    .inner
+                    .options
+                    .env
+                    .remove_file(&filename::table_file_name(&self.inner.dir, number));
+            }
+        }
     }
 }
 
@@ -166,24 +187,5 @@ impl<'a> EngineJobIo<'a> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-    }
-
-    /// Forgets the outputs as pending; on failure also deletes them.
-    pub(super) fn release(&self, delete: bool) {
-        let created = self.created();
-        let mut state = self.inner.lock_state();
-        for number in &created {
-            state.pending_outputs.remove(number);
-        }
-        drop(state);
-        if delete {
-            for number in created {
-                let _ = self
-                    .inner
-                    .options
-                    .env
-                    .remove_file(&filename::table_file_name(&self.inner.dir, number));
-            }
-        }
     }
 }

@@ -1,28 +1,26 @@
 //! The database: opening it, the public read/write API, and the shared
 //! state the write path and the background threads work on. Its parts:
 //! `write.rs` (group commit, the WAL, throttling), `read.rs` (lookups,
-//! iterators, sizes), `flush.rs`, `recovery.rs` (replaying the MANIFEST
-//! and the WALs at open), `files.rs` (file numbers, obsolete files,
-//! `destroy`), `resume.rs` (background errors and resuming after a full
-//! disk), `compaction_threads.rs` and `install.rs` (the engine's side of a
-//! compaction job, whose life the compaction service owns:
-//! `crate::compaction::service`), `executors.rs`, `job_io.rs`,
-//! `properties.rs`.
+//! iterators, sizes), `flush.rs` (the flush thread), `recovery.rs`
+//! (replaying the MANIFEST and the WALs at open), `files.rs` (file
+//! numbers, obsolete files, `destroy`), `resume.rs` (background errors and
+//! resuming after a full disk), `properties.rs`. Compactions are the
+//! runner's (`crate::compaction::runner`): `job_host.rs` and `job_io.rs`
+//! are all it sees of the database (the current version, the snapshot
+//! floor, job I/O, install, the background error).
 //!
 //! Locks, always taken in this order: `versions` (the MANIFEST, held
 //! across its fsync), then the compaction service's scheduler, then
 //! `state` (everything else, held briefly), then the service's bell (a
 //! leaf that anything may ring). Code holding `state` takes neither
 //! `versions` nor the scheduler; code holding the scheduler reads the
-//! current version (`state`) but never takes `versions`. The WAL writer is
-//! owned by whichever writer leads the current write group (see
-//! `write.rs`).
+//! current version (`state`) but never takes `versions`. The order is
+//! checked in debug builds (`crate::lock_order`). The WAL writer is owned
+//! by whichever writer leads the current write group (see `write.rs`).
 
-mod compaction_threads;
-mod executors;
 mod files;
 mod flush;
-mod install;
+mod job_host;
 mod job_io;
 mod properties;
 mod read;
@@ -44,6 +42,7 @@ use shale_format::version_edit::NUM_LEVELS;
 use shale_format::write_batch::WriteBatch;
 use shale_format::{Error, Result};
 
+use crate::compaction::runner::Runner;
 use crate::compaction::service::Service;
 use crate::db_iter::DbIterator;
 use crate::env::FileLock;
@@ -57,10 +56,10 @@ use crate::table_cache::{SharedBlockCache, TableCache};
 use crate::version::Version;
 use crate::version_set::VersionSet;
 
-pub use executors::{executor_by_name, opencl_options, Lane, AUTO, EXECUTORS};
+pub use crate::compaction::executors::{executor_by_name, opencl_options, Lane, AUTO, EXECUTORS};
+pub use crate::compaction::scheduler::book::LevelStats;
 pub use files::destroy;
 pub use flush::pick_level_for_memtable_output;
-pub use properties::LevelStats;
 pub(crate) use table_writer::TableWriter;
 pub(crate) use write::insert_into;
 
@@ -69,7 +68,7 @@ pub(crate) use write::insert_into;
 /// is dropped.
 #[derive(Clone)]
 pub struct DB {
-    inner: Arc<DbInner>,
+    pub(crate) inner: Arc<DbInner>,
     _closer: Arc<Closer>,
 }
 
@@ -147,8 +146,6 @@ pub(crate) struct State {
     write_queue: write::WriteQueue,
     /// Table numbers being written by a flush or compaction.
     pending_outputs: HashSet<u64>,
-    /// Bumped whenever something changes that may create compaction work.
-    work_epoch: u64,
     /// Bumped (with `done_cv` signalled) whenever background work finishes
     /// or gives up: a flush, a compaction, a resume attempt, a compaction
     /// thread finding nothing to do. A waiter notes it before checking its
@@ -156,7 +153,6 @@ pub(crate) struct State {
     /// is polled for.
     done_epoch: u64,
     flushing: bool,
-    level_stats: [LevelStats; NUM_LEVELS],
     stalls: StallStats,
     /// Write delay owed under the compaction debt and not yet slept.
     owed_delay: std::time::Duration,
@@ -180,15 +176,11 @@ pub(crate) struct DbInner {
     published_cv: Condvar,
     snapshots: Arc<SnapshotList>,
     info_log: InfoLog,
-    executors: executors::Executors,
-    /// When and where compactions run, and what happened to each.
-    service: Service,
+    /// The executors, the compaction service (when and where jobs run,
+    /// the ledger) and the running of jobs.
+    pub(crate) compaction: Runner,
     file_numbers: Arc<AtomicU64>,
     shutting_down: AtomicBool,
-    next_job_id: AtomicU64,
-    /// Input bytes per second of the last compaction out of L0 (`f64`
-    /// bits; 0 before the first): the write throttle's rate.
-    l0_drain_rate: AtomicU64,
     /// `State::last_sequence`, stored with it: a pipelined write group
     /// waits for the groups before it to publish without the state lock.
     published_sequence: AtomicU64,
@@ -204,7 +196,7 @@ struct Closer {
 impl Drop for Closer {
     fn drop(&mut self) {
         self.inner.shutting_down.store(true, Ordering::SeqCst);
-        self.inner.service.close();
+        self.inner.service().close();
         {
             let _state = self.inner.lock_state();
             self.inner.work_cv.notify_all();
@@ -231,7 +223,6 @@ impl DB {
     /// handle or process gives [`Error::Busy`].
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<DB> {
         options.validate().map_err(Error::InvalidArgument)?;
-        let executors = executors::Executors::from_options(&options)?;
         let dir = path.as_ref().to_path_buf();
         let env = options.env.clone();
         if options.create_if_missing {
@@ -256,7 +247,7 @@ impl DB {
                 other => other,
             })?;
         let info_log = InfoLog::open(&*env, &dir)?;
-        let service_log = info_log.clone();
+        let compaction = Runner::new(&options, info_log.clone())?;
         let block_cache = Arc::new(SharedBlockCache::new(options.block_cache_size));
         let table_cache = Arc::new(TableCache::new(
             &dir,
@@ -286,10 +277,8 @@ impl DB {
                 resume: resume::Resume::default(),
                 write_queue: write::WriteQueue::default(),
                 pending_outputs: HashSet::new(),
-                work_epoch: 1,
                 done_epoch: 0,
                 flushing: false,
-                level_stats: Default::default(),
                 stalls: StallStats::default(),
                 owed_delay: std::time::Duration::ZERO,
             }),
@@ -299,21 +288,18 @@ impl DB {
             published_cv: Condvar::new(),
             snapshots: Arc::new(SnapshotList::default()),
             info_log,
-            service: Service::new(&options, executors.facts(), service_log),
-            executors,
+            compaction,
             file_numbers,
             shutting_down: AtomicBool::new(false),
-            next_job_id: AtomicU64::new(1),
-            l0_drain_rate: AtomicU64::new(0),
             published_sequence: AtomicU64::new(0),
             options,
             _lock: lock,
         });
         inner.recover()?;
-        inner.note_device();
+        inner.compaction.note_device();
         job_io::remove_staging(&*inner.options.env, &inner.dir);
         let pointers = inner.lock_versions().compact_pointers.clone();
-        inner.service.set_compact_pointers(pointers);
+        inner.service().set_compact_pointers(pointers);
         shale_log!(
             inner.info_log,
             "Scheduler: {} compaction threads, up to {} sub-compactions, pick {}, cross-level {}; {}",
@@ -321,9 +307,10 @@ impl DB {
             inner.options.subcompactions(),
             inner.options.compaction_pick.name(),
             if inner.options.cross_level_compaction { "on" } else { "off" },
-            inner.executors.describe()
+            inner.compaction.executors().describe()
         );
-        let threads = compaction_threads::start(&inner)?;
+        let mut threads = vec![flush::start_flush_thread(&inner)?];
+        threads.extend(Runner::start_threads(&inner, |inner| &inner.compaction)?);
         Ok(DB {
             _closer: Arc::new(Closer {
                 inner: inner.clone(),
@@ -373,7 +360,9 @@ impl DB {
     /// through every level that holds it: the memtable is flushed first, then
     /// each level's overlapping files are merged into the next.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.inner.compact_range(begin, end, None)
+        self.inner
+            .compaction
+            .compact_range(&*self.inner, begin, end, None)
     }
 
     /// [`compact_range`](Self::compact_range) with every job run on the
@@ -389,7 +378,8 @@ impl DB {
         options: &CompactRangeOptions,
     ) -> Result<()> {
         self.inner
-            .compact_range(begin, end, options.executor.as_deref())
+            .compaction
+            .compact_range(&*self.inner, begin, end, options.executor.as_deref())
     }
 
     /// Flushes the memtable to a table and waits for it.
@@ -400,7 +390,7 @@ impl DB {
     /// Waits until no compaction is needed or running (for benchmarks and
     /// tests).
     pub fn wait_for_compactions(&self) -> Result<()> {
-        self.inner.wait_for_compactions()
+        self.inner.compaction.wait_for_compactions(&*self.inner)
     }
 
     /// A property of the database, or `None` for an unknown name. Known:
@@ -436,12 +426,14 @@ impl DB {
 
     /// Per-level compaction statistics since open.
     pub fn level_stats(&self) -> [LevelStats; NUM_LEVELS] {
-        self.inner.lock_state().level_stats.clone()
+        self.inner
+            .service()
+            .with_scheduler(|scheduler| scheduler.book.levels().clone())
     }
 
     /// Per-executor job counts and phase statistics since open.
     pub fn executor_stats(&self) -> Vec<(String, u64, PhaseStats)> {
-        self.inner.service.with_scheduler(|scheduler| {
+        self.inner.service().with_scheduler(|scheduler| {
             scheduler
                 .book
                 .records()
@@ -462,7 +454,7 @@ impl DB {
     /// data).
     pub fn scheduler_stats(&self) -> SchedulerStats {
         self.inner
-            .service
+            .service()
             .with_scheduler(|scheduler| SchedulerStats {
                 queue_lengths: scheduler.queue_lengths(),
                 running: scheduler.running().len(),
@@ -496,10 +488,19 @@ impl DbInner {
         guard.wait(cv)
     }
 
-    /// Input bytes per second of the last compaction out of L0.
-    fn l0_drain_rate(&self) -> Option<f64> {
-        let rate = f64::from_bits(self.l0_drain_rate.load(Ordering::Relaxed));
-        (rate > 0.0).then_some(rate)
+    /// The compaction service: queues, the ledger, the waits.
+    fn service(&self) -> &Service {
+        self.compaction.service()
+    }
+
+    /// The options the database was opened with.
+    #[cfg(test)]
+    pub(crate) fn options(&self) -> &Options {
+        &self.options
+    }
+
+    pub(crate) fn shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
     }
 
     /// Smallest sequence a live snapshot (or the present) can read.
@@ -513,9 +514,8 @@ impl DbInner {
         state.live_versions.retain(|v| v.strong_count() > 0);
         state.live_versions.push(Arc::downgrade(&version));
         state.current = version;
-        state.work_epoch += 1;
         self.work_cv.notify_all();
-        self.service.work_available();
+        self.service().work_available();
         self.signal_done(state);
     }
 

@@ -9,28 +9,6 @@ use super::DbInner;
 use crate::compaction::scheduler::book::ExecutorBook;
 use crate::compaction::scheduler::Scheduler;
 
-/// Work done by flushes and compactions whose output went to one level.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LevelStats {
-    /// Seconds spent.
-    pub seconds: f64,
-    /// Bytes read from input tables.
-    pub bytes_read: u64,
-    /// Bytes written to output tables.
-    pub bytes_written: u64,
-    /// Number of flushes or compactions.
-    pub count: u64,
-}
-
-impl LevelStats {
-    pub(super) fn add(&mut self, seconds: f64, read: u64, written: u64) {
-        self.seconds += seconds;
-        self.bytes_read += read;
-        self.bytes_written += written;
-        self.count += 1;
-    }
-}
-
 const MB: f64 = 1048576.0;
 
 impl DbInner {
@@ -38,6 +16,10 @@ impl DbInner {
         let name = name
             .strip_prefix("shale.")
             .or_else(|| name.strip_prefix("leveldb."))?;
+        // The ledger first: the scheduler's lock comes before the state's.
+        let levels = self
+            .service()
+            .with_scheduler(|scheduler| scheduler.book.levels().clone());
         let state = self.lock_state();
         let version = state.current.clone();
         if let Some(level) = name.strip_prefix("num-files-at-level") {
@@ -50,8 +32,7 @@ impl DbInner {
                 let _ = writeln!(out, "                               Compactions");
                 let _ = writeln!(out, "Level  Files Size(MB) Time(sec) Read(MB) Write(MB)");
                 let _ = writeln!(out, "--------------------------------------------------");
-                for level in 0..NUM_LEVELS {
-                    let stats = &state.level_stats[level];
+                for (level, stats) in levels.iter().enumerate() {
                     let files = version.num_files(level);
                     if files == 0 && stats.count == 0 {
                         continue;
@@ -75,7 +56,7 @@ impl DbInner {
                     stalls.stop_micros as f64 / 1e6
                 );
                 drop(state);
-                self.service.with_scheduler(|scheduler| {
+                self.service().with_scheduler(|scheduler| {
                     out.push_str(&executor_lines(&scheduler.book));
                     out.push_str(&fallback_line(&scheduler.book));
                     out.push_str(&scheduler_lines(scheduler));
@@ -85,14 +66,14 @@ impl DbInner {
             "executors" => {
                 drop(state);
                 let mut out = self
-                    .service
+                    .service()
                     .with_scheduler(|s| executor_lines(&s.book) + &fallback_line(&s.book));
                 out.push_str(&self.worker_lines());
                 Some(out)
             }
             "scheduler" => {
                 drop(state);
-                Some(self.service.with_scheduler(scheduler_lines))
+                Some(self.service().with_scheduler(scheduler_lines))
             }
             "sstables" => {
                 let mut out = String::new();
@@ -126,7 +107,7 @@ impl DbInner {
     /// running N, refused: CHECK=N, ...` (the engine's checks that failed,
     /// `shale_compact::remote::Check`); nothing without workers.
     fn worker_lines(&self) -> String {
-        let Some(remote) = &self.executors.remote else {
+        let Some(remote) = &self.compaction.executors().remote else {
             return String::new();
         };
         let mut out = String::new();

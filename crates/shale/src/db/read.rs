@@ -155,7 +155,7 @@ impl DbInner {
         {
             return;
         }
-        self.service.work_available();
+        self.service().work_available();
     }
 
     /// The merged internal iterator over memtables and tables of `version`.

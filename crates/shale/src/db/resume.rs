@@ -118,7 +118,7 @@ impl DbInner {
         }
         state.bg_error = Some(shown);
         self.signal_done(state);
-        self.service.error_recorded();
+        self.service().error_recorded();
         // The flush thread plans the attempt.
         self.work_cv.notify_all();
     }
@@ -232,11 +232,10 @@ impl DbInner {
         }
         state.resume.next_attempt = None;
         state.resume.resumed += 1;
-        state.work_epoch += 1;
         self.work_cv.notify_all();
         self.signal_done(&mut state);
         drop(state);
-        self.service.work_available();
+        self.service().work_available();
         self.delete_obsolete_files(self.lock_versions());
     }
 }

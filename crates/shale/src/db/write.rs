@@ -752,7 +752,7 @@ impl DbInner {
                 allow_delay = false;
                 let debt = priority::Debt {
                     l0_files,
-                    l0_drain_rate: self.l0_drain_rate(),
+                    l0_drain_rate: self.service().l0_drain_rate(),
                 };
                 state.owed_delay += priority::write_delay(write_bytes.max(1), &debt, options);
                 let started = Instant::now();
@@ -841,22 +841,7 @@ impl DbInner {
             Arc::new(MemTable::with_order(self.order.clone())),
         );
         state.imm = Some(old);
-        state.work_epoch += 1;
         self.work_cv.notify_all();
-    }
-
-    /// Switches the memtable (if it holds anything) and waits until it is a
-    /// table on disk.
-    pub(super) fn flush_memtable(&self) -> Result<()> {
-        self.write(&WriteOptions::default(), None)?;
-        let mut state = self.lock_state();
-        while state.imm.is_some() && state.bg_error.is_none() {
-            state = self.wait(&self.done_cv, state);
-        }
-        match &state.bg_error {
-            Some(err) => Err(err.clone()),
-            None => Ok(()),
-        }
     }
 }
 

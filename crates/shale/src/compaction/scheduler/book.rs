@@ -1,14 +1,18 @@
 //! What the scheduler remembers of each executor: the throughput of its last
 //! jobs (ProckStore's third score, equation 3), job, failure and fallback
 //! counts, the bytes and phase times of its jobs, and the average entry
-//! size of what it compacted. The database's one ledger of executors:
-//! `shale.scheduler`, `shale.executors`, `DB::executor_stats`,
-//! `DB::scheduler_stats` and the bench summary all read it. Pure bookkeeping: the shell
-//! records finished jobs, the priority and placement functions read it.
+//! size of what it compacted; and of each level, the flushes and
+//! compactions that wrote to it. The database's one ledger:
+//! `shale.stats`, `shale.scheduler`, `shale.executors`,
+//! `DB::level_stats`, `DB::executor_stats`, `DB::scheduler_stats` and the
+//! bench summary all read it. Pure bookkeeping: the compaction service
+//! records finished jobs and flushes, the priority and placement functions
+//! read it.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use shale_compact::job::PhaseStats;
+use shale_format::version_edit::NUM_LEVELS;
 
 /// Jobs the throughput is measured over (ProckStore: five).
 pub const THROUGHPUT_WINDOW: usize = 5;
@@ -43,7 +47,20 @@ impl ExecutorRecord {
     }
 }
 
-/// The scheduler's record of every executor, by name.
+/// Work done by flushes and compactions whose output went to one level.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LevelStats {
+    /// Seconds spent.
+    pub seconds: f64,
+    /// Bytes read from input tables.
+    pub bytes_read: u64,
+    /// Bytes written to output tables.
+    pub bytes_written: u64,
+    /// Number of flushes or compactions.
+    pub count: u64,
+}
+
+/// The scheduler's record of every executor, by name, and of every level.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExecutorBook {
     records: BTreeMap<String, ExecutorRecord>,
@@ -54,6 +71,8 @@ pub struct ExecutorBook {
     /// Entries and bytes compacted (for the average entry size).
     entries: u64,
     entry_bytes: u64,
+    /// Per output level: what flushes and compactions wrote there.
+    levels: [LevelStats; NUM_LEVELS],
 }
 
 impl ExecutorBook {
@@ -106,6 +125,21 @@ impl ExecutorBook {
     /// first).
     pub fn average_entry_bytes(&self) -> Option<f64> {
         (self.entries > 0).then(|| self.entry_bytes as f64 / self.entries as f64)
+    }
+
+    /// Records a flush or compaction whose output went to `level`.
+    pub fn record_level(&mut self, level: usize, seconds: f64, read: u64, written: u64) {
+        if let Some(stats) = self.levels.get_mut(level) {
+            stats.seconds += seconds;
+            stats.bytes_read += read;
+            stats.bytes_written += written;
+            stats.count += 1;
+        }
+    }
+
+    /// What flushes and compactions wrote to each level since open.
+    pub fn levels(&self) -> &[LevelStats; NUM_LEVELS] {
+        &self.levels
     }
 
     /// Every executor's record, by name.

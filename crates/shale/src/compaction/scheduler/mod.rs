@@ -1,10 +1,11 @@
-//! The scheduler: when and where compactions run (`../shared/DESIGN.md`,
-//! "The scheduler"; ProckStore sections 3.2-3.4).
+//! The scheduler: when and where compactions run (`docs/compaction.md`;
+//! ProckStore sections 3.2-3.4).
 //!
 //! This is its pure core: state in, decisions out, no disk, no lock, no
 //! thread, so tests (and a simulator) drive it with versions built in
-//! memory. The engine's threaded shell (`db/compaction_threads.rs`) holds it
-//! under the version-set lock and carries its decisions out.
+//! memory. The compaction service (`compaction::service`) holds it under a
+//! lock of its own and the runner (`compaction::runner`) carries its
+//! decisions out.
 //!
 //! * **Queues** (asynchronous compaction, 3.2): [`Scheduler::refill`] picks
 //!   jobs into one double-ended queue per level, kept in ascending size
@@ -60,6 +61,14 @@ impl ScheduledJob {
     /// number of tables).
     fn size_key(&self) -> (usize, u64) {
         (self.plan.input_files(), self.plan.input_bytes())
+    }
+
+    /// How errors name the job: "compaction L0->L1".
+    pub fn name(&self) -> String {
+        format!(
+            "compaction L{}->L{}",
+            self.plan.level, self.plan.output_level
+        )
     }
 
     /// One line for the LOG and the `shale.scheduler` property.

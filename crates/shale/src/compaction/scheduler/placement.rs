@@ -96,6 +96,16 @@ pub struct Chain {
     pub kept_off_device: Option<String>,
 }
 
+impl Chain {
+    /// The fallback a job placed on this chain starts with: one meant for
+    /// the device that placement kept on the CPU counts as a fallback.
+    pub fn kept_off_device_reason(&self) -> Option<String> {
+        self.kept_off_device
+            .as_ref()
+            .map(|why| format!("placed on the CPU: {why}"))
+    }
+}
+
 /// True when a job an executor failed with `error` goes to the next
 /// executor of its chain (one definition, shared with the tools' chains).
 pub use shale_compact::chain::passes_to_next_executor;

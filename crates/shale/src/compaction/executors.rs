@@ -4,13 +4,20 @@
 //! device is usable, the OpenCL executor. The scheduler chooses among them
 //! per job (`compaction::scheduler::placement`).
 //!
+//! `auto` is defined here once, for the engine and for a process that runs
+//! one executor for every job (`shale worker`, the tools): the OpenCL
+//! device when it is a GPU (`device_for`), else the CPU. The engine then
+//! places each job (device, `parallel` or `streaming`); a lone executor
+//! ([`executor_by_name`]) is the device with `parallel` and `streaming`
+//! behind it, or `parallel`.
+//!
 //! Under `auto` the device is looked for beside the database, not before
 //! it opens: asking the OpenCL loader which device there is loads every
 //! vendor's driver (PoCL loads LLVM: about a tenth of a second here; a GPU
 //! driver's context takes longer), as long as replaying the MANIFEST of a
 //! large database. Nothing waits for the answer: until it comes, jobs are
 //! placed on the CPU, and the first compaction thread to see it tells the
-//! compaction service (`compaction_threads.rs`). Only a manual compaction
+//! compaction service (`Runner::note_device`). Only a manual compaction
 //! that names `opencl` waits for it.
 
 use std::sync::{Arc, Mutex, OnceLock};
@@ -24,12 +31,11 @@ use shale_compact::remote::{RemoteExecutor, RemoteOptions, REMOTE};
 use shale_compact::streaming::{StreamingExecutor, STREAMING};
 use shale_format::{Error, Result};
 
-use crate::compaction::scheduler::placement::{DeviceFacts, ExecutorChoice};
-use crate::options::Options;
-
-pub use crate::options::{AUTO, EXECUTORS};
-
+use crate::compaction::scheduler::placement::DeviceFacts;
+pub use crate::compaction::scheduler::placement::ExecutorChoice;
 pub use crate::compaction::service::Lane;
+use crate::options::Options;
+pub use crate::options::{AUTO, EXECUTORS};
 
 /// The OpenCL executor and what placement needs to know of its device.
 #[derive(Debug)]
@@ -183,13 +189,13 @@ fn parallel_executor(options: &Options) -> Result<ParallelExecutor> {
 /// Builds the executor named `name` on its own, as a tool or `shale worker`
 /// runs it: `opencl` on a device, falling back to `parallel` then
 /// `streaming` for what the device refuses (as the engine's chain does);
-/// `auto` the same when a device is usable, else `parallel`. `opencl` on a
-/// machine without a usable OpenCL device is an error that says why.
+/// `auto` the same when the device is a GPU (the engine's rule,
+/// `device_for`), else `parallel`. `opencl` on a machine without a
+/// usable OpenCL device is an error that says why.
 pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executor>> {
-    let opencl = || OpenClExecutor::new(opencl_options(options)).map_err(|u| u.to_string());
-    let on_device = |device: OpenClExecutor| -> Result<Arc<dyn Executor>> {
+    let on_device = |device: DeviceExecutor| -> Result<Arc<dyn Executor>> {
         Ok(Arc::new(FallbackChain::new(vec![
-            Arc::new(device),
+            device.executor,
             Arc::new(parallel_executor(options)?),
             Arc::new(StreamingExecutor),
         ])))
@@ -197,14 +203,14 @@ pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executo
     match name {
         STREAMING => Ok(Arc::new(StreamingExecutor)),
         PARALLEL => Ok(Arc::new(parallel_executor(options)?)),
-        OPENCL => match opencl() {
+        OPENCL => match device_for(&ExecutorChoice::Forced(OPENCL), options) {
             Ok(device) => on_device(device),
             Err(reason) => Err(Error::NotSupported(format!(
                 "the opencl executor is unavailable: {reason}"
             ))),
         },
         REMOTE => Ok(Arc::new(RemoteExecutor::new(remote_options(options)?)?)),
-        AUTO => match opencl() {
+        AUTO => match device_for(&ExecutorChoice::Auto, options) {
             Ok(device) => on_device(device),
             Err(_) => Ok(Arc::new(parallel_executor(options)?)),
         },
@@ -311,6 +317,21 @@ impl Executors {
             choice: self.choice.clone(),
             remote: self.remote.is_some(),
             custom: self.custom.as_ref().map(|c| c.name()),
+        }
+    }
+
+    /// What placement needs to know of the device, once the database knows
+    /// it has one.
+    pub(crate) fn device_facts(&self) -> Option<DeviceFacts> {
+        self.device().map(|d| d.facts)
+    }
+
+    /// The device for the LOG: its name, or why there is none.
+    pub(crate) fn describe_device(&self) -> String {
+        match (self.device(), self.device_unavailable()) {
+            (Some(d), _) => format!("jobs may run on {}", d.executor.device_info().name),
+            (None, Some(why)) => format!("no device ({why})"),
+            (None, None) => "no device".to_string(),
         }
     }
 
