@@ -3,6 +3,14 @@
 //! no system `protoc`.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    #[cfg(feature = "remote")]
+    compile_protocol()?;
+    Ok(())
+}
+
+/// Only the `remote` feature speaks the protocol.
+#[cfg(feature = "remote")]
+fn compile_protocol() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto/worker.proto");
     let descriptors = protox::compile(["proto/worker.proto"], ["proto"])?;
     tonic_prost_build::configure()

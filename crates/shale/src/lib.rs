@@ -39,3 +39,9 @@ pub use shale_format as format;
 pub use shale_format::write_batch::WriteBatch;
 pub use shale_format::{Error, Result};
 pub use snapshot::Snapshot;
+
+/// The README's Rust program, compiled and run as a doctest so the quick
+/// start stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeQuickStart;

@@ -312,7 +312,7 @@ impl Default for Options {
             remote_workers: Vec::new(),
             remote_token: None,
             remote_mode: RemoteMode::default(),
-            remote_keys_window: shale_compact::remote::keys::DEFAULT_KEYS_WINDOW,
+            remote_keys_window: shale_compact::remote::DEFAULT_KEYS_WINDOW,
             remote_timeout: Duration::from_secs(30),
             remote_tls_ca: None,
             remote_tls_identity: None,

@@ -18,6 +18,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::placement::DeviceSelector;
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
 use opencl3::device::{Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
@@ -76,17 +77,6 @@ impl fmt::Display for DeviceError {
 }
 
 impl std::error::Error for DeviceError {}
-
-/// Which device to use. Indices count platforms in the order the OpenCL
-/// loader lists them, and devices within a platform (as `clinfo -l` shows).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct DeviceSelector {
-    /// Platform index; `None`: every platform, GPUs first.
-    pub platform: Option<usize>,
-    /// Device index within the platform; `None`: its first GPU, else its
-    /// first device.
-    pub device: Option<usize>,
-}
 
 /// What the executor knows of its device.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,6 +15,17 @@ use std::str::FromStr;
 use crate::job::CompactionJob;
 use crate::parallel::plan::grandparents_in_order;
 
+/// Which device to use. Indices count platforms in the order the OpenCL
+/// loader lists them, and devices within a platform (as `clinfo -l` shows).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct DeviceSelector {
+    /// Platform index; `None`: every platform, GPUs first.
+    pub platform: Option<usize>,
+    /// Device index within the platform; `None`: its first GPU, else its
+    /// first device.
+    pub device: Option<usize>,
+}
+
 /// Where gc (the keep/drop decision and the grandparent cut) runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GcSite {

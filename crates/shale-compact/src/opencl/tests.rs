@@ -17,9 +17,11 @@ use shale_format::crc;
 use shale_format::format::{block_checksum, block_trailer, CompressionType};
 use shale_format::internal_key::{InternalKey, ParsedInternalKey, ValueType};
 
+use super::executor::BUILD_OPTIONS;
 use super::session::{mem, Arg, Session};
 use super::*;
 use crate::gc::{is_base_level_for, keep_entry};
+use crate::job::{CompactionJob, CompactionOutput, Executor};
 use crate::job::{JobFile, TableSettings, UserKeyRange};
 use crate::mem_io::MemIo;
 use crate::parallel::merge::user_key_prefix;

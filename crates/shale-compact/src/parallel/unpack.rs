@@ -88,6 +88,10 @@ impl ParsedBlock {
 }
 
 /// Checks, decompresses and parses one block read with its trailer.
+#[cfg_attr(
+    not(feature = "opencl"),
+    allow(dead_code, reason = "the opencl executor's twin; used by it")
+)]
 pub fn unpack_block(raw: &[u8], file: &str, handle: BlockHandle) -> Result<ParsedBlock> {
     let mut block = ParsedBlock::default();
     unpack_block_into(raw, file, handle, &mut block)?;
@@ -134,6 +138,10 @@ pub fn unpack_block_into(
 /// after checking its restart array: a count that fits the block, and
 /// points in order that tile the entries. On a bad array, the offset within
 /// the contents and what is wrong.
+#[cfg_attr(
+    not(feature = "opencl"),
+    allow(dead_code, reason = "the opencl executor's twin; used by it")
+)]
 pub fn restart_groups(
     contents: &[u8],
 ) -> std::result::Result<Vec<(usize, usize)>, (usize, &'static str)> {

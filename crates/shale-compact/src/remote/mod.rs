@@ -32,22 +32,36 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+#[cfg(feature = "remote")]
 mod admission;
+#[cfg(feature = "remote")]
 pub mod auth;
+#[cfg(feature = "remote")]
 pub mod client;
+#[cfg(feature = "remote")]
 pub mod convert;
+#[cfg(feature = "remote")]
 pub mod drain;
+#[cfg(feature = "remote")]
 pub mod fs;
+#[cfg(feature = "remote")]
 pub mod keys;
+#[cfg(feature = "remote")]
 pub mod metrics;
 pub mod paths;
+#[cfg(feature = "remote")]
 pub mod serve;
+#[cfg(feature = "remote")]
 pub mod server;
+#[cfg(feature = "remote")]
 pub mod staging;
+#[cfg(feature = "remote")]
 mod state;
+#[cfg(feature = "remote")]
 pub mod verify;
 
 /// The generated protocol: messages, client and server.
+#[cfg(feature = "remote")]
 #[allow(
     missing_docs,
     missing_debug_implementations,
@@ -58,12 +72,19 @@ pub mod proto {
     tonic::include_proto!("shale.worker.v1");
 }
 
+#[cfg(feature = "remote")]
 pub use auth::{parse_token_file, ScopedToken};
+#[cfg(feature = "remote")]
 pub use client::{RemoteExecutor, RemoteOptions, WorkerStats};
+#[cfg(feature = "remote")]
 pub use drain::StopRequest;
+#[cfg(feature = "remote")]
 pub use serve::{serve, LocalWorker, TlsIdentity};
+#[cfg(feature = "remote")]
 pub use server::Worker;
+#[cfg(feature = "remote")]
 pub use staging::StagingLimits;
+#[cfg(feature = "remote")]
 pub use state::WorkerConfig;
 
 /// Name of the remote executor.
@@ -75,6 +96,12 @@ pub const PROTOCOL: u32 = 3;
 
 /// The metadata key carrying `Bearer <token>`.
 pub const AUTHORIZATION: &str = "authorization";
+
+/// The engine's keys-only window when none is set: keys of one run it
+/// holds or has asked for and not yet received. With keys of a hundred
+/// bytes, 4096 keys are 400 KiB per run; a round trip per half window keeps
+/// a loopback or LAN link busy.
+pub const DEFAULT_KEYS_WINDOW: u64 = 4096;
 
 /// Where a worker's LOG lines go.
 pub type Logger = Arc<dyn Fn(&str) + Send + Sync>;

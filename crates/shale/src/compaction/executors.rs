@@ -25,9 +25,13 @@ use std::thread::JoinHandle;
 
 use shale_compact::chain::FallbackChain;
 use shale_compact::job::Executor;
-use shale_compact::opencl::{chosen_device, OpenClExecutor, OpenClOptions, OPENCL};
+use shale_compact::opencl::OPENCL;
+#[cfg(feature = "opencl")]
+use shale_compact::opencl::{chosen_device, OpenClExecutor, OpenClOptions};
 use shale_compact::parallel::{ParallelExecutor, PARALLEL};
-use shale_compact::remote::{RemoteExecutor, RemoteOptions, REMOTE};
+use shale_compact::remote::REMOTE;
+#[cfg(feature = "remote")]
+use shale_compact::remote::{RemoteExecutor, RemoteOptions};
 use shale_compact::streaming::{StreamingExecutor, STREAMING};
 use shale_format::{Error, Result};
 
@@ -40,7 +44,9 @@ pub use crate::options::{AUTO, EXECUTORS};
 /// The OpenCL executor and what placement needs to know of its device.
 #[derive(Debug)]
 pub(crate) struct DeviceExecutor {
-    pub(crate) executor: Arc<OpenClExecutor>,
+    pub(crate) executor: Arc<dyn Executor>,
+    /// The device's name, for the LOG.
+    pub(crate) name: String,
     pub(crate) facts: DeviceFacts,
 }
 
@@ -52,7 +58,7 @@ pub(crate) struct Executors {
     parallel: Arc<dyn Executor>,
     device: DeviceSlot,
     /// The remote workers, when the options name some.
-    pub(crate) remote: Option<Arc<RemoteExecutor>>,
+    pub(crate) remote: Option<Arc<Remote>>,
     /// The options' `custom_executor`, offered every job first.
     pub(crate) custom: Option<Arc<dyn Executor>>,
     /// What only `streaming` can honour, when the database has it: "the
@@ -137,6 +143,7 @@ impl Drop for DeviceSlot {
 }
 
 /// The settings of the `opencl` executor the engine builds from `options`.
+#[cfg(feature = "opencl")]
 pub fn opencl_options(options: &Options) -> OpenClOptions {
     OpenClOptions {
         device: options.opencl_device,
@@ -151,6 +158,7 @@ pub fn opencl_options(options: &Options) -> OpenClOptions {
 
 /// The settings of the `remote` executor the engine builds from
 /// `options` (the CA certificate read from its file).
+#[cfg(feature = "remote")]
 pub fn remote_options(options: &Options) -> Result<RemoteOptions> {
     let tls_ca_pem = match &options.remote_tls_ca {
         Some(path) => Some(std::fs::read(path).map_err(|e| {
@@ -209,7 +217,7 @@ pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executo
                 "the opencl executor is unavailable: {reason}"
             ))),
         },
-        REMOTE => Ok(Arc::new(RemoteExecutor::new(remote_options(options)?)?)),
+        REMOTE => Ok(new_remote(options)?),
         AUTO => match device_for(&ExecutorChoice::Auto, options) {
             Ok(device) => on_device(device),
             Err(_) => Ok(Arc::new(parallel_executor(options)?)),
@@ -227,26 +235,104 @@ fn device_for(
     choice: &ExecutorChoice,
     options: &Options,
 ) -> std::result::Result<DeviceExecutor, String> {
-    if *choice == ExecutorChoice::Auto {
-        let (platform, name, is_gpu) =
-            chosen_device(options.opencl_device).map_err(|u| u.to_string())?;
-        if !is_gpu {
-            return Err(format!(
-                "the OpenCL device {name} ({platform}) is not a GPU; auto offloads only to a GPU"
-            ));
+    #[cfg(feature = "opencl")]
+    {
+        if *choice == ExecutorChoice::Auto {
+            let (platform, name, is_gpu) =
+                chosen_device(options.opencl_device).map_err(|u| u.to_string())?;
+            if !is_gpu {
+                return Err(format!(
+                    "the OpenCL device {name} ({platform}) is not a GPU; auto offloads only to a GPU"
+                ));
+            }
         }
+        // The compaction service places and falls back itself: the executor
+        // only runs jobs on the device or refuses them.
+        let executor = OpenClExecutor::new(opencl_options(options)).map_err(|u| u.to_string())?;
+        let facts = DeviceFacts {
+            policy: options.opencl_placement,
+            limits: executor.limits(),
+        };
+        Ok(DeviceExecutor {
+            name: executor.device_info().name.clone(),
+            executor: Arc::new(executor),
+            facts,
+        })
     }
-    // The compaction service places and falls back itself: the executor
-    // only runs jobs on the device or refuses them.
-    let executor = OpenClExecutor::new(opencl_options(options)).map_err(|u| u.to_string())?;
-    let facts = DeviceFacts {
-        policy: options.opencl_placement,
-        limits: executor.limits(),
-    };
-    Ok(DeviceExecutor {
-        executor: Arc::new(executor),
-        facts,
-    })
+    #[cfg(not(feature = "opencl"))]
+    {
+        let _ = (choice, options);
+        Err("this build of ShaleDB has no OpenCL support (the shale crate's `opencl` feature is off)"
+            .to_string())
+    }
+}
+
+/// The remote executor, or with the `remote` feature off, a type with no
+/// value: a database then has no workers.
+#[cfg(feature = "remote")]
+pub(crate) type Remote = RemoteExecutor;
+
+/// The remote executor `options` name workers for.
+#[cfg(feature = "remote")]
+fn new_remote(options: &Options) -> Result<Arc<Remote>> {
+    Ok(Arc::new(RemoteExecutor::new(remote_options(options)?)?))
+}
+
+/// With the `remote` feature off: an error that says why.
+#[cfg(not(feature = "remote"))]
+fn new_remote(_options: &Options) -> Result<Arc<Remote>> {
+    Err(Error::NotSupported(
+        "remote compaction workers: this build of ShaleDB has no remote support \
+         (the shale crate's `remote` feature is off)"
+            .to_string(),
+    ))
+}
+
+/// With the `remote` feature off there are no workers: naming one is an
+/// error that says why.
+#[cfg(not(feature = "remote"))]
+#[derive(Debug)]
+pub(crate) enum Remote {}
+
+#[cfg(not(feature = "remote"))]
+impl Remote {
+    pub(crate) fn workers(&self) -> usize {
+        match *self {}
+    }
+
+    pub(crate) fn mode(&self) -> &'static str {
+        match *self {}
+    }
+
+    pub(crate) fn worker_stats(&self) -> Vec<WorkerLine> {
+        match *self {}
+    }
+}
+
+#[cfg(not(feature = "remote"))]
+impl Executor for Remote {
+    fn name(&self) -> &'static str {
+        REMOTE
+    }
+    fn run(
+        &self,
+        _job: &shale_compact::job::CompactionJob,
+        _io: &dyn shale_compact::job::JobIo,
+    ) -> Result<shale_compact::job::CompactionOutput> {
+        match *self {}
+    }
+}
+
+/// What a worker line of `shale.executors` shows (the `remote` feature's
+/// `WorkerStats`).
+#[cfg(not(feature = "remote"))]
+#[derive(Debug)]
+pub(crate) struct WorkerLine {
+    pub(crate) endpoint: String,
+    pub(crate) jobs: u64,
+    pub(crate) failures: u64,
+    pub(crate) running: u64,
+    pub(crate) refusals: Vec<(String, u64)>,
 }
 
 fn unknown(name: &str) -> Error {
@@ -281,7 +367,7 @@ impl Executors {
             ExecutorChoice::Auto | ExecutorChoice::Forced(REMOTE)
                 if !options.remote_workers.is_empty() =>
             {
-                Some(Arc::new(RemoteExecutor::new(remote_options(options)?)?))
+                Some(new_remote(options)?)
             }
             _ => None,
         };
@@ -329,7 +415,7 @@ impl Executors {
     /// The device for the LOG: its name, or why there is none.
     pub(crate) fn describe_device(&self) -> String {
         match (self.device(), self.device_unavailable()) {
-            (Some(d), _) => format!("jobs may run on {}", d.executor.device_info().name),
+            (Some(d), _) => format!("jobs may run on {}", d.name),
             (None, Some(why)) => format!("no device ({why})"),
             (None, None) => "no device".to_string(),
         }
@@ -360,9 +446,7 @@ impl Executors {
         match name {
             STREAMING => Some(self.streaming.clone()),
             PARALLEL => Some(self.parallel.clone()),
-            OPENCL => self
-                .device()
-                .map(|d| d.executor.clone() as Arc<dyn Executor>),
+            OPENCL => self.device().map(|d| d.executor.clone()),
             REMOTE => self.remote.as_ref().map(|r| r.clone() as Arc<dyn Executor>),
             _ => None,
         }
@@ -433,7 +517,7 @@ impl Executors {
     /// One line for the LOG at open.
     pub(crate) fn describe(&self) -> String {
         let device = match (self.device(), self.device_unavailable()) {
-            (Some(d), _) => format!("opencl on {}", d.executor.device_info().name),
+            (Some(d), _) => format!("opencl on {}", d.name),
             (None, Some(why)) => format!("no device ({why})"),
             (None, None) if !self.device_known() => "the OpenCL device probe runs".to_string(),
             (None, None) => "no device".to_string(),

@@ -56,7 +56,9 @@ use crate::table_cache::{SharedBlockCache, TableCache};
 use crate::version::Version;
 use crate::version_set::VersionSet;
 
-pub use crate::compaction::executors::{executor_by_name, opencl_options, Lane, AUTO, EXECUTORS};
+#[cfg(feature = "opencl")]
+pub use crate::compaction::executors::opencl_options;
+pub use crate::compaction::executors::{executor_by_name, Lane, AUTO, EXECUTORS};
 pub use crate::compaction::scheduler::book::LevelStats;
 pub use files::destroy;
 pub use flush::pick_level_for_memtable_output;

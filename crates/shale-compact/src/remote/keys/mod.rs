@@ -37,11 +37,8 @@ pub use merge::{Held, OrderMerge};
 /// Name the keys-only path reports as its executor.
 pub const KEYS_ONLY: &str = "keys-only";
 
-/// The engine's window when none is set: keys of one run it holds or has
-/// asked for and not yet received. With keys of a hundred bytes, 4096 keys
-/// are 400 KiB per run; a round trip per half window keeps a loopback or
-/// LAN link busy.
-pub const DEFAULT_KEYS_WINDOW: u64 = 4096;
+/// The engine's window when none is set (see [`super::DEFAULT_KEYS_WINDOW`]).
+pub use super::DEFAULT_KEYS_WINDOW;
 
 /// The order code of one key: its run, whether it is kept, and whether the
 /// open output file is closed before it.

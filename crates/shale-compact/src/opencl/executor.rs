@@ -1,0 +1,489 @@
+//! The OpenCL executor itself (see the module above): its options, its
+//! statistics, and the three-stage pipeline that runs a job's slices on
+//! the device. Built with the `opencl` feature only.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use opencl3::program::Program;
+use shale_format::{Error, Result};
+
+use super::pack::FileParts;
+use super::pipeline::GcCarry;
+use super::session::Session;
+use super::slices::{SliceInput, SlicePlanner};
+#[allow(
+    clippy::wildcard_imports,
+    reason = "the executor is this module's body"
+)]
+use super::*;
+use crate::boundaries::GrandparentCutter;
+use crate::job::{CompactionJob, CompactionOutput, Executor, JobIo, OutputTable, PhaseStats};
+
+/// The kernels, in dependency order (helpers first).
+const KERNEL_SOURCES: [&str; 9] = [
+    include_str!("kernels/common.cl"),
+    include_str!("kernels/scan.cl"),
+    include_str!("kernels/checksum.cl"),
+    include_str!("kernels/unpack.cl"),
+    include_str!("kernels/merge.cl"),
+    include_str!("kernels/gc.cl"),
+    include_str!("kernels/pack.cl"),
+    include_str!("kernels/bloom.cl"),
+    include_str!("kernels/tests.cl"),
+];
+
+/// Build options of the program.
+pub(super) const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
+
+/// The program source: every kernel file, helpers first.
+pub fn kernel_source() -> String {
+    KERNEL_SOURCES.join("\n")
+}
+
+/// Settings of the OpenCL executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenClOptions {
+    /// Which device.
+    pub device: DeviceSelector,
+    /// How jobs are split between device and host.
+    pub policy: PlacementPolicy,
+    /// Jobs with more input files run on the CPU.
+    pub max_device_files: usize,
+    /// Device memory one job may use; `None`: half the device's global memory.
+    pub memory_budget: Option<u64>,
+    /// Threads for the host's share (Snappy, table layout; 0: one per core).
+    pub cpu_threads: usize,
+    /// Nice levels below normal for the host threads (see [`crate::nice`]).
+    pub cpu_nice: u8,
+    /// For tests: every launch of the kernel with this name fails; with
+    /// `name#N`, every launch after its first N.
+    pub inject_kernel_failure: Option<String>,
+    /// At most this many input bytes per slice (`None`: what the memory
+    /// budget allows). Small values force many slices (tests).
+    pub max_slice_input_bytes: Option<u64>,
+}
+
+impl Default for OpenClOptions {
+    fn default() -> OpenClOptions {
+        OpenClOptions {
+            device: DeviceSelector::default(),
+            policy: PlacementPolicy::default(),
+            max_device_files: DEFAULT_MAX_DEVICE_FILES,
+            memory_budget: None,
+            cpu_threads: 0,
+            cpu_nice: 0,
+            inject_kernel_failure: None,
+            max_slice_input_bytes: None,
+        }
+    }
+}
+
+/// What the device did, since the executor was made: its memory, slices
+/// and kernel times. Jobs, refusals and fallbacks are not counted here but
+/// where the job was given out: the engine's compaction service (its
+/// ledger), or a [`crate::chain::FallbackChain`]'s output (`fallback`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpenClStats {
+    /// The most device memory one slice of a job allocated, in bytes.
+    pub peak_job_device_bytes: u64,
+    /// Slices the device jobs were cut into (1 per job that fit whole).
+    pub slices: u64,
+    /// Device time and volume per kernel (and "upload" / "download" for
+    /// transfers), over every device job.
+    pub kernels: BTreeMap<String, KernelTime>,
+}
+
+/// The OpenCL executor.
+pub struct OpenClExecutor {
+    device: Arc<DeviceContext>,
+    program: Arc<Program>,
+    options: OpenClOptions,
+    limits: DeviceLimits,
+    pool: rayon::ThreadPool,
+    stats: Mutex<OpenClStats>,
+    injected_failure: Option<session::InjectedFailure>,
+}
+
+impl std::fmt::Debug for OpenClExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenClExecutor")
+            .field("device", self.device.info())
+            .field("options", &self.options)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl OpenClExecutor {
+    /// Opens the device and compiles the kernels (once per process; later
+    /// executors share them). [`Unavailable`] when there is no usable
+    /// device or the kernels do not build for it.
+    pub fn new(options: OpenClOptions) -> std::result::Result<OpenClExecutor, Unavailable> {
+        let device = device::device(options.device)?;
+        let program = device
+            .program(&kernel_source(), BUILD_OPTIONS)
+            .map_err(|e| Unavailable {
+                reason: format!("the kernels do not build for {}: {e}", device.info().name),
+            })?;
+        let memory_budget = options
+            .memory_budget
+            .unwrap_or(device.info().global_memory / 2);
+        let limits = DeviceLimits {
+            max_device_files: options.max_device_files,
+            memory_budget,
+        };
+        let unavailable = |reason: String| Unavailable { reason };
+        let threads = match options.cpu_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("shale-opencl-{i}"))
+            .start_handler({
+                let nice = options.cpu_nice;
+                move |_| crate::nice::lower_current_thread(nice)
+            })
+            .build()
+            .map_err(|e| unavailable(format!("cannot start {threads} host threads: {e}")))?;
+        let injected_failure = options
+            .inject_kernel_failure
+            .as_deref()
+            .map(session::InjectedFailure::parse);
+        Ok(OpenClExecutor {
+            device,
+            program,
+            options,
+            limits,
+            pool,
+            stats: Mutex::new(OpenClStats::default()),
+            injected_failure,
+        })
+    }
+
+    /// The device jobs run on.
+    pub fn device_info(&self) -> &DeviceInfo {
+        self.device.info()
+    }
+
+    /// The limits placement applies.
+    pub fn limits(&self) -> DeviceLimits {
+        self.limits
+    }
+
+    /// A snapshot of what the executor did.
+    pub fn stats(&self) -> OpenClStats {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn record(&self, update: impl FnOnce(&mut OpenClStats)) {
+        update(&mut self.stats.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// Runs one slice on the device: its finished files, and the open file
+    /// for the next slice.
+    fn slice_on_device(
+        &self,
+        job: &CompactionJob,
+        mut input: SliceInput,
+        carried: pack::PackedSlice,
+        gc: GcSite,
+        gc_carry: &mut GcCarry<'_>,
+        stats: &mut PhaseStats,
+    ) -> Result<pack::PackedSlice, DeviceError> {
+        // The open file's entries come in as the slice's last run.
+        let source = input.name("the open output file".to_string());
+        for block in &carried.open_blocks {
+            input.push_contents(source, block)?;
+        }
+        input.run_first_block.push(input.blocks.len());
+        let last = input.last;
+        let mut session = Session::new(
+            &self.device,
+            self.program.clone(),
+            self.limits.memory_budget,
+            self.injected_failure.clone(),
+        )?;
+        let result = (|| {
+            let slice = pipeline::SliceRun {
+                session: &mut session,
+                pool: &self.pool,
+                job,
+                carried: carried.open_entries,
+                gc,
+                carry: gc_carry,
+                stats,
+            };
+            let Some(entries) = slice.entries(input)? else {
+                return Ok(pack::PackedSlice::default());
+            };
+            let t = Instant::now();
+            let packed = pack::pack_on_device(&mut session, &self.pool, job, &entries, last)?;
+            stats.pack_secs += t.elapsed().as_secs_f64();
+            Ok(packed)
+        })();
+        let times = std::mem::take(&mut session.times);
+        let allocated = session.allocated();
+        for (name, time) in &times {
+            stats
+                .kernels
+                .entry(name.to_string())
+                .or_default()
+                .accumulate(time);
+        }
+        self.record(|s| {
+            s.peak_job_device_bytes = s.peak_job_device_bytes.max(allocated);
+            s.slices += 1;
+            for (name, time) in times {
+                s.kernels
+                    .entry(name.to_string())
+                    .or_default()
+                    .accumulate(&time);
+            }
+        });
+        result
+    }
+
+    /// The device pipeline: a reading thread, the device (this thread) and
+    /// a writing thread, slice after slice. `Err` is a device failure (the
+    /// files written so far are discarded); `Ok(Err)` a failure to write.
+    fn run_on_device(
+        &self,
+        job: &CompactionJob,
+        io: &dyn JobIo,
+        gc: GcSite,
+    ) -> std::result::Result<Result<CompactionOutput>, DeviceError> {
+        let started = Instant::now();
+        let slice_bytes = match slice_input_bytes(job, self.limits.memory_budget) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => u64::MAX,
+            Err(needed) => {
+                return Err(DeviceError::new(format!(
+                    "a slice needs about {needed} bytes, more than the device memory budget"
+                )))
+            }
+        };
+        let slice_bytes = slice_bytes.min(self.options.max_slice_input_bytes.unwrap_or(u64::MAX));
+        let mut stats = PhaseStats::default();
+        let (read_sender, read_receiver) = sync_channel::<Result<SliceInput, DeviceError>>(1);
+        let (write_sender, write_receiver) = sync_channel::<Vec<FileParts>>(1);
+        let (device_result, read_busy, written) = std::thread::scope(|scope| {
+            let reader = scope.spawn(move || read_slices(job, io, slice_bytes, read_sender));
+            let writer = scope.spawn(move || write_files(io, write_receiver));
+            let device_result = self.device_stage(job, gc, read_receiver, write_sender, &mut stats);
+            // Both channels are closed now (moved into device_stage): the
+            // reader stops at its next send, the writer after the last file.
+            let read_busy = reader.join().unwrap_or(0.0);
+            let written = writer.join().unwrap_or_else(|_| Written {
+                outputs: Vec::new(),
+                bytes: 0,
+                entries: 0,
+                busy: 0.0,
+                error: Some(Error::Internal("the writing thread panicked".into())),
+            });
+            (device_result, read_busy, written)
+        });
+        let (device_busy, wait_read) = match device_result {
+            Ok(times) => times,
+            Err(error) => {
+                // Nothing of a failed device job may stay behind.
+                for table in &written.outputs {
+                    let _ = io.discard_output(table.number);
+                }
+                return Err(error);
+            }
+        };
+        if let Some(error) = written.error {
+            return Ok(Err(error));
+        }
+        stats.read_secs += read_busy;
+        stats.write_secs += written.busy;
+        stats.bytes_written += written.bytes;
+        stats.entries_out += written.entries;
+        stats.total_secs = started.elapsed().as_secs_f64();
+        stats.stage_busy_secs.insert("read".into(), read_busy);
+        stats.stage_busy_secs.insert("device".into(), device_busy);
+        stats.stage_busy_secs.insert("write".into(), written.busy);
+        // I/O the device did not wait for: reading it waited `wait_read`
+        // for; writing after the device finished is not hidden.
+        let write_tail = (stats.total_secs - device_busy - wait_read).max(0.0);
+        stats.overlapped_secs =
+            (read_busy - wait_read).max(0.0) + (written.busy - write_tail).max(0.0);
+        stats.bytes_read = job.input_bytes();
+        Ok(Ok(CompactionOutput {
+            executor: OPENCL.to_string(),
+            outputs: written.outputs,
+            stats,
+            fallback: None,
+        }))
+    }
+
+    /// The device's stage: every slice from `slices`, finished files to
+    /// `files`. Returns its busy seconds and the seconds it waited for input.
+    fn device_stage(
+        &self,
+        job: &CompactionJob,
+        gc: GcSite,
+        slices: Receiver<Result<SliceInput, DeviceError>>,
+        files: SyncSender<Vec<FileParts>>,
+        stats: &mut PhaseStats,
+    ) -> std::result::Result<(f64, f64), DeviceError> {
+        let mut gc_carry = GcCarry {
+            cutter: GrandparentCutter::new(job),
+            pending_stop: false,
+        };
+        let mut carried = pack::PackedSlice::default();
+        let (mut busy, mut waited) = (0.0, 0.0);
+        loop {
+            let t = Instant::now();
+            let Ok(input) = slices.recv() else {
+                return Err(DeviceError::new("the reading thread stopped"));
+            };
+            waited += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let input = input?;
+            let last = input.last;
+            let mut packed = self.slice_on_device(job, input, carried, gc, &mut gc_carry, stats)?;
+            carried = pack::PackedSlice {
+                files: Vec::new(),
+                open_blocks: std::mem::take(&mut packed.open_blocks),
+                open_entries: packed.open_entries,
+            };
+            busy += t.elapsed().as_secs_f64();
+            if !packed.files.is_empty() && files.send(packed.files).is_err() {
+                // The writer failed; its error is the job's.
+                return Ok((busy, waited));
+            }
+            if last {
+                if carried.open_entries != 0 {
+                    return Err(DeviceError::new("entries left over after the last slice"));
+                }
+                return Ok((busy, waited));
+            }
+        }
+    }
+}
+
+/// The reading stage: slices of `job` into `slices` until the input is
+/// used up, an error, or the device stage stops. Returns its busy seconds.
+fn read_slices(
+    job: &CompactionJob,
+    io: &dyn JobIo,
+    slice_bytes: u64,
+    slices: SyncSender<Result<SliceInput, DeviceError>>,
+) -> f64 {
+    let t = Instant::now();
+    let mut planner = match SlicePlanner::new(job, io, slice_bytes) {
+        Ok(planner) => planner,
+        Err(error) => {
+            let _ = slices.send(Err(error));
+            return t.elapsed().as_secs_f64();
+        }
+    };
+    let mut busy = t.elapsed().as_secs_f64();
+    loop {
+        let t = Instant::now();
+        let next = planner.next_slice();
+        busy += t.elapsed().as_secs_f64();
+        match next {
+            Ok(Some(slice)) => {
+                let last = slice.last;
+                if slices.send(Ok(slice)).is_err() || last {
+                    return busy;
+                }
+            }
+            Ok(None) => return busy,
+            Err(error) => {
+                let _ = slices.send(Err(error));
+                return busy;
+            }
+        }
+    }
+}
+
+/// What the writing stage wrote.
+struct Written {
+    outputs: Vec<OutputTable>,
+    bytes: u64,
+    entries: u64,
+    /// Seconds spent writing and syncing.
+    busy: f64,
+    /// Why it stopped early.
+    error: Option<Error>,
+}
+
+/// The writing stage: lays out, creates, writes and syncs every file that
+/// arrives.
+/// On an error it stops taking files (the device stage then sees the
+/// channel closed) and keeps the error; `outputs` lists every file it
+/// created, so that a device failure can discard them.
+fn write_files(io: &dyn JobIo, files: Receiver<Vec<FileParts>>) -> Written {
+    let mut written = Written {
+        outputs: Vec::new(),
+        bytes: 0,
+        entries: 0,
+        busy: 0.0,
+        error: None,
+    };
+    for batch in files {
+        for parts in batch {
+            let t = Instant::now();
+            let mut size = (0, 0);
+            let result = (|| -> Result<()> {
+                let file = parts.assemble()?;
+                size = (file.bytes.len() as u64, file.entries);
+                let (number, mut sink) = io.create_output()?;
+                written.outputs.push(OutputTable {
+                    number,
+                    file_size: file.bytes.len() as u64,
+                    smallest: file.smallest,
+                    largest: file.largest,
+                    entries: file.entries,
+                });
+                std::io::Write::write_all(&mut sink, &file.bytes)
+                    .and_then(|()| std::io::Write::flush(&mut sink))
+                    .map_err(|e| Error::io("writing a compaction output", e))?;
+                sink.finish()
+            })();
+            written.busy += t.elapsed().as_secs_f64();
+            if let Err(error) = result {
+                written.error = Some(error);
+                return written;
+            }
+            written.bytes += size.0;
+            written.entries += size.1;
+        }
+    }
+    written
+}
+
+impl Executor for OpenClExecutor {
+    fn name(&self) -> &'static str {
+        OPENCL
+    }
+
+    /// Runs `job` on the device. A job that [`placement`] keeps on the CPU
+    /// is refused ([`Error::Refused`]); one that the device fails ends
+    /// with [`Error::ExecutorFailed`], both saying why: the caller (the engine's compaction service, or a
+    /// [`crate::chain::FallbackChain`]) runs it elsewhere. The executor
+    /// never falls back on its own.
+    fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
+        crate::job::require_bytewise(OPENCL, io)?;
+        let gc = match placement(job, self.options.policy, &self.limits) {
+            Placement::Device { gc } => gc,
+            Placement::Cpu { reason } => {
+                return Err(Error::refused(
+                    OPENCL,
+                    format!("placed on the CPU: {reason}"),
+                ));
+            }
+        };
+        self.run_on_device(job, io, gc).unwrap_or_else(|error| {
+            let why = format!("the device failed job {}: {}", job.id, error.reason);
+            Err(Error::executor_failed(OPENCL, why))
+        })
+    }
+}
