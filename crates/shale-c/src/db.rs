@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use shale::{Error, DB};
 
+pub use crate::handles::leveldb_t;
 use crate::iterator::leveldb_iterator_t;
 use crate::options::{
     leveldb_options_t, leveldb_readoptions_t, leveldb_writeoptions_t, options_ref,
@@ -16,13 +17,6 @@ use crate::status::{
     bytes, c_str, into_malloced, malloc_c_string, no_errptr, with_errptr, Failure,
 };
 use crate::write_batch::leveldb_writebatch_t;
-
-/// An open database. Every function taking a `leveldb_t*` may be called
-/// from several threads at once.
-#[derive(Debug)]
-pub struct leveldb_t {
-    pub(crate) db: DB,
-}
 
 /// The database a call names, checked for null.
 pub(crate) fn db_ref<'a>(db: *mut leveldb_t) -> Result<&'a leveldb_t, Failure> {

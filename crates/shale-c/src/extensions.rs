@@ -8,7 +8,8 @@ use serde_json::json;
 use shale::options::RemoteToken;
 use shale::CompactRangeOptions;
 
-use crate::db::{db_ref, leveldb_t};
+use crate::db::db_ref;
+use crate::handles::leveldb_t;
 use crate::options::leveldb_options_t;
 use crate::status::{bytes, c_str, malloc_c_string, no_errptr, with_errptr, Failure};
 

@@ -24,6 +24,7 @@ pub mod comparator;
 pub mod db;
 pub mod extensions;
 pub mod filter_policy;
+mod handles;
 pub mod iterator;
 pub mod options;
 pub mod snapshot;

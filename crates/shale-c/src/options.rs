@@ -17,7 +17,7 @@ use shale::{Options, ReadOptions, WriteOptions};
 
 use crate::comparator::leveldb_comparator_t;
 use crate::filter_policy::{leveldb_filterpolicy_t, Filter};
-use crate::snapshot::leveldb_snapshot_t;
+use crate::handles::leveldb_snapshot_t;
 use crate::status::{malloc_c_string, no_errptr};
 
 /// Options for opening, destroying and repairing a database.

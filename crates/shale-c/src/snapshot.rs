@@ -1,15 +1,8 @@
 //! `leveldb_snapshot_t`: a consistent view of the database.
 
-use shale::Snapshot;
-
-use crate::db::leveldb_t;
+pub use crate::handles::leveldb_snapshot_t;
+use crate::handles::leveldb_t;
 use crate::status::no_errptr;
-
-/// A snapshot, released with `leveldb_release_snapshot`.
-#[derive(Debug)]
-pub struct leveldb_snapshot_t {
-    pub(crate) snapshot: Snapshot,
-}
 
 /// Takes a snapshot of the latest state. NULL for a NULL database.
 #[no_mangle]

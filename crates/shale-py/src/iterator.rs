@@ -18,8 +18,8 @@ use shale::DbIterator;
 
 use crate::bytes_arg::{bytes_arg, key_successor, prefix_successor, prefixed};
 use crate::cursor::{lock, CursorState, Position, SharedCursor};
-use crate::db::{read_options, DbShared};
 use crate::errors::{iterator_closed, to_py_err, IteratorInvalidError};
+use crate::shared::{read_options, DbShared};
 
 /// The arguments of `iterator(...)`, as plyvel names them.
 #[derive(Debug, Clone)]

@@ -13,6 +13,7 @@ mod errors;
 mod iterator;
 mod options;
 mod prefixed;
+mod shared;
 mod snapshot;
 mod stats;
 mod write_batch;
@@ -66,7 +67,7 @@ fn shaledb(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "IteratorInvalidError",
         py.get_type::<errors::IteratorInvalidError>(),
     )?;
-    m.add_class::<db::Db>()?;
+    m.add_class::<shared::Db>()?;
     m.add_class::<prefixed::PrefixedDB>()?;
     m.add_class::<write_batch::WriteBatch>()?;
     m.add_class::<iterator::Iterator>()?;

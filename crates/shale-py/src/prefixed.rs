@@ -5,9 +5,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::bytes_arg::{bytes_arg, prefixed};
-use crate::db::{read_options, Db};
 use crate::errors::database_closed;
 use crate::iterator::{new_iterator, IteratorArgs};
+use crate::shared::{read_options, Db};
 use crate::snapshot::Snapshot;
 use crate::write_batch::WriteBatch;
 

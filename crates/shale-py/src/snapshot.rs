@@ -7,9 +7,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::bytes_arg::{bytes_arg, prefixed};
-use crate::db::{read_options, DbShared};
 use crate::errors::snapshot_closed;
 use crate::iterator::{new_iterator, new_raw_iterator, IteratorArgs, RawIteratorArgs};
+use crate::shared::{read_options, DbShared};
 
 /// A consistent point-in-time view of a database (or of a prefixed view:
 /// keys are then relative to its prefix).

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use pyo3::prelude::*;
 
 use crate::bytes_arg::{bytes_arg, prefixed};
-use crate::db::DbShared;
 use crate::errors::{database_closed, IntoPyResult};
+use crate::shared::DbShared;
 
 /// A batch of writes for one database (or prefixed view: keys get its
 /// prefix). Made by `DB.write_batch()`.

@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering as AtomicOr
 use std::sync::{Mutex, PoisonError};
 
 use crossbeam_utils::CachePadded;
+use shale_format::internal_key::INTERNAL_KEY_TRAILER_LEN;
 
 /// Tallest tower. With a branching factor of 3 this serves 3^16 = 43 M
 /// entries at full speed, far more than a memtable holds.
@@ -99,9 +100,6 @@ impl KeyOrder {
 /// The first sixteen bytes of a user key, zero-padded, as two big-endian
 /// words: arrays compare word by word, so in the keys' order.
 type Prefix = [u64; 2];
-
-/// The tag of an internal key: 8 bytes after the user key.
-const INTERNAL_KEY_TRAILER_LEN: usize = 8;
 
 /// A key being looked for, with its prefix when the order has one.
 #[derive(Clone, Copy)]

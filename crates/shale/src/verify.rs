@@ -26,7 +26,6 @@ use shale_format::internal_key::{InternalKey, ParsedInternalKey};
 use shale_format::iterator::KvIterator;
 use shale_format::log_reader::{LogReader, Reporter};
 use shale_format::table::{ReadTableOptions, Table};
-use shale_format::version_edit::VersionEdit;
 use shale_format::write_batch::WriteBatch;
 use shale_format::{Error, Result};
 
@@ -34,6 +33,7 @@ use crate::env::Env;
 use crate::filename::{self, FileType};
 use crate::options::Options;
 use crate::version::{FileMeta, Version, VersionBuilder};
+use crate::version_set::{manifest_name_in_current, replay_manifest_record};
 
 /// What [`verify_db`] read. Every count is of things found intact.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -280,10 +280,7 @@ fn read_current(env: &dyn Env, dir: &Path) -> Result<String> {
         Err(err) => return Err(err),
     };
     let current_name = current_path.display().to_string();
-    let name = std::str::from_utf8(&contents)
-        .ok()
-        .and_then(|s| s.strip_suffix('\n'))
-        .filter(|s| !s.is_empty() && !s.contains('/'))
+    let name = manifest_name_in_current(&contents)
         .ok_or_else(|| {
             corruption_at(
                 &current_name,
@@ -319,19 +316,20 @@ fn read_manifest_named(
     let mut edits = 0;
     let (mut log_number, mut next_file, mut last_sequence) = (false, false, false);
     let bytes = read_log(env, &manifest_path, &manifest_name, |offset, record| {
-        let edit = VersionEdit::decode(record).map_err(|e| e.at(&manifest_name, offset))?;
-        if let Some(comparator) = &edit.comparator {
-            if comparator != order.name() {
-                return Err(Error::NotSupported(format!(
+        let edit = replay_manifest_record(
+            &mut builder,
+            record,
+            &manifest_name,
+            offset,
+            order,
+            |comparator| {
+                Error::NotSupported(format!(
                     "{manifest_name}: the keys are ordered by comparator {comparator}; \
                      verifying with {} (give the database's comparator)",
                     order.name()
-                )));
-            }
-        }
-        builder
-            .apply(&edit)
-            .map_err(|e| e.at(&manifest_name, offset))?;
+                ))
+            },
+        )?;
         log_number |= edit.log_number.is_some();
         next_file |= edit.next_file_number.is_some();
         last_sequence |= edit.last_sequence.is_some();

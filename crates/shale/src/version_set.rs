@@ -176,10 +176,7 @@ impl VersionSet {
             &mut contents,
         )
         .map_err(|e| Error::io(format!("reading {}", current_path.display()), e))?;
-        let name = std::str::from_utf8(&contents)
-            .ok()
-            .and_then(|s| s.strip_suffix('\n'))
-            .filter(|s| !s.is_empty() && !s.contains('/'))
+        let name = manifest_name_in_current(&contents)
             .ok_or_else(|| {
                 Error::corruption(0, "CURRENT file does not end with a newline").at("CURRENT", 0)
             })?
@@ -211,17 +208,20 @@ impl VersionSet {
         let mut record = Vec::new();
         while reader.read_record_into(&mut record)? {
             let offset = reader.last_record_offset();
-            let edit = VersionEdit::decode(&record).map_err(|e| e.at(&name, offset))?;
-            if let Some(comparator) = &edit.comparator {
-                if comparator != order.name() {
-                    return Err(Error::InvalidArgument(format!(
+            let edit = replay_manifest_record(
+                &mut builder,
+                &record,
+                &name,
+                offset,
+                &order,
+                |comparator| {
+                    Error::InvalidArgument(format!(
                         "{name}: the database's keys are ordered by comparator {comparator}, \
                          which does not match the comparator given, {}",
                         order.name()
-                    )));
-                }
-            }
-            builder.apply(&edit).map_err(|e| e.at(&name, offset))?;
+                    ))
+                },
+            )?;
             for (level, key) in &edit.compact_pointers {
                 self.compact_pointers[*level] = key.encoded().to_vec();
             }
@@ -378,4 +378,40 @@ impl VersionSet {
         }
         edit
     }
+}
+
+/// The MANIFEST name that `CURRENT`'s contents hold: a bare file name (not
+/// empty, no `/`) followed by a newline; `None` when they hold anything
+/// else. Recovery ([`VersionSet::recover`]) and `verify_db` read `CURRENT`
+/// by this one rule, each reporting a bad one in its own words.
+pub(crate) fn manifest_name_in_current(contents: &[u8]) -> Option<&str> {
+    std::str::from_utf8(contents)
+        .ok()
+        .and_then(|s| s.strip_suffix('\n'))
+        .filter(|s| !s.is_empty() && !s.contains('/'))
+}
+
+/// Replays one MANIFEST record, read at `offset` of the MANIFEST called
+/// `file` in errors: decodes the version edit, checks that the comparator
+/// it names (if any) is `order`'s, and applies it to `builder`. A record
+/// that does not decode or apply is an error at `file` and `offset`; a
+/// comparator of another name is `mismatch(name)`, which recovery and
+/// `verify_db` word differently. Returns the edit, for the counters it
+/// carries.
+pub(crate) fn replay_manifest_record(
+    builder: &mut VersionBuilder,
+    record: &[u8],
+    file: &str,
+    offset: u64,
+    order: &KeyOrder,
+    mismatch: impl FnOnce(&str) -> Error,
+) -> Result<VersionEdit> {
+    let edit = VersionEdit::decode(record).map_err(|e| e.at(file, offset))?;
+    if let Some(comparator) = &edit.comparator {
+        if comparator != order.name() {
+            return Err(mismatch(comparator));
+        }
+    }
+    builder.apply(&edit).map_err(|e| e.at(file, offset))?;
+    Ok(edit)
 }

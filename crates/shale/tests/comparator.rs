@@ -15,6 +15,7 @@ use std::sync::Arc;
 use shale::env::{Env, MemEnv};
 use shale::format::comparator::Comparator;
 use shale::{CompactRangeOptions, Error, Options, ReadOptions, WriteBatch, WriteOptions, DB};
+use support::scan;
 
 /// Decimal numbers without leading zeros, in numeric order: shorter first,
 /// then bytewise. Bytewise order would put "10" before "9".
@@ -56,18 +57,6 @@ fn options(env: &Arc<dyn Env>) -> Options {
         block_size: 512,
         ..support::options(env)
     }
-}
-
-fn scan(db: &DB, read: &ReadOptions) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut iter = db.iter(read).unwrap();
-    let mut out = Vec::new();
-    iter.seek_to_first();
-    while iter.valid() {
-        out.push((iter.key().to_vec(), iter.value().to_vec()));
-        iter.next();
-    }
-    iter.status().unwrap();
-    out
 }
 
 fn scan_backward(db: &DB) -> Vec<Vec<u8>> {

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use shale::env::{read_file, write_file, Env, FaultInjectionEnv, FileLock, MemEnv, WritableFile};
 use shale::format::format::RandomAccess;
 use shale::{Error, Options, ReadOptions, WriteBatch, WriteOptions, DB};
-use support::Model;
+use support::{scan, try_scan, Model};
 
 const DIR: &str = "/db";
 
@@ -73,18 +73,6 @@ fn value(prefix: &str, i: usize) -> Vec<u8> {
     unit.repeat(60 / unit.len() + 1).into_bytes()
 }
 
-fn scan(db: &DB) -> shale::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut iter = db.iter(&ReadOptions::new())?;
-    let mut out = Vec::new();
-    iter.seek_to_first();
-    while iter.valid() {
-        out.push((iter.key().to_vec(), iter.value().to_vec()));
-        iter.next();
-    }
-    iter.status()?;
-    Ok(out)
-}
-
 fn scan_backward(db: &DB) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut iter = db.iter(&ReadOptions::new()).unwrap();
     let mut out = Vec::new();
@@ -111,7 +99,8 @@ struct Uncertain {
 /// `uncertain`, each of which holds one of its two outcomes. Scans forward
 /// and backward (which also proves the order) and gets every key.
 fn assert_contents(db: &DB, model: &Model, uncertain: &[Uncertain], context: &str) {
-    let got = scan(db).unwrap_or_else(|e| panic!("{context}: scan failed: {e}"));
+    let got =
+        try_scan(db, &ReadOptions::new()).unwrap_or_else(|e| panic!("{context}: scan failed: {e}"));
     assert!(
         got.windows(2).all(|w| w[0].0 < w[1].0),
         "{context}: scan out of order"
@@ -1330,10 +1319,10 @@ fn damaged_wal_record() {
         "the LOG does not mention the dropped bytes of {log}:\n{info}"
     );
     // What was recovered is durable: reopening gives the same.
-    let recovered = scan(&db).unwrap();
+    let recovered = scan(&db, &ReadOptions::new());
     drop(db);
     let db = DB::open(dir(), big_memtable(true)).unwrap();
-    assert_eq!(scan(&db).unwrap(), recovered);
+    assert_eq!(scan(&db, &ReadOptions::new()), recovered);
 }
 
 /// A table the MANIFEST names is gone: open fails with a corruption naming

@@ -22,9 +22,7 @@ use shale::format::iterator::KvIterator;
 use shale::format::table::{ReadTableOptions, Table};
 use shale::repair::{LostReason, TableOrigin};
 use shale::{Error, Options, ReadOptions, RepairReport, WriteBatch, WriteOptions, DB};
-use support::Model;
-
-type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+use support::{scan, Entries, Model};
 
 /// Small buffers and blocks, and no automatic compaction: the tables a test
 /// writes stay where it put them, so that it knows what is in each.
@@ -90,18 +88,6 @@ fn build_db(dir: &Path, options: &Options) -> Model {
     model
 }
 
-fn scan(db: &DB) -> Entries {
-    let mut iter = db.iter(&ReadOptions::new()).unwrap();
-    iter.seek_to_first();
-    let mut out = Vec::new();
-    while iter.valid() {
-        out.push((iter.key().to_vec(), iter.value().to_vec()));
-        iter.next();
-    }
-    iter.status().unwrap();
-    out
-}
-
 fn entries(model: &Model) -> Entries {
     model.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
@@ -117,7 +103,7 @@ fn assert_reads(dir: &Path, options: &Options, model: &Model) {
         },
     )
     .unwrap();
-    assert_eq!(scan(&db), entries(model));
+    assert_eq!(scan(&db, &ReadOptions::new()), entries(model));
     for n in (0..3100).step_by(7) {
         assert_eq!(
             db.get(&ReadOptions::new(), &key(n)).unwrap().as_ref(),
@@ -475,7 +461,7 @@ fn writes_only_in_the_wal_are_converted_and_a_damaged_record_skipped() {
     assert!(report.lost_data());
 
     let db = DB::open(&dir, options.clone()).unwrap();
-    let found = scan(&db);
+    let found = scan(&db, &ReadOptions::new());
     // Most records survive; whatever is there is exactly what was written.
     assert!(found.len() > 1500, "{}", found.len());
     assert_eq!(found.len() as u64, converted.entries);
@@ -526,7 +512,7 @@ fn the_report_flags_tables_a_lookup_would_search_in_the_wrong_order() {
         (b"m".to_vec(), b"new".to_vec()),
         (b"z".to_vec(), b"old".to_vec()),
     ];
-    assert_eq!(scan(&db), newest);
+    assert_eq!(scan(&db, &ReadOptions::new()), newest);
     assert_eq!(
         db.get(&ReadOptions::new(), b"m").unwrap(),
         Some(b"old".to_vec())
@@ -536,7 +522,7 @@ fn the_report_flags_tables_a_lookup_would_search_in_the_wrong_order() {
         db.get(&ReadOptions::new(), b"m").unwrap(),
         Some(b"new".to_vec())
     );
-    assert_eq!(scan(&db), newest);
+    assert_eq!(scan(&db, &ReadOptions::new()), newest);
 
     drop(db);
     // After the compaction nothing overlaps out of order.
@@ -628,7 +614,7 @@ fn garbage_files_are_moved_to_lost_and_absurd_numbers_refused() {
     assert!(report.records_skipped() >= 1, "{report}");
     assert_eq!(report.last_sequence, 0);
     let db = DB::open(&dir, options.clone()).unwrap();
-    assert!(scan(&db).is_empty());
+    assert!(scan(&db, &ReadOptions::new()).is_empty());
     db.put(&WriteOptions::default(), b"k", b"v").unwrap();
     drop(db);
 
@@ -768,7 +754,7 @@ fn repair_both(dir: &Path, work: &Path) -> (Entries, RepairReport) {
         .unwrap()
         .scan_all()
         .unwrap();
-    let shale_view = scan(&DB::open(&ours, options).unwrap());
+    let shale_view = scan(&DB::open(&ours, options).unwrap(), &ReadOptions::new());
     assert_eq!(shale_view, leveldb_view, "ShaleDB's repair vs LevelDB's");
     // LevelDB reads ShaleDB's repaired database the same.
     let leveldb_of_ours = LevelDb::open(&ours, &leveldb_options())
@@ -813,7 +799,7 @@ fn leveldb_database_with_a_lost_manifest_is_repaired() {
     assert!(!report.lost_data(), "{report}");
     assert_eq!(report.logs.len(), 1, "{report}");
     let db = DB::open(&dir, disk_options()).unwrap();
-    assert_eq!(scan(&db), entries(&model));
+    assert_eq!(scan(&db, &ReadOptions::new()), entries(&model));
     drop(db);
     shale::verify::verify_db(&dir, &disk_options()).unwrap();
 }

@@ -25,6 +25,7 @@ pub mod args;
 pub mod cpu;
 pub mod environment;
 pub mod generator;
+pub mod latency;
 pub mod plot;
 pub mod report;
 pub mod stats;

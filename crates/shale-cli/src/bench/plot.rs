@@ -214,7 +214,7 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
 
     use super::*;
-    use crate::bench::stats::new_histogram;
+    use crate::bench::latency::new_histogram;
 
     fn sample() -> (Vec<TimelineRow>, Vec<(String, Histogram<u64>)>) {
         let rows = (1..=5)

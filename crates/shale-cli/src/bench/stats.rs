@@ -13,22 +13,8 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
+use super::latency::{new_histogram, record_latency};
 use super::timeline::{Timeline, TimelineRecorder};
-
-/// Significant decimal digits kept by latency histograms.
-const SIGNIFICANT_DIGITS: u8 = 3;
-
-/// An empty latency histogram (nanoseconds, growing as needed).
-pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits is within 0..=5")
-}
-
-/// Records `nanos` (at least 1) in `histogram`, growing it as needed.
-/// (`saturating_record` would clamp to the current, small, range instead.)
-pub fn record_latency(histogram: &mut Histogram<u64>, nanos: u64) {
-    // Only fails when the histogram cannot grow (a count overflowing usize).
-    let _ = histogram.record(nanos.max(1));
-}
 
 /// Latency percentiles of a set of operations, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use super::stats::{new_histogram, record_latency};
+use super::latency::{new_histogram, record_latency};
 
 /// Operations and latencies of one segment in one interval.
 #[derive(Debug)]

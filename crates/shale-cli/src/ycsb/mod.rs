@@ -37,8 +37,9 @@ use self::workload::{Distribution, Operation, Workload, OPERATIONS};
 use crate::bench::cpu::{CpuStress, CpuTime};
 use crate::bench::environment::{build_warnings, print_environment, DbLocation};
 use crate::bench::generator::ValueGenerator;
+use crate::bench::latency::{new_histogram, record_latency};
 use crate::bench::report::EngineTotals;
-use crate::bench::stats::{new_histogram, record_latency, LatencySummary};
+use crate::bench::stats::LatencySummary;
 use crate::db_flags::DbFlags;
 use crate::error::{CliError, CliResult};
 

@@ -29,6 +29,28 @@ pub fn options(env: &Arc<dyn Env>) -> Options {
 /// Acknowledged writes: key to value.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// A database's contents, key/value pairs in its order.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Every key/value pair that `read` sees in `db`, in order, read forward
+/// through one iterator; the iterator's error if it stops on one.
+pub fn try_scan(db: &DB, read: &ReadOptions) -> shale::Result<Entries> {
+    let mut iter = db.iter(read)?;
+    let mut out = Vec::new();
+    iter.seek_to_first();
+    while iter.valid() {
+        out.push((iter.key().to_vec(), iter.value().to_vec()));
+        iter.next();
+    }
+    iter.status()?;
+    Ok(out)
+}
+
+/// [`try_scan`], for a test in which the scan must not fail.
+pub fn scan(db: &DB, read: &ReadOptions) -> Entries {
+    try_scan(db, read).unwrap_or_else(|e| panic!("scan: {e}"))
+}
+
 /// Writes that failed, key to the value they tried to set: each may or may
 /// not be there afterwards, but never with another value. Their keys are
 /// never written again.
