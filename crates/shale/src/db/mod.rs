@@ -1,6 +1,8 @@
 //! The database: opening it, the public read/write API, and the shared
 //! state the write path and the background threads work on. Its parts:
-//! `write.rs` (group commit, the WAL, throttling), `read.rs` (lookups,
+//! `write.rs` (group commit, the WAL), `writer_queue.rs` (writers' slots
+//! and waits), `room.rs` (the memtable switch and the write throttle),
+//! `read.rs` (lookups,
 //! iterators, sizes), `flush.rs` (the flush thread), `recovery.rs`
 //! (replaying the MANIFEST and the WALs at open), `files.rs` (file
 //! numbers, obsolete files, `destroy`), `resume.rs` (background errors and
@@ -20,14 +22,17 @@
 
 mod files;
 mod flush;
+mod insert;
 mod job_host;
 mod job_io;
 mod properties;
 mod read;
 mod recovery;
 mod resume;
+mod room;
 mod table_writer;
 mod write;
+mod writer_queue;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -62,8 +67,8 @@ pub use crate::compaction::executors::{executor_by_name, Lane, AUTO, EXECUTORS};
 pub use crate::compaction::scheduler::book::LevelStats;
 pub use files::destroy;
 pub use flush::pick_level_for_memtable_output;
+pub(crate) use insert::insert_into;
 pub(crate) use table_writer::TableWriter;
-pub(crate) use write::insert_into;
 
 /// An open database. Cheap to clone and share between threads; the database
 /// closes (background work finishes, files are released) when the last clone
@@ -145,7 +150,7 @@ pub(crate) struct State {
     bg_error: Option<Error>,
     /// How the database gets over `bg_error` (see `resume.rs`).
     resume: resume::Resume,
-    write_queue: write::WriteQueue,
+    write_queue: writer_queue::WriteQueue,
     /// Table numbers being written by a flush or compaction.
     pending_outputs: HashSet<u64>,
     /// Bumped (with `done_cv` signalled) whenever background work finishes
@@ -277,7 +282,7 @@ impl DB {
                 live_versions: Vec::new(),
                 bg_error: None,
                 resume: resume::Resume::default(),
-                write_queue: write::WriteQueue::default(),
+                write_queue: writer_queue::WriteQueue::default(),
                 pending_outputs: HashSet::new(),
                 done_epoch: 0,
                 flushing: false,

@@ -11,7 +11,7 @@ use shale_format::version_edit::VersionEdit;
 use shale_format::write_batch::WriteBatch;
 use shale_format::{Error, Result};
 
-use super::{write::insert_into, DbInner};
+use super::{insert::insert_into, DbInner};
 use crate::filename::{self, FileType};
 use crate::memtable::MemTable;
 use crate::version_set::VersionSet;
