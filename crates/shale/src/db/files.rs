@@ -9,7 +9,8 @@ use std::sync::Weak;
 
 use shale_format::{Error, Result};
 
-use super::{job_io, DbInner};
+use super::inner::DbInner;
+use super::job_io;
 use crate::filename;
 use crate::lock_order;
 use crate::options::Options;

@@ -10,8 +10,8 @@ use std::time::Instant;
 use shale_format::version_edit::{FileMetaData, VersionEdit, NUM_LEVELS};
 use shale_format::Result;
 
+use super::inner::DbInner;
 use super::table_writer::TableWriter;
-use super::DbInner;
 use crate::compaction::picker;
 use crate::filename;
 use crate::kill_point;

@@ -18,8 +18,8 @@ use shale_format::internal_key::{InternalKey, SequenceNumber};
 use shale_format::version_edit::{FileMetaData, VersionEdit};
 use shale_format::{Error, Result};
 
+use super::inner::DbInner;
 use super::job_io::EngineJobIo;
-use super::DbInner;
 use crate::compaction::host::{JobHost, OutputIo};
 use crate::compaction::picker::CompactionPlan;
 use crate::version::Version;

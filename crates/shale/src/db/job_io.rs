@@ -9,7 +9,7 @@ use shale_compact::job::{JobFile, JobIo, OutputSink, VerifiedTable};
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
-use super::DbInner;
+use super::inner::DbInner;
 use crate::compaction::host::OutputIo;
 use crate::env::WritableFile;
 use crate::filename;

@@ -1,15 +1,19 @@
-//! The database: opening it, the public read/write API, and the shared
-//! state the write path and the background threads work on. Its parts:
-//! `write.rs` (group commit, the WAL), `writer_queue.rs` (writers' slots
-//! and waits), `room.rs` (the memtable switch and the write throttle),
-//! `read.rs` (lookups,
-//! iterators, sizes), `flush.rs` (the flush thread), `recovery.rs`
-//! (replaying the MANIFEST and the WALs at open), `files.rs` (file
-//! numbers, obsolete files, `destroy`), `resume.rs` (background errors and
-//! resuming after a full disk), `properties.rs`. Compactions are the
-//! runner's (`crate::compaction::runner`): `job_host.rs` and `job_io.rs`
-//! are all it sees of the database (the current version, the snapshot
-//! floor, job I/O, install, the background error).
+//! The database: opening it and the public read/write API. The state the
+//! write path and the background threads share is `inner.rs` (`DbInner`,
+//! `State`, the lock order), below every other part; each part adds its
+//! methods to `DbInner` in a file of its own:
+//!
+//! - `write.rs` (group commit, the WAL), `writer_queue.rs` (writers' slots
+//!   and waits), `room.rs` (the memtable switch and the write throttle),
+//!   `insert.rs` (a batch into the memtable);
+//! - `read.rs` (lookups, iterators, sizes), `properties.rs`;
+//! - `flush.rs` (the flush thread), `table_writer.rs`;
+//! - `recovery.rs` (replaying the MANIFEST and the WALs at open),
+//!   `files.rs` (file numbers, obsolete files, `destroy`), `resume.rs` and
+//!   `retry.rs` (background errors and resuming after a full disk);
+//! - `job_host.rs` and `job_io.rs`: all the compaction runner
+//!   (`crate::compaction::runner`) sees of the database (the current
+//!   version, the snapshot floor, job I/O, install, the background error).
 //!
 //! Locks, always taken in this order: `versions` (the MANIFEST, held
 //! across its fsync), then the compaction service's scheduler, then
@@ -22,6 +26,7 @@
 
 mod files;
 mod flush;
+mod inner;
 mod insert;
 mod job_host;
 mod job_io;
@@ -29,31 +34,27 @@ mod properties;
 mod read;
 mod recovery;
 mod resume;
+mod retry;
 mod room;
 mod table_writer;
 mod write;
 mod writer_queue;
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use shale_compact::job::PhaseStats;
-use shale_format::comparator::KeyOrder;
-use shale_format::internal_key::SequenceNumber;
 use shale_format::version_edit::NUM_LEVELS;
 use shale_format::write_batch::WriteBatch;
 use shale_format::{Error, Result};
 
 use crate::compaction::runner::Runner;
-use crate::compaction::service::Service;
 use crate::db_iter::DbIterator;
-use crate::env::FileLock;
 use crate::filename;
 use crate::info_log::InfoLog;
-use crate::lock_order::{self, Rank};
 use crate::memtable::MemTable;
 use crate::options::{CompactRangeOptions, Options, ReadOptions, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
@@ -67,6 +68,9 @@ pub use crate::compaction::executors::{executor_by_name, Lane, AUTO, EXECUTORS};
 pub use crate::compaction::scheduler::book::LevelStats;
 pub use files::destroy;
 pub use flush::pick_level_for_memtable_output;
+pub(crate) use inner::DbInner;
+pub use inner::StallStats;
+use inner::State;
 pub(crate) use insert::insert_into;
 pub(crate) use table_writer::TableWriter;
 
@@ -100,98 +104,6 @@ pub struct SchedulerStats {
     pub fallbacks: u64,
     /// Why the last one did.
     pub last_fallback: Option<String>,
-}
-
-/// Counters of time writers spent throttled.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct StallStats {
-    /// Writes the write throttle delayed (L0 at or past the slowdown
-    /// trigger: each write owes a delay that follows the compaction debt,
-    /// waits up to 10 us of it, and what is owed beyond that is slept once
-    /// it reaches 1 ms).
-    pub slowdown_count: u64,
-    /// Microseconds spent in those delays.
-    pub slowdown_micros: u64,
-    /// Microseconds writers waited for a memtable flush or for L0 to drop
-    /// below the stop trigger.
-    pub stop_micros: u64,
-    /// Times a writer had to wait that way.
-    pub stop_count: u64,
-}
-
-/// The state lock, held.
-pub(crate) type StateGuard<'a> = lock_order::Guard<'a, State>;
-
-pub(crate) struct State {
-    mem: Arc<MemTable>,
-    imm: Option<Arc<MemTable>>,
-    /// The WAL writer; `None` while the leading writer has it out.
-    log: Option<write::Wal>,
-    /// The WAL retired at the last memtable switch while it may still hold
-    /// unsynced writes (the immutable memtable's). A synced write syncs it
-    /// first, so a synced write never outlives an earlier write in a crash;
-    /// dropped, unsynced, once its memtable is a table. Syncing it at the
-    /// switch instead would stall the writer for the whole file's fdatasync.
-    retired_log: Option<write::Wal>,
-    /// Number of the WAL `log` writes to.
-    log_number: u64,
-    /// A WAL was created since the directory was last synced: the next
-    /// synced write syncs the directory first, so that the WAL's name (and
-    /// the retired one's) survives a power loss with the write.
-    wal_name_unsynced: bool,
-    /// The last sequence number published: readers and snapshots see the
-    /// writes up to it. Pipelined write groups may hold higher ones while
-    /// they insert (`write.rs`).
-    last_sequence: SequenceNumber,
-    current: Arc<Version>,
-    /// Versions handed to readers; their files are not deleted.
-    live_versions: Vec<Weak<Version>>,
-    /// The background error; writes are refused while there is one.
-    bg_error: Option<Error>,
-    /// How the database gets over `bg_error` (see `resume.rs`).
-    resume: resume::Resume,
-    write_queue: writer_queue::WriteQueue,
-    /// Table numbers being written by a flush or compaction.
-    pending_outputs: HashSet<u64>,
-    /// Bumped (with `done_cv` signalled) whenever background work finishes
-    /// or gives up: a flush, a compaction, a resume attempt, a compaction
-    /// thread finding nothing to do. A waiter notes it before checking its
-    /// condition and sleeps until it moves, so no wake-up is lost and none
-    /// is polled for.
-    done_epoch: u64,
-    flushing: bool,
-    stalls: StallStats,
-    /// Write delay owed under the compaction debt and not yet slept.
-    owed_delay: std::time::Duration,
-}
-
-pub(crate) struct DbInner {
-    dir: PathBuf,
-    options: Options,
-    /// The order of user keys (`options.comparator`).
-    order: KeyOrder,
-    table_cache: Arc<TableCache>,
-    versions: Mutex<VersionSet>,
-    state: Mutex<State>,
-    /// Signalled when a flush or a compaction finishes (writers waiting for
-    /// their turn have wake-ups of their own, see `write.rs`).
-    done_cv: Condvar,
-    /// Signalled when there may be background work.
-    work_cv: Condvar,
-    /// Signalled when a pipelined write group publishes its sequence
-    /// numbers and a writer waits for that (`write.rs`).
-    published_cv: Condvar,
-    snapshots: Arc<SnapshotList>,
-    info_log: InfoLog,
-    /// The executors, the compaction service (when and where jobs run,
-    /// the ledger) and the running of jobs.
-    pub(crate) compaction: Runner,
-    file_numbers: Arc<AtomicU64>,
-    shutting_down: AtomicBool,
-    /// `State::last_sequence`, stored with it: a pipelined write group
-    /// waits for the groups before it to publish without the state lock.
-    published_sequence: AtomicU64,
-    _lock: Box<dyn FileLock>,
 }
 
 /// Stops and joins the background threads when the last `DB` clone drops.
@@ -281,7 +193,7 @@ impl DB {
                 current: Arc::new(Version::empty(options.key_order())),
                 live_versions: Vec::new(),
                 bg_error: None,
-                resume: resume::Resume::default(),
+                resume: retry::Resume::default(),
                 write_queue: writer_queue::WriteQueue::default(),
                 pending_outputs: HashSet::new(),
                 done_epoch: 0,
@@ -479,56 +391,5 @@ impl DB {
     /// The directory of the database.
     pub fn path(&self) -> &Path {
         &self.inner.dir
-    }
-}
-
-impl DbInner {
-    pub(crate) fn lock_state(&self) -> StateGuard<'_> {
-        lock_order::lock(&self.state, Rank::State)
-    }
-
-    pub(crate) fn lock_versions(&self) -> lock_order::Guard<'_, VersionSet> {
-        lock_order::lock(&self.versions, Rank::Versions)
-    }
-
-    fn wait<'a>(&self, cv: &Condvar, guard: StateGuard<'a>) -> StateGuard<'a> {
-        guard.wait(cv)
-    }
-
-    /// The compaction service: queues, the ledger, the waits.
-    fn service(&self) -> &Service {
-        self.compaction.service()
-    }
-
-    /// The options the database was opened with.
-    #[cfg(test)]
-    pub(crate) fn options(&self) -> &Options {
-        &self.options
-    }
-
-    pub(crate) fn shutting_down(&self) -> bool {
-        self.shutting_down.load(Ordering::SeqCst)
-    }
-
-    /// Smallest sequence a live snapshot (or the present) can read.
-    fn smallest_snapshot(&self, state: &State) -> SequenceNumber {
-        self.snapshots.oldest().unwrap_or(state.last_sequence)
-    }
-
-    /// Installs `version` as current. REQUIRES: the version-set lock is held
-    /// by the caller (so installs happen in MANIFEST order).
-    fn install_version(&self, state: &mut State, version: Arc<Version>) {
-        state.live_versions.retain(|v| v.strong_count() > 0);
-        state.live_versions.push(Arc::downgrade(&version));
-        state.current = version;
-        self.work_cv.notify_all();
-        self.service().work_available();
-        self.signal_done(state);
-    }
-
-    /// Background work finished or gave up: waiters on `done_cv` look again.
-    fn signal_done(&self, state: &mut State) {
-        state.done_epoch += 1;
-        self.done_cv.notify_all();
     }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use shale_format::version_edit::NUM_LEVELS;
 
-use super::DbInner;
+use super::inner::DbInner;
 use crate::compaction::scheduler::book::ExecutorBook;
 use crate::compaction::scheduler::Scheduler;
 

@@ -14,7 +14,7 @@ use shale_format::table::BlockReadOptions;
 use shale_format::version_edit::NUM_LEVELS;
 use shale_format::{Error, Result};
 
-use super::DbInner;
+use super::inner::DbInner;
 use crate::db_iter::DbIterator;
 use crate::memtable::{MemGet, MemTable};
 use crate::options::ReadOptions;

@@ -11,7 +11,8 @@ use shale_format::version_edit::VersionEdit;
 use shale_format::write_batch::WriteBatch;
 use shale_format::{Error, Result};
 
-use super::{insert::insert_into, DbInner};
+use super::inner::DbInner;
+use super::insert::insert_into;
 use crate::filename::{self, FileType};
 use crate::memtable::MemTable;
 use crate::version_set::VersionSet;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use shale_format::log_writer::LogWriter;
 use shale_format::Result;
 
-use super::{DbInner, State, StateGuard};
+use super::inner::{DbInner, State, StateGuard};
 use crate::compaction::priority;
 use crate::env::LogFile;
 use crate::filename;

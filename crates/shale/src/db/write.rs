@@ -41,20 +41,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use shale_format::internal_key::SequenceNumber;
-use shale_format::log_writer::LogWriter;
 use shale_format::write_batch::WriteBatch;
 use shale_format::{Error, Result};
 
+use super::inner::{DbInner, State, StateGuard, Wal};
 use super::insert::insert_caught;
 use super::writer_queue::*;
-use super::{DbInner, State, StateGuard};
-use crate::env::LogFile;
 use crate::kill_point;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
-
-/// The WAL being appended to.
-pub(crate) type Wal = LogWriter<LogFile>;
 
 /// The fewest entries a group of sleeping writers must hold for its leader
 /// to share the insert with those that happen to be awake. A group whose
@@ -390,4 +385,14 @@ fn append_to_wal<'a>(
         Ok(())
     };
     append().map_err(|e: Error| e.in_file(&format!("{wal_number:06}.log")))
+}
+
+/// Tells the writer now at the front of the queue that it leads the next
+/// group; with none, the next writer to come leads.
+fn wake_next_leader(state: &mut State) {
+    let queue = &mut state.write_queue;
+    match queue.writers.front() {
+        Some(next) => next.slot.set(LEADING),
+        None => queue.leading = false,
+    }
 }

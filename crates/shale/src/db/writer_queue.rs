@@ -16,7 +16,6 @@ use shale_format::write_batch::WriteBatch;
 use shale_format::{Error, Result};
 
 use super::insert::insert_caught;
-use super::State;
 use crate::memtable::MemTable;
 use crate::options::Options;
 
@@ -391,16 +390,6 @@ pub(super) fn take_group(queue: &mut WriteQueue, group: &mut Vec<QueuedWrite>) -
         }
     }
     sync
-}
-
-/// Tells the writer now at the front of the queue that it leads the next
-/// group; with none, the next writer to come leads.
-pub(super) fn wake_next_leader(state: &mut State) {
-    let queue = &mut state.write_queue;
-    match queue.writers.front() {
-        Some(next) => next.slot.set(LEADING),
-        None => queue.leading = false,
-    }
 }
 
 #[cfg(test)]
