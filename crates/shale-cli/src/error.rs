@@ -3,6 +3,9 @@
 use std::io;
 use std::process::ExitCode;
 
+/// The exit status of `shale get` for a key that is not in the database.
+pub const NOT_FOUND_EXIT: u8 = 3;
+
 /// A failed subcommand.
 #[derive(Debug)]
 pub enum CliError {
@@ -11,8 +14,10 @@ pub enum CliError {
     Usage(String),
     /// The engine or the file system failed: `error: ...`, exit 1.
     Failed(String),
-    /// Printed as is, exit 1 (`get` of a missing key prints `not found`).
-    Plain(String),
+    /// What was asked for is not there (`get` of a missing key): printed
+    /// as is, exit 3, so a script tells it from a failure (1) and a usage
+    /// error (2).
+    NotFound(String),
     /// The reader of stdout went away (`shale scan | head`): stop quietly.
     BrokenPipe,
 }
@@ -29,9 +34,9 @@ impl CliError {
                 eprintln!("error: {message}");
                 ExitCode::from(1)
             }
-            CliError::Plain(message) => {
+            CliError::NotFound(message) => {
                 eprintln!("{message}");
-                ExitCode::from(1)
+                ExitCode::from(NOT_FOUND_EXIT)
             }
             CliError::BrokenPipe => ExitCode::SUCCESS,
         }

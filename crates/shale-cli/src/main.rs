@@ -30,13 +30,15 @@ struct Cli {
 enum Command {
     /// Set KEY to VALUE.
     Put(get_put_delete::PutArgs),
-    /// Print the value of KEY (exit 1 with `not found` when absent).
+    /// Print the value of KEY (exit 3 with `not found` when absent).
+    /// Opens the database read-only: works while another process has it
+    /// open, and changes nothing.
     Get(get_put_delete::GetArgs),
     /// Remove KEY (not an error when it is absent).
     Delete(get_put_delete::DeleteArgs),
     /// Apply `KEY<TAB>VALUE` (put) and `KEY` (delete) lines from stdin.
     Load(load::LoadArgs),
-    /// Print `KEY<TAB>VALUE` lines in key order.
+    /// Print `KEY<TAB>VALUE` lines in key order (read-only).
     Scan(scan::ScanArgs),
     /// Compact the whole database and report the compaction speed.
     Compact(compact::CompactArgs),
@@ -46,7 +48,7 @@ enum Command {
     /// Rebuild the MANIFEST from the tables and logs, as LevelDB's RepairDB:
     /// damaged files go to lost/.
     Repair(repair::RepairArgs),
-    /// Print the per-level statistics and the list of tables.
+    /// Print the per-level statistics and the list of tables (read-only).
     Stats(stats::StatsArgs),
     /// Print a table, a write-ahead log or a MANIFEST, as LevelDB's dumpfile.
     Dump(dump::DumpArgs),

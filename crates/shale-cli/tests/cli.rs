@@ -104,7 +104,8 @@ fn put_get_delete_round_trip() {
 
     assert_ok(&shale(&["delete", "--db", &db, "apple"]));
     let missing = shale(&["get", "--db", &db, "apple"]);
-    assert_eq!(missing.status.code(), Some(1));
+    // Its own exit status: not a failure (1), not a usage error (2).
+    assert_eq!(missing.status.code(), Some(3));
     assert_eq!(stderr(&missing).trim(), "not found");
     assert!(missing.stdout.is_empty());
     // Deleting an absent key is fine.
@@ -132,7 +133,7 @@ fn hex_keys_and_values() {
     assert_ok(&shale(&["delete", "--db", &db, "--hex", "00ff"]));
     assert_eq!(
         shale(&["get", "--db", &db, "--hex", "00ff"]).status.code(),
-        Some(1)
+        Some(3)
     );
 }
 
@@ -437,10 +438,89 @@ fn verify_works_while_the_database_is_open() {
         .unwrap();
     let verify = shale(&["verify", "--db", &db]);
     assert_ok(&verify);
-    // Other commands open the database, which is locked.
-    assert_fails(&shale(&["get", "--db", &db, "late"]), "in use");
+    // The commands that write open the database, which is locked.
+    assert_fails(&shale(&["put", "--db", &db, "k", "v"]), "in use");
+    assert_fails(&shale(&["compact", "--db", &db]), "in use");
+    // The ones that only read open it read-only: no lock needed.
+    assert_eq!(stdout(&shale(&["get", "--db", &db, "late"])), "write\n");
     drop(open);
     assert_eq!(stdout(&shale(&["get", "--db", &db, "late"])), "write\n");
+}
+
+/// Every file of `dir` with its bytes.
+fn dir_contents(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `get`, `scan`, `stats` and `dump` only read: the directory is
+/// byte-identical after them (before, a `get` left new L0 tables, a new
+/// MANIFEST and LOG.old behind), and they work while another process
+/// writes the database.
+#[test]
+fn read_commands_change_no_byte_and_work_while_another_process_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, db) = db_dir(&tmp);
+    write_compacted_db(&dir);
+    assert_ok(&shale(&["put", "--db", &db, "apple", "red"]));
+    assert_ok(&shale(&["put", "--db", &db, "banana", "yellow"]));
+    let table = files_with_suffix(&dir, ".ldb")
+        .into_iter()
+        .next()
+        .expect("a table");
+    let table = table.display().to_string();
+    let manifest = files_with_suffix(&dir, "")
+        .into_iter()
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("MANIFEST-")
+        })
+        .expect("a MANIFEST")
+        .display()
+        .to_string();
+    let reads: Vec<Vec<&str>> = vec![
+        vec!["get", "--db", &db, "apple"],
+        vec!["scan", "--db", &db, "--limit", "5"],
+        vec!["stats", "--db", &db],
+        vec!["dump", &table],
+        vec!["dump", &manifest],
+    ];
+    let before = dir_contents(&dir);
+    for args in &reads {
+        assert_ok(&shale(args));
+    }
+    assert_eq!(stdout(&shale(&["get", "--db", &db, "banana"])), "yellow\n");
+    assert_eq!(
+        dir_contents(&dir),
+        before,
+        "a read command changed the directory"
+    );
+    // Again while this process holds the database open and writes to it
+    // (its open wrote a new MANIFEST: `dump` reads files by name, without
+    // the database, and is left out).
+    let open = DB::open(&dir, Options::default()).unwrap();
+    open.put(&WriteOptions { sync: true }, b"cherry", b"dark red")
+        .unwrap();
+    for args in &reads[..3] {
+        assert_ok(&shale(args));
+    }
+    assert_eq!(
+        stdout(&shale(&["get", "--db", &db, "cherry"])),
+        "dark red\n"
+    );
+    open.put(&WriteOptions::default(), b"damson", b"purple")
+        .unwrap();
+    drop(open);
 }
 
 #[test]
@@ -460,12 +540,17 @@ fn missing_database_is_a_clear_error_and_nothing_is_created() {
         assert!(!dir.exists(), "{args:?} created the directory");
     }
     assert_fails(&shale(&["verify", "--db", &db]), "not a database");
-    // An existing directory that is not a database is left untouched.
+    // An existing directory that is not a database is left untouched,
+    // by a command that only reads even when asked to create it.
     std::fs::create_dir(&dir).unwrap();
     assert_fails(&shale(&["scan", "--db", &db]), "no database");
+    assert_fails(
+        &shale(&["scan", "--db", &db, "--create_if_missing"]),
+        "no database",
+    );
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
-    // Unless asked to create it.
-    assert_ok(&shale(&["scan", "--db", &db, "--create_if_missing"]));
+    // A command that writes creates it when asked.
+    assert_ok(&shale(&["delete", "--db", &db, "k", "--create_if_missing"]));
     assert!(dir.join("CURRENT").exists());
 }
 

@@ -65,16 +65,16 @@ pub fn put(args: &PutArgs) -> CliResult {
     Ok(())
 }
 
-/// Prints the value of KEY; `not found` on stderr and exit 1 when absent.
+/// Prints the value of KEY; `not found` on stderr and exit 3 when absent.
+/// Opens the database read-only.
 pub fn get(args: &GetArgs) -> CliResult {
     let codec = args.hex.codec();
     let key = codec
         .decode_arg("KEY", &args.key)
         .map_err(CliError::Usage)?;
-    let options = args.target.options(false)?;
-    let db = args.target.open(options)?;
+    let db = args.target.open_read_only()?;
     let Some(value) = db.get(&ReadOptions::new(), &key)? else {
-        return Err(CliError::Plain("not found".into()));
+        return Err(CliError::NotFound("not found".into()));
     };
     let mut line = Vec::with_capacity(value.len() * 2 + 1);
     codec.encode_into(&mut line, &value);

@@ -53,6 +53,21 @@ impl Target {
         }
         Ok(DB::open(&self.db, options)?)
     }
+
+    /// Opens the database for reading only (`DB::open_read_only`): no
+    /// LOCK, nothing written, so it works while another process has the
+    /// database open and leaves the directory as it was. The commands that
+    /// only read (`get`, `scan`, `stats`) open it this way.
+    pub fn open_read_only(&self) -> CliResult<DB> {
+        let options = self.flags.to_options().map_err(CliError::Usage)?;
+        if !self.db.join("CURRENT").exists() {
+            return Err(CliError::Failed(format!(
+                "{}: no database here (no CURRENT file)",
+                self.db.display()
+            )));
+        }
+        Ok(DB::open_read_only(&self.db, options)?)
+    }
 }
 
 /// The `--hex` flag.

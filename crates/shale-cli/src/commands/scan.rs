@@ -37,8 +37,7 @@ pub fn run(args: &ScanArgs) -> CliResult {
     };
     let from = decode("--from", &args.from)?;
     let to = decode("--to", &args.to)?;
-    let options = args.target.options(false)?;
-    let db = args.target.open(options)?;
+    let db = args.target.open_read_only()?;
 
     let mut iter = db.iter(&ReadOptions {
         // A bulk read: do not push the hot blocks out of the cache.

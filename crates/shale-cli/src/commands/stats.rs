@@ -16,8 +16,7 @@ pub struct StatsArgs {
 
 /// Prints `shale.stats` and `shale.sstables`.
 pub fn run(args: &StatsArgs) -> CliResult {
-    let options = args.target.options(false)?;
-    let db = args.target.open(options)?;
+    let db = args.target.open_read_only()?;
     let mut out = std::io::stdout().lock();
     for property in ["shale.stats", "shale.sstables"] {
         if let Some(text) = db.property(property) {

@@ -126,7 +126,11 @@ pub(crate) struct DbInner {
     /// `State::last_sequence`, stored with it: a pipelined write group
     /// waits for the groups before it to publish without the state lock.
     pub(super) published_sequence: AtomicU64,
-    pub(super) _lock: Box<dyn FileLock>,
+    /// Opened with `DB::open_read_only`: nothing is written, no thread
+    /// runs, and writes are refused.
+    pub(super) read_only: bool,
+    /// The LOCK file, held while open (none when read-only).
+    pub(super) _lock: Option<Box<dyn FileLock>>,
 }
 
 impl DbInner {

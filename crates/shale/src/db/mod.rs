@@ -130,8 +130,11 @@ impl Drop for Closer {
         // a reader), and none may follow. With every background thread
         // gone, delete what no live version names: a closed database
         // leaves no dead tables behind (which `repair` would take back as
-        // live), as the next open would delete them anyway.
-        self.inner.delete_obsolete_files(self.inner.lock_versions());
+        // live), as the next open would delete them anyway. A read-only
+        // handle writes nothing.
+        if !self.inner.read_only {
+            self.inner.delete_obsolete_files(self.inner.lock_versions());
+        }
         shale_log!(self.inner.info_log, "Closed");
     }
 }
@@ -140,9 +143,61 @@ impl DB {
     /// Opens (or with `create_if_missing` creates) the database in `path`,
     /// replaying its MANIFEST and WAL. A database held open by another
     /// handle or process gives [`Error::Busy`].
+    ///
+    /// ```
+    /// use shale::{Options, ReadOptions, WriteOptions, DB};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("db");
+    /// let db = DB::open(&path, Options { create_if_missing: true, ..Options::default() })?;
+    /// db.put(&WriteOptions::default(), b"key", b"value")?;
+    /// assert_eq!(db.get(&ReadOptions::new(), b"key")?, Some(b"value".to_vec()));
+    /// # Ok::<(), shale::Error>(())
+    /// ```
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<DB> {
+        DB::open_with(path.as_ref(), options, false)
+    }
+
+    /// Opens the database in `path` for reading only, as RocksDB's
+    /// `OpenForReadOnly` does: no LOCK is taken (so it works while another
+    /// handle or process has the database open), nothing in the directory
+    /// is written, created or deleted (no info LOG, no new WAL, MANIFEST or
+    /// table), the WALs are replayed into memory, and no background thread
+    /// runs. It sees the database as of the open. Writes, flushes and
+    /// compactions fail with [`Error::NotSupported`].
+    ///
+    /// A process writing the database meanwhile may delete tables this
+    /// handle still reads (a compaction's inputs): a read may then fail
+    /// with a "not found" or I/O error; open again to see the newer state.
+    ///
+    /// ```
+    /// use shale::{Options, ReadOptions, WriteOptions, DB};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("db");
+    /// let writer = DB::open(&path, Options { create_if_missing: true, ..Options::default() })?;
+    /// writer.put(&WriteOptions::default(), b"key", b"value")?;
+    /// // While `writer` holds the database open:
+    /// let reader = DB::open_read_only(&path, Options::default())?;
+    /// assert_eq!(reader.get(&ReadOptions::new(), b"key")?, Some(b"value".to_vec()));
+    /// assert!(reader.put(&WriteOptions::default(), b"key", b"new").is_err());
+    /// # Ok::<(), shale::Error>(())
+    /// ```
+    pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<DB> {
+        // Nothing runs compactions: no executor to look for or connect to.
+        let options = Options {
+            create_if_missing: false,
+            error_if_exists: false,
+            compaction_executor: shale_compact::streaming::STREAMING.to_string(),
+            remote_workers: Vec::new(),
+            custom_executor: None,
+            direct_io_for_compaction: false,
+            ..options
+        };
+        DB::open_with(path.as_ref(), options, true)
+    }
+
+    fn open_with(path: &Path, options: Options, read_only: bool) -> Result<DB> {
         options.validate().map_err(Error::InvalidArgument)?;
-        let dir = path.as_ref().to_path_buf();
+        let dir = path.to_path_buf();
         let env = options.env.clone();
         if options.create_if_missing {
             env.create_dir_all(&dir)?;
@@ -156,16 +211,25 @@ impl DB {
             // Now rather than at the first compaction.
             env.check_direct_io(&dir)?;
         }
-        let lock = env
-            .lock_file(&filename::lock_file_name(&dir))
-            .map_err(|e| match e {
-                Error::Busy(_) => Error::Busy(format!(
-                    "{}: database is in use by another handle or process",
-                    dir.display()
-                )),
-                other => other,
-            })?;
-        let info_log = InfoLog::open(&*env, &dir)?;
+        let lock = if read_only {
+            None
+        } else {
+            Some(
+                env.lock_file(&filename::lock_file_name(&dir))
+                    .map_err(|e| match e {
+                        Error::Busy(_) => Error::Busy(format!(
+                            "{}: database is in use by another handle or process",
+                            dir.display()
+                        )),
+                        other => other,
+                    })?,
+            )
+        };
+        let info_log = if read_only {
+            InfoLog::from_writer(Box::new(std::io::sink()))
+        } else {
+            InfoLog::open(&*env, &dir)?
+        };
         let compaction = Runner::new(&options, info_log.clone())?;
         let block_cache = Arc::new(SharedBlockCache::new(options.block_cache_size));
         let table_cache = Arc::new(TableCache::new(
@@ -212,8 +276,19 @@ impl DB {
             shutting_down: AtomicBool::new(false),
             published_sequence: AtomicU64::new(0),
             options,
+            read_only,
             _lock: lock,
         });
+        if read_only {
+            inner.recover_read_only()?;
+            return Ok(DB {
+                _closer: Arc::new(Closer {
+                    inner: inner.clone(),
+                    threads: Mutex::new(Vec::new()),
+                }),
+                inner,
+            });
+        }
         inner.recover()?;
         inner.compaction.note_device();
         job_io::remove_staging(&*inner.options.env, &inner.dir);
@@ -309,6 +384,10 @@ impl DB {
     /// Waits until no compaction is needed or running (for benchmarks and
     /// tests).
     pub fn wait_for_compactions(&self) -> Result<()> {
+        if self.inner.read_only {
+            // No compaction runs in a read-only handle.
+            return Ok(());
+        }
         self.inner.compaction.wait_for_compactions(&*self.inner)
     }
 

@@ -53,28 +53,9 @@ impl DbInner {
         );
 
         let names = env.children(&self.dir)?;
-        let missing = self.missing_tables(&versions.current(), &names);
-        if let Some(first) = missing.first() {
-            return Err(Error::corruption(
-                0,
-                format!(
-                    "{} table files named in the MANIFEST are missing, e.g. {first:06}.ldb",
-                    missing.len()
-                ),
-            )
-            .at(&recovered.manifest, 0));
-        }
+        self.check_tables_exist(&versions, &names, &recovered.manifest)?;
 
-        let mut logs: Vec<u64> = names
-            .iter()
-            .filter_map(|n| filename::parse_file_name(n))
-            .filter(|&(number, kind)| {
-                kind == FileType::Log
-                    && (number >= versions.log_number || number == versions.prev_log_number)
-            })
-            .map(|(number, _)| number)
-            .collect();
-        logs.sort_unstable();
+        let logs = self.logs_to_replay(&versions, &names);
         if logs.last() == Some(&u64::MAX) {
             // Replaying it would need file numbers above it.
             let name = filename::log_file_name(&self.dir, u64::MAX);
@@ -122,8 +103,37 @@ impl DbInner {
         Ok(())
     }
 
+    /// Opens for reading only: the MANIFEST replayed, every live table
+    /// checked to exist, and the WALs newer than the MANIFEST's log number
+    /// replayed into the memtable, in memory. Writes nothing.
+    pub(super) fn recover_read_only(&self) -> Result<()> {
+        let env = &*self.options.env;
+        if !env.file_exists(&filename::current_file_name(&self.dir)) {
+            return Err(Error::NotFound(format!(
+                "{}: no CURRENT file: not a database",
+                self.dir.display()
+            )));
+        }
+        let mut versions = self.lock_versions();
+        let recovered = versions.recover()?;
+        let names = env.children(&self.dir)?;
+        self.check_tables_exist(&versions, &names, &recovered.manifest)?;
+        let mut last_sequence = versions.last_sequence;
+        let mut edit = VersionEdit::default();
+        for number in self.logs_to_replay(&versions, &names) {
+            self.replay_log(&versions, number, &mut edit, &mut last_sequence)?;
+        }
+        let mut state = self.lock_state();
+        state.last_sequence = last_sequence;
+        self.published_sequence
+            .store(last_sequence, std::sync::atomic::Ordering::Release);
+        self.install_version(&mut state, versions.current());
+        Ok(())
+    }
+
     /// Replays WAL `number` into memtables, writing each full memtable (and
-    /// the rest at the end) as an L0 table recorded in `edit`.
+    /// the rest at the end) as an L0 table recorded in `edit`; read-only,
+    /// into the one memtable, in memory.
     fn replay_log(
         &self,
         versions: &VersionSet,
@@ -149,7 +159,11 @@ impl DbInner {
             }
         };
         let mut reader = LogReader::new(file, reporter, true, 0);
-        let mut mem = Arc::new(MemTable::with_order(self.order.clone()));
+        let in_memory = self.read_only.then(|| self.lock_state().mem.clone());
+        let mut mem = match &in_memory {
+            Some(mem) => mem.clone(),
+            None => Arc::new(MemTable::with_order(self.order.clone())),
+        };
         let mut record = Vec::new();
         let mut skipped = Vec::new();
         while reader.read_record_into(&mut record)? {
@@ -168,7 +182,9 @@ impl DbInner {
                     skipped.push(err);
                 }
             }
-            if mem.approximate_memory_usage() > self.options.write_buffer_size {
+            if in_memory.is_none()
+                && mem.approximate_memory_usage() > self.options.write_buffer_size
+            {
                 self.flush_recovered(versions, &mem, edit)?;
                 mem = Arc::new(MemTable::with_order(self.order.clone()));
             }
@@ -180,7 +196,7 @@ impl DbInner {
         for err in skipped {
             shale_log!(self.info_log, "Ignoring a damaged write batch: {err}");
         }
-        if !mem.is_empty() {
+        if in_memory.is_none() && !mem.is_empty() {
             self.flush_recovered(versions, &mem, edit)?;
         }
         Ok(())
@@ -204,6 +220,43 @@ impl DbInner {
             edit.add_file(0, meta);
         }
         Ok(())
+    }
+
+    /// Fails when a table the current version lists is not in `names`.
+    fn check_tables_exist(
+        &self,
+        versions: &VersionSet,
+        names: &[String],
+        manifest: &str,
+    ) -> Result<()> {
+        let missing = self.missing_tables(&versions.current(), names);
+        match missing.first() {
+            Some(first) => Err(Error::corruption(
+                0,
+                format!(
+                    "{} table files named in the MANIFEST are missing, e.g. {first:06}.ldb",
+                    missing.len()
+                ),
+            )
+            .at(manifest, 0)),
+            None => Ok(()),
+        }
+    }
+
+    /// The WALs in `names` that hold writes newer than the MANIFEST, oldest
+    /// first.
+    fn logs_to_replay(&self, versions: &VersionSet, names: &[String]) -> Vec<u64> {
+        let mut logs: Vec<u64> = names
+            .iter()
+            .filter_map(|n| filename::parse_file_name(n))
+            .filter(|&(number, kind)| {
+                kind == FileType::Log
+                    && (number >= versions.log_number || number == versions.prev_log_number)
+            })
+            .map(|(number, _)| number)
+            .collect();
+        logs.sort_unstable();
+        logs
     }
 
     /// Names of the table files in `dir` that the current version lists but

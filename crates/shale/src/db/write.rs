@@ -67,6 +67,12 @@ const MIN_SHARED_ENTRIES: usize = 64;
 
 impl DbInner {
     pub(super) fn write(&self, options: &WriteOptions, batch: Option<WriteBatch>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::NotSupported(format!(
+                "{}: the database is open read-only",
+                self.dir.display()
+            )));
+        }
         let mut state = self.lock_state();
         let batch = match batch {
             Some(batch) if !options.sync && self.may_write_alone(&state) => {
