@@ -18,9 +18,17 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::{compact, dump, get_put_delete, load, repair, scan, stats, verify, worker};
 
+/// `shale --version`: a build with the engine's kill points says so (the
+/// crash test checks it).
+const VERSION: &str = if shale::kill_point::ENABLED {
+    concat!(env!("CARGO_PKG_VERSION"), " (with kill points)")
+} else {
+    env!("CARGO_PKG_VERSION")
+};
+
 /// ShaleDB: an embeddable LSM key-value store whose files are LevelDB 1.23's.
 #[derive(Debug, Parser)]
-#[command(name = "shale", version, about, max_term_width = 100)]
+#[command(name = "shale", version = VERSION, about, max_term_width = 100)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -122,6 +122,9 @@ fn a_key_it_never_wrote_is_named() {
     );
 }
 
+/// Needs a `shale` with kill points: `cargo test -p shale-cli --features
+/// kill-points --test stress` (the test command runs it so).
+#[cfg(feature = "kill-points")]
 #[test]
 fn killed_at_a_kill_point_it_verifies_after_reopening() {
     let dir = tempfile::tempdir().unwrap();
@@ -162,6 +165,38 @@ fn killed_at_a_kill_point_it_verifies_after_reopening() {
     // flight is reported, whether it landed or not.
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(!stdout.contains("pending=0 "), "{stdout}");
+}
+
+/// A default build ignores SHALE_KILL_POINT: a program that embeds the
+/// engine cannot be made to kill itself by its environment.
+#[cfg(not(feature = "kill-points"))]
+#[test]
+fn a_default_build_ignores_kill_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_arg(&dir.path().join("db"));
+    let output = shale(
+        &[
+            "stress",
+            "--db",
+            &db,
+            "--ops",
+            "2000",
+            "--max_key",
+            "500",
+            "--seed",
+            "4",
+        ],
+        &[("SHALE_KILL_POINT", "all"), ("SHALE_KILL_ODDS", "1")],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("kill point"), "{stderr}");
+    let version = shale(&["--version"], &[]);
+    assert!(
+        !String::from_utf8_lossy(&version.stdout).contains("kill points"),
+        "{}",
+        text(&version)
+    );
 }
 
 #[test]

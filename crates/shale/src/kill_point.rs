@@ -3,8 +3,12 @@
 //! ordering recovery depends on, not only where a timer happens to fall
 //! (RocksDB's `TEST_KILL_RANDOM`).
 //!
-//! Always compiled in; when disarmed, [`maybe_kill`] costs one relaxed
-//! atomic load. Armed by the environment at the first call:
+//! Compiled in only with the `kill-points` cargo feature, which the crash
+//! test's and the stress test's builds turn on (`cargo build -p shale-cli
+//! --features kill-points`); in every other build [`maybe_kill`] is empty,
+//! so no environment variable can make a program that embeds the library
+//! kill itself. With the feature, a disarmed point costs one relaxed atomic
+//! load. Armed by the environment at the first call:
 //!
 //! * `SHALE_KILL_POINT=NAME[,NAME...]` (or `all`): the points armed;
 //! * `SHALE_KILL_ODDS=N` (default 1): each time an armed point is passed,
@@ -21,10 +25,12 @@
 //! | `wal-written-before-memtable` | `db/write.rs`: a group's WAL record written (and synced if asked), memtable not yet updated, nobody acknowledged | the record is replayed: its writes may appear (whole) or not |
 //! | `table-write-mid` | `db/job_io.rs`: each write of a flush's or local compaction's output table | a partial table that no MANIFEST names is ignored and removed |
 //! | `flush-table-written-before-install` | `db/flush.rs`: the flushed table synced and checked, not yet in the MANIFEST | the table is an orphan; the WAL still holds its writes |
-//! | `compaction-output-written-before-install` | `db/install.rs`: a compaction's outputs written, its edit not yet logged | the inputs stay live; the outputs are orphans |
+//! | `compaction-output-written-before-install` | `db/job_host.rs`: a compaction's outputs written, its edit not yet logged | the inputs stay live; the outputs are orphans |
 //! | `manifest-written-before-current` | `version_set.rs`: a new MANIFEST written and synced, CURRENT still naming the old one | the old MANIFEST is read; the new one is an orphan |
 
+#[cfg(feature = "kill-points")]
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+#[cfg(feature = "kill-points")]
 use std::sync::OnceLock;
 
 /// After a group's WAL record is written, before its memtable insert.
@@ -53,17 +59,33 @@ pub const POINT_VAR: &str = "SHALE_KILL_POINT";
 /// One in this many passes kills.
 pub const ODDS_VAR: &str = "SHALE_KILL_ODDS";
 
+/// Whether this build honours kill points (the `kill-points` feature).
+pub const ENABLED: bool = cfg!(feature = "kill-points");
+
+/// Without the `kill-points` feature: nothing, whatever the environment
+/// says.
+#[cfg(not(feature = "kill-points"))]
+#[inline(always)]
+pub fn maybe_kill(_name: &str) {}
+
+#[cfg(feature = "kill-points")]
 const UNKNOWN: u8 = 0;
+#[cfg(feature = "kill-points")]
 const DISARMED: u8 = 1;
+#[cfg(feature = "kill-points")]
 const ARMED: u8 = 2;
 
 /// Whether the environment was read, and what it said: the fast path reads
 /// only this.
+#[cfg(feature = "kill-points")]
 static STATUS: AtomicU8 = AtomicU8::new(UNKNOWN);
+#[cfg(feature = "kill-points")]
 static ARMING: OnceLock<Option<Arming>> = OnceLock::new();
 /// The generator for the odds (xorshift64*; seeded from the clock and pid).
+#[cfg(feature = "kill-points")]
 static RANDOM: AtomicU64 = AtomicU64::new(0);
 
+#[cfg(feature = "kill-points")]
 #[derive(Debug)]
 struct Arming {
     /// `None`: every point.
@@ -73,6 +95,7 @@ struct Arming {
 
 /// Kills the process with probability 1/`SHALE_KILL_ODDS` when the point
 /// `name` is armed; otherwise returns at once.
+#[cfg(feature = "kill-points")]
 #[inline]
 pub fn maybe_kill(name: &str) {
     if STATUS.load(Ordering::Relaxed) == DISARMED {
@@ -81,6 +104,7 @@ pub fn maybe_kill(name: &str) {
     maybe_kill_slow(name);
 }
 
+#[cfg(feature = "kill-points")]
 #[cold]
 fn maybe_kill_slow(name: &str) {
     let Some(arming) = ARMING.get_or_init(read_environment) else {
@@ -102,6 +126,7 @@ fn maybe_kill_slow(name: &str) {
     }
 }
 
+#[cfg(feature = "kill-points")]
 fn read_environment() -> Option<Arming> {
     let points = std::env::var(POINT_VAR).ok()?;
     let points = points.trim();
@@ -138,6 +163,7 @@ fn read_environment() -> Option<Arming> {
 
 /// xorshift64*: good enough to spread kills; races between threads only
 /// reuse a value.
+#[cfg(feature = "kill-points")]
 fn next_random() -> u64 {
     let mut x = RANDOM.load(Ordering::Relaxed);
     x ^= x >> 12;
@@ -151,6 +177,7 @@ fn next_random() -> u64 {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "kill-points")]
     #[test]
     fn disarmed_without_the_variable() {
         // The test process does not set SHALE_KILL_POINT: every point is a
