@@ -4,7 +4,6 @@
 
 use std::ffi::{c_char, c_int};
 
-use serde_json::json;
 use shale::options::RemoteToken;
 use shale::CompactRangeOptions;
 
@@ -140,9 +139,11 @@ pub unsafe extern "C" fn shaledb_statistics_text(db: *mut leveldb_t) -> *mut c_c
     })
 }
 
-/// Statistics as one JSON object (layout in docs/c-api.md): per level its
-/// files, bytes and compaction work; write stalls; per executor its jobs and
-/// phase times; the scheduler's counts and fallbacks. A `malloc`ed string
+/// Statistics as one JSON object: the engine's one schema (`shale::stats`,
+/// layout in docs/c-api.md, the same document as `shale stats --json` and
+/// Python's `DB.stats()`): per level its files, bytes and compaction work;
+/// per executor its jobs and phase times; fallbacks; the scheduler's
+/// counts; write stalls. Times in seconds. A `malloc`ed string
 /// (free with `leveldb_free`); NULL for a NULL database.
 #[no_mangle]
 pub unsafe extern "C" fn shaledb_statistics_json(db: *mut leveldb_t) -> *mut c_char {
@@ -150,75 +151,6 @@ pub unsafe extern "C" fn shaledb_statistics_json(db: *mut leveldb_t) -> *mut c_c
         return std::ptr::null_mut();
     };
     no_errptr(std::ptr::null_mut(), || {
-        malloc_c_string(&statistics_json(&db.db).to_string())
-    })
-}
-
-fn statistics_json(db: &shale::DB) -> serde_json::Value {
-    let sizes = db.level_sizes();
-    let levels: Vec<_> = db
-        .level_stats()
-        .iter()
-        .zip(sizes)
-        .enumerate()
-        .map(|(level, (stats, (files, bytes)))| {
-            json!({
-                "level": level,
-                "files": files,
-                "bytes": bytes,
-                "compactions": stats.count,
-                "seconds": stats.seconds,
-                "bytes_read": stats.bytes_read,
-                "bytes_written": stats.bytes_written,
-            })
-        })
-        .collect();
-    let stalls = db.stall_stats();
-    let executors: Vec<_> = db
-        .executor_stats()
-        .into_iter()
-        .map(|(name, jobs, phases)| {
-            json!({
-                "name": name,
-                "jobs": jobs,
-                "bytes_read": phases.bytes_read,
-                "bytes_written": phases.bytes_written,
-                "entries_in": phases.entries_in,
-                "entries_out": phases.entries_out,
-                "read_seconds": phases.read_secs,
-                "unpack_seconds": phases.unpack_secs,
-                "merge_seconds": phases.merge_secs,
-                "gc_seconds": phases.gc_secs,
-                "pack_seconds": phases.pack_secs,
-                "write_seconds": phases.write_secs,
-            })
-        })
-        .collect();
-    let scheduler = db.scheduler_stats();
-    let counts = &scheduler.counts;
-    json!({
-        "levels": levels,
-        "stalls": {
-            "slowdown_count": stalls.slowdown_count,
-            "slowdown_micros": stalls.slowdown_micros,
-            "stop_count": stalls.stop_count,
-            "stop_micros": stalls.stop_micros,
-        },
-        "executors": executors,
-        "scheduler": {
-            "queue_lengths": scheduler.queue_lengths,
-            "running": scheduler.running,
-            "queued": counts.queued,
-            "completed": counts.completed,
-            "failed": counts.failed,
-            "refused": counts.refused,
-            "dropped_stale": counts.dropped_stale,
-            "cross_level": counts.cross_level,
-            "split_jobs": counts.split_jobs,
-            "subcompactions": counts.subcompactions,
-            "trivial_moves": counts.trivial_moves,
-            "fallbacks": scheduler.fallbacks,
-            "last_fallback": scheduler.last_fallback,
-        },
+        malloc_c_string(&db.db.statistics().to_json())
     })
 }

@@ -297,10 +297,9 @@ impl Db {
     }
 
     /// ShaleDB extra: compaction and stall statistics since open, as a dict
-    /// (see `stats.rs` for the keys).
+    /// (the engine's one schema: `shale::stats`).
     fn stats(&self, py: Python<'_>) -> PyResult<PyObject> {
         let db = self.shared.handle()?;
-        let stats = py.allow_threads(|| crate::stats::Stats::collect(&db));
-        stats.to_dict(py)
+        crate::stats::to_dict(py, &db)
     }
 }

@@ -187,6 +187,46 @@ def test_shaledb_extras(tmp_path):
     assert set(stats["stalls"]) == {"slowdown_count", "slowdown_seconds", "stop_count", "stop_seconds"}
 
 
+def _shale_binary():
+    """The `shale` command the workspace built (SHALE_BIN, or the debug
+    build under CARGO_TARGET_DIR or the workspace's target/)."""
+    if os.environ.get("SHALE_BIN"):
+        return os.environ["SHALE_BIN"]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(root, "target")
+    return os.path.join(target, "debug", "shale")
+
+
+def test_stats_is_the_document_shale_stats_json_prints(db_path):
+    """One schema: Python's stats() and `shale stats --json` give the same
+    document for the same database (both opened afresh, so the counters
+    since open are zero on both sides; the levels are the database's)."""
+    import json
+    import subprocess
+
+    from conftest import skip
+
+    shale = _shale_binary()
+    if not os.access(shale, os.X_OK):
+        skip(f"{shale} is not built", "cargo build -p shale-cli, or set SHALE_BIN")
+    with shaledb.DB(db_path, create_if_missing=True, write_buffer_size=32 * 1024) as db:
+        for i in range(2000):
+            db.put(b"%06d" % i, b"v" * 64)
+        # Nothing left to compact: the next open starts no job.
+        db.compact_range()
+    with shaledb.DB(db_path) as db:
+        # Read-only, so it works while this handle holds the database.
+        printed = subprocess.run(
+            [shale, "stats", "--json", "--db", db_path],
+            check=True, capture_output=True, text=True,
+        ).stdout
+        ours = db.stats()
+    theirs = json.loads(printed)
+    assert theirs == ours
+    assert sum(level["files"] for level in ours["levels"]) > 0
+    assert set(ours) == {"levels", "executors", "fallbacks", "scheduler", "stalls"}
+
+
 def test_get_property(db):
     for i in range(100):
         db.put(b"%03d" % i, b"v")

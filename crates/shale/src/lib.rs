@@ -25,6 +25,7 @@ pub mod options;
 pub mod repair;
 pub mod skiplist;
 pub mod snapshot;
+pub mod stats;
 pub mod table_cache;
 pub mod verify;
 pub mod version;
@@ -39,6 +40,7 @@ pub use shale_format as format;
 pub use shale_format::write_batch::WriteBatch;
 pub use shale_format::{Error, Result};
 pub use snapshot::Snapshot;
+pub use stats::Statistics;
 
 /// The README's Rust program, compiled and run as a doctest so the quick
 /// start stays true.

@@ -26,7 +26,7 @@ use shale::{SchedulerStats, StallStats, DB};
 
 use super::cpu::CpuTime;
 
-const MB: f64 = 1_048_576.0;
+use shale::stats::MB;
 
 /// What the compaction service recorded, summed over a run's opens.
 #[derive(Debug, Clone, Default)]
@@ -74,7 +74,7 @@ impl SchedulerTotals {
                 out,
                 "Scheduler: Executor {name}: {} jobs, {:.1} MB in {:.3} s, {} failures ({} panics)",
                 totals.jobs,
-                totals.bytes as f64 / 1e6,
+                totals.bytes as f64 / MB,
                 totals.seconds,
                 totals.failures,
                 totals.panics

@@ -16,7 +16,7 @@
 //! database often needs some), which run alongside it as they do in
 //! LevelDB. Read and written are summed over the levels from
 //! `DB::level_stats()` differences, and MB/s is (read + written) /
-//! seconds / 10^6. The line before it counts from the start of the open
+//! seconds / 2^20 (db_bench's MB). The line before it counts from the start of the open
 //! (recovery and its flush included), as LevelDB's `CompactRange` is
 //! usually timed on a database it opens.
 
@@ -77,11 +77,10 @@ pub fn run(args: &CompactArgs) -> CliResult {
     let (read_after, written_after) = totals(&db.level_stats());
     let read = read_after.saturating_sub(read_before);
     let written = written_after.saturating_sub(written_before);
-    // Decimal megabytes (10^6 bytes), as db_bench's MB/s; note that the
-    // `shale.stats` and `shale.executors` properties count MiB instead.
+    // db_bench's MB (2^20 bytes), as every MB ShaleDB prints.
     let megabytes_per_second = |bytes: u64, seconds: f64| {
         if seconds > 0.0 {
-            bytes as f64 / seconds / 1e6
+            bytes as f64 / seconds / shale::stats::MB
         } else {
             0.0
         }

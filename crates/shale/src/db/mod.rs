@@ -441,6 +441,110 @@ impl DB {
         })
     }
 
+    /// Every statistic the engine keeps, as one document (the schema of
+    /// [`crate::stats`]; `shale stats --json`, the C API and Python all
+    /// serialize this).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = shale::DB::open(dir.path(), shale::Options { create_if_missing: true, ..Default::default() })?;
+    /// let stats = db.statistics();
+    /// assert_eq!(stats.levels.len(), 7);
+    /// println!("{}", stats.to_json());
+    /// # Ok::<(), shale::Error>(())
+    /// ```
+    pub fn statistics(&self) -> crate::stats::Statistics {
+        use crate::stats::{ExecutorRow, Fallbacks, LevelRow, SchedulerRow, Stalls, MB};
+        let sizes = self.level_sizes();
+        let (book, scheduler) = self.inner.service().with_scheduler(|scheduler| {
+            (
+                scheduler.book.clone(),
+                (
+                    scheduler.queue_lengths(),
+                    scheduler.running().len(),
+                    scheduler.counts,
+                ),
+            )
+        });
+        let (queue_lengths, running, counts) = scheduler;
+        let levels = book
+            .levels()
+            .iter()
+            .zip(sizes)
+            .enumerate()
+            .map(|(level, (stats, (files, bytes)))| LevelRow {
+                level,
+                files,
+                bytes,
+                compactions: stats.count,
+                seconds: stats.seconds,
+                bytes_read: stats.bytes_read,
+                bytes_written: stats.bytes_written,
+            })
+            .collect();
+        let executors = book
+            .records()
+            .filter(|(_, record)| record.jobs > 0 || record.failures > 0)
+            .map(|(name, record)| {
+                let phases = &record.phases;
+                let row = ExecutorRow {
+                    jobs: record.jobs,
+                    failures: record.failures,
+                    panics: record.panics,
+                    bytes_read: phases.bytes_read,
+                    bytes_written: phases.bytes_written,
+                    entries_in: phases.entries_in,
+                    entries_out: phases.entries_out,
+                    seconds: phases.total_secs,
+                    read_seconds: phases.read_secs,
+                    unpack_seconds: phases.unpack_secs,
+                    merge_seconds: phases.merge_secs,
+                    gc_seconds: phases.gc_secs,
+                    pack_seconds: phases.pack_secs,
+                    write_seconds: phases.write_secs,
+                    megabytes_per_second: if phases.total_secs > 0.0 {
+                        phases.bytes_read as f64 / MB / phases.total_secs
+                    } else {
+                        0.0
+                    },
+                };
+                (name.to_string(), row)
+            })
+            .collect();
+        let stalls = self.stall_stats();
+        crate::stats::Statistics {
+            levels,
+            executors,
+            fallbacks: Fallbacks {
+                jobs: book.fallbacks,
+                last_reason: book.last_fallback.clone(),
+            },
+            scheduler: SchedulerRow {
+                queue_lengths: queue_lengths.to_vec(),
+                running,
+                queued: counts.queued,
+                completed: counts.completed,
+                failed: counts.failed,
+                refused: counts.refused,
+                dropped_stale: counts.dropped_stale,
+                trivial_moves: counts.trivial_moves,
+                cross_level: counts.cross_level,
+                split_jobs: counts.split_jobs,
+                subcompactions: counts.subcompactions,
+                executor_bytes_per_second: book
+                    .records()
+                    .map(|(name, record)| (name.to_string(), record.throughput()))
+                    .collect(),
+            },
+            stalls: Stalls {
+                slowdown_count: stalls.slowdown_count,
+                slowdown_seconds: stalls.slowdown_micros as f64 / 1e6,
+                stop_count: stalls.stop_count,
+                stop_seconds: stalls.stop_micros as f64 / 1e6,
+            },
+        }
+    }
+
     /// Files and bytes at each level now.
     pub fn level_sizes(&self) -> [(usize, u64); NUM_LEVELS] {
         let version = self.inner.lock_state().current.clone();

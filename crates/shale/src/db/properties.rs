@@ -9,7 +9,7 @@ use super::inner::DbInner;
 use crate::compaction::scheduler::book::ExecutorBook;
 use crate::compaction::scheduler::Scheduler;
 
-const MB: f64 = 1048576.0;
+use crate::stats::MB;
 
 impl DbInner {
     pub(super) fn property(&self, name: &str) -> Option<String> {
@@ -164,13 +164,13 @@ pub(super) fn scheduler_lines(scheduler: &Scheduler) -> String {
     }
     for (name, record) in scheduler.book.records() {
         let throughput = record.throughput().map_or("not measured".to_string(), |t| {
-            format!("{:.1} MB/s", t / 1e6)
+            format!("{:.1} MB/s", t / MB)
         });
         let _ = writeln!(
             out,
             "Executor {name}: {} jobs, {:.1} MB in {:.3} s, last jobs {throughput}, {} failures ({} panics)",
             record.jobs,
-            record.bytes as f64 / 1e6,
+            record.bytes as f64 / MB,
             record.seconds,
             record.failures,
             record.panics

@@ -1,0 +1,162 @@
+//! The database's statistics as one document ([`Statistics`], from
+//! [`DB::statistics`](crate::DB::statistics)): the one schema that `shale
+//! stats --json`, the C API's `shaledb_statistics_json` and Python's
+//! `DB.stats()` all serialize, with the same names and units everywhere:
+//! times in seconds, sizes in bytes, speeds in [`MB`] per second.
+//!
+//! ```text
+//! {
+//!   "levels": [{"level", "files", "bytes", "compactions", "seconds",
+//!               "bytes_read", "bytes_written"}, ...],       L0 .. L6
+//!   "executors": {NAME: {"jobs", "failures", "panics", "bytes_read",
+//!                        "bytes_written", "entries_in", "entries_out",
+//!                        "seconds", "read_seconds", "unpack_seconds",
+//!                        "merge_seconds", "gc_seconds", "pack_seconds",
+//!                        "write_seconds", "megabytes_per_second"}},
+//!   "fallbacks": {"jobs", "last_reason"},
+//!   "scheduler": {"queue_lengths", "running", "queued", "completed",
+//!                 "failed", "refused", "dropped_stale", "trivial_moves",
+//!                 "cross_level", "split_jobs", "subcompactions",
+//!                 "executor_bytes_per_second": {NAME: number or null}},
+//!   "stalls": {"slowdown_count", "slowdown_seconds", "stop_count",
+//!              "stop_seconds"}
+//! }
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// A megabyte, as db_bench counts its MB/s: 2^20 bytes. Every MB and MB/s
+/// ShaleDB prints or reports is this one.
+pub const MB: f64 = 1_048_576.0;
+
+/// Everything the engine counts, since open (levels' files and bytes: now).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Statistics {
+    /// Per level, L0 first.
+    pub levels: Vec<LevelRow>,
+    /// Per executor that completed or failed a job, by name.
+    pub executors: BTreeMap<String, ExecutorRow>,
+    /// Jobs that ran on another executor than the first of their chain.
+    pub fallbacks: Fallbacks,
+    /// The compaction scheduler's queues and counts.
+    pub scheduler: SchedulerRow,
+    /// Time writers were held back.
+    pub stalls: Stalls,
+}
+
+/// One level: its files now, and the flushes and compactions that wrote
+/// to it since open.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LevelRow {
+    /// The level (0 to 6).
+    pub level: usize,
+    /// Table files at the level now.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Flushes and compactions that wrote to the level.
+    pub compactions: u64,
+    /// Their seconds.
+    pub seconds: f64,
+    /// Bytes they read.
+    pub bytes_read: u64,
+    /// Bytes they wrote.
+    pub bytes_written: u64,
+}
+
+/// One executor's completed jobs and their phases.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ExecutorRow {
+    /// Jobs it completed.
+    pub jobs: u64,
+    /// Jobs it failed (each went on to the next executor).
+    pub failures: u64,
+    /// Of those, the panics caught.
+    pub panics: u64,
+    /// Input bytes of its jobs.
+    pub bytes_read: u64,
+    /// Output bytes.
+    pub bytes_written: u64,
+    /// Input entries.
+    pub entries_in: u64,
+    /// Output entries.
+    pub entries_out: u64,
+    /// Seconds its jobs took.
+    pub seconds: f64,
+    /// Seconds of each phase.
+    pub read_seconds: f64,
+    /// See `read_seconds`.
+    pub unpack_seconds: f64,
+    /// See `read_seconds`.
+    pub merge_seconds: f64,
+    /// See `read_seconds`.
+    pub gc_seconds: f64,
+    /// See `read_seconds`.
+    pub pack_seconds: f64,
+    /// See `read_seconds`.
+    pub write_seconds: f64,
+    /// Input [`MB`] per second of its jobs (0 before the first).
+    pub megabytes_per_second: f64,
+}
+
+/// Jobs that did not run on the first executor of their chain.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Fallbacks {
+    /// How many.
+    pub jobs: u64,
+    /// Why the last one did.
+    pub last_reason: Option<String>,
+}
+
+/// The scheduler's queues and counts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SchedulerRow {
+    /// Jobs waiting per level.
+    pub queue_lengths: Vec<usize>,
+    /// Jobs running.
+    pub running: usize,
+    /// Jobs put in a queue.
+    pub queued: u64,
+    /// Jobs completed.
+    pub completed: u64,
+    /// Jobs that failed (their error became the background error).
+    pub failed: u64,
+    /// Jobs every executor of their chain refused.
+    pub refused: u64,
+    /// Queued jobs dropped because the version moved under them.
+    pub dropped_stale: u64,
+    /// Files moved down without being rewritten.
+    pub trivial_moves: u64,
+    /// Cross-level jobs.
+    pub cross_level: u64,
+    /// Jobs run as sub-compactions.
+    pub split_jobs: u64,
+    /// The sub-compactions they ran as.
+    pub subcompactions: u64,
+    /// Input bytes per second of each executor's last jobs (what the
+    /// scheduler's queue-end choice reads); `None` before its first.
+    pub executor_bytes_per_second: BTreeMap<String, Option<f64>>,
+}
+
+/// Time writers were held back by the write throttle.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Stalls {
+    /// Writes the throttle delayed.
+    pub slowdown_count: u64,
+    /// Seconds of those delays.
+    pub slowdown_seconds: f64,
+    /// Times a writer waited for a flush or for L0 to drain.
+    pub stop_count: u64,
+    /// Seconds of those waits.
+    pub stop_seconds: f64,
+}
+
+impl Statistics {
+    /// The document as JSON text (one object, no trailing newline).
+    pub fn to_json(&self) -> String {
+        // Plain data of numbers, strings and maps: serializing cannot fail.
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
