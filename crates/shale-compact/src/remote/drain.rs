@@ -247,7 +247,7 @@ mod tests {
         stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
         let mut old = String::new();
         stream.read_to_string(&mut old).unwrap();
-        assert!(old.contains(" 200 OK\r\n") && old.contains("shale_worker_jobs"), "{old}");
+        assert!(old.contains(" 200 OK\r\n") && old.contains("shale_worker_running_jobs 0"), "{old}");
     }
 
     #[test]
