@@ -386,7 +386,11 @@ fn install_capi_installs_the_versioned_library_and_its_links() {
         .env("PKG_CONFIG_PATH", lib.join("pkgconfig"))
         .output()
         .unwrap();
-    assert!(pkg.status.success(), "{}", String::from_utf8_lossy(&pkg.stderr));
+    assert!(
+        pkg.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pkg.stderr)
+    );
     let flags: Vec<String> = String::from_utf8_lossy(&pkg.stdout)
         .split_whitespace()
         .map(str::to_string)
@@ -425,7 +429,10 @@ fn install_capi_installs_the_versioned_library_and_its_links() {
             dynamic.contains(&format!("Shared library: [{SONAME}]")),
             "{dynamic}"
         );
-        let db = dir.path().join(program.file_name().unwrap()).with_extension("db");
+        let db = dir
+            .path()
+            .join(program.file_name().unwrap())
+            .with_extension("db");
         run(&[], program, &[db.to_str().unwrap()]);
     }
 }

@@ -636,7 +636,9 @@ fn a_worker_takes_every_setting_from_the_environment() {
     let mut worker = WorkerProcess::spawn(command);
     let stderr = worker.collect_stderr();
     assert!(
-        worker.line.contains("executor streaming, up to 3 jobs, 1 token")
+        worker
+            .line
+            .contains("executor streaming, up to 3 jobs, 1 token")
             && worker.line.contains("metrics on 127.0.0.1:"),
         "{}",
         worker.line
@@ -663,8 +665,13 @@ fn a_worker_takes_every_setting_from_the_environment() {
     worker.signal(libc::SIGTERM);
     let status = worker.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
-    let log = wait_for("stderr", "Worker stopped", || stderr.lock().unwrap().clone());
-    assert!(log.contains("Draining: no new calls; waiting up to 5 s"), "{log}");
+    let log = wait_for("stderr", "Worker stopped", || {
+        stderr.lock().unwrap().clone()
+    });
+    assert!(
+        log.contains("Draining: no new calls; waiting up to 5 s"),
+        "{log}"
+    );
     assert!(!root.path().join("shale-worker.LOG").exists());
 }
 
@@ -673,7 +680,14 @@ fn the_log_goes_to_stderr_and_the_file_by_default() {
     let root = tempfile::tempdir().unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_shale"));
     command
-        .args(["worker", "--listen", "127.0.0.1:0", "--executor", "streaming", "--root"])
+        .args([
+            "worker",
+            "--listen",
+            "127.0.0.1:0",
+            "--executor",
+            "streaming",
+            "--root",
+        ])
         .arg(root.path())
         .env_remove("SHALE_WORKER_LOG_TO")
         .stderr(Stdio::piped());
@@ -685,13 +699,20 @@ fn the_log_goes_to_stderr_and_the_file_by_default() {
         stderr.lock().unwrap().clone()
     });
     let in_file = std::fs::read_to_string(root.path().join("shale-worker.LOG")).unwrap();
-    for needle in ["Worker listening on", "Signal received: draining", "Worker stopped"] {
+    for needle in [
+        "Worker listening on",
+        "Signal received: draining",
+        "Worker stopped",
+    ] {
         assert!(on_stderr.contains(needle), "stderr: {needle}: {on_stderr}");
         assert!(in_file.contains(needle), "file: {needle}: {in_file}");
     }
     // The same lines, whole, in both.
     for line in in_file.lines() {
-        assert!(on_stderr.contains(line), "{line:?} not on stderr: {on_stderr}");
+        assert!(
+            on_stderr.contains(line),
+            "{line:?} not on stderr: {on_stderr}"
+        );
     }
 }
 
@@ -721,18 +742,30 @@ fn sighup_reloads_the_token_file() {
     let works = |name: &str, token: &Path| {
         let stdout = compact_with_token(&source, name, &worker.address, token);
         let remote = !stdout.contains("fallback");
-        assert!(!remote || stdout.contains("Executor remote"), "{name}: {stdout}");
+        assert!(
+            !remote || stdout.contains("Executor remote"),
+            "{name}: {stdout}"
+        );
         remote
     };
     assert!(works("old-before", &old), "the old token works at first");
-    assert!(!works("new-before", &new), "the new token works before SIGHUP");
+    assert!(
+        !works("new-before", &new),
+        "the new token works before SIGHUP"
+    );
 
     // The new file, in place, then SIGHUP.
     std::fs::write(&tokens, "# rotated\nnew-token\n").unwrap();
     worker.signal(libc::SIGHUP);
     wait_for("LOG", "reloaded: 1 token;", log);
-    assert!(works("new-after", &new), "the new token is refused after SIGHUP");
-    assert!(!works("old-after", &old), "the old token still works after SIGHUP");
+    assert!(
+        works("new-after", &new),
+        "the new token is refused after SIGHUP"
+    );
+    assert!(
+        !works("old-after", &old),
+        "the old token still works after SIGHUP"
+    );
 
     // A file that does not parse keeps the tokens in use, and says why.
     std::fs::write(&tokens, "bad ../escape\n").unwrap();
@@ -773,6 +806,9 @@ fn metrics_and_health_are_served_over_http_and_nothing_else() {
     );
     for path in ["/", "/nope", "/metricsx", "/healthz/deeper"] {
         let answer = http_get(&at, path);
-        assert!(answer.starts_with("HTTP/1.1 404 Not Found"), "{path}: {answer}");
+        assert!(
+            answer.starts_with("HTTP/1.1 404 Not Found"),
+            "{path}: {answer}"
+        );
     }
 }

@@ -49,7 +49,11 @@ pub struct WorkerArgs {
     /// may compact any database under the root (a one-line file with just
     /// a token is that). Every call must carry one. Without it the worker
     /// listens on loopback only, unless --insecure.
-    #[arg(long = "token_file", value_name = "FILE", env = "SHALE_WORKER_TOKEN_FILE")]
+    #[arg(
+        long = "token_file",
+        value_name = "FILE",
+        env = "SHALE_WORKER_TOKEN_FILE"
+    )]
     token_file: Option<PathBuf>,
     /// Listen beyond loopback without a token (anyone who reaches the
     /// worker may compact every database under the root).
@@ -62,62 +66,126 @@ pub struct WorkerArgs {
     /// Serve Prometheus metrics at /metrics and a health check at /healthz
     /// (200 while serving, 503 while draining) over plain HTTP on
     /// HOST:PORT.
-    #[arg(long = "metrics_listen", value_name = "ADDR", env = "SHALE_WORKER_METRICS_LISTEN")]
+    #[arg(
+        long = "metrics_listen",
+        value_name = "ADDR",
+        env = "SHALE_WORKER_METRICS_LISTEN"
+    )]
     metrics_listen: Option<String>,
     /// Longest a job may run, in seconds (default 3600).
-    #[arg(long = "job_timeout_s", value_name = "SECONDS", env = "SHALE_WORKER_JOB_TIMEOUT_S")]
+    #[arg(
+        long = "job_timeout_s",
+        value_name = "SECONDS",
+        env = "SHALE_WORKER_JOB_TIMEOUT_S"
+    )]
     job_timeout_s: Option<u64>,
     /// Longest a keys-only stream may stay silent while the worker waits
     /// for it (the job, credit, the order), or leave keys unread, in
     /// seconds (default 60); then its job is cancelled and its slot freed.
-    #[arg(long = "stream_idle_timeout_s", value_name = "SECONDS", env = "SHALE_WORKER_STREAM_IDLE_TIMEOUT_S")]
+    #[arg(
+        long = "stream_idle_timeout_s",
+        value_name = "SECONDS",
+        env = "SHALE_WORKER_STREAM_IDLE_TIMEOUT_S"
+    )]
     stream_idle_timeout_s: Option<u64>,
     /// How long staged outputs wait for the engine to adopt them after the
     /// job is done, in seconds (default 300); then they are removed. At
     /// start, sessions older than this under the root are removed too.
-    #[arg(long = "staging_timeout_s", value_name = "SECONDS", env = "SHALE_WORKER_STAGING_TIMEOUT_S")]
+    #[arg(
+        long = "staging_timeout_s",
+        value_name = "SECONDS",
+        env = "SHALE_WORKER_STAGING_TIMEOUT_S"
+    )]
     staging_timeout_s: Option<u64>,
     /// How long SIGTERM lets running jobs finish and their outputs be
     /// adopted before cancelling what is left, in seconds (default 30; 0:
     /// cancel at once). New calls are refused meanwhile.
-    #[arg(long = "drain_timeout_s", value_name = "SECONDS", env = "SHALE_WORKER_DRAIN_TIMEOUT_S")]
+    #[arg(
+        long = "drain_timeout_s",
+        value_name = "SECONDS",
+        env = "SHALE_WORKER_DRAIN_TIMEOUT_S"
+    )]
     drain_timeout_s: Option<u64>,
     /// Staged bytes one database may hold (default 64 GiB); more are
     /// refused with RESOURCE_EXHAUSTED.
-    #[arg(long = "max_staged_bytes", value_name = "BYTES", env = "SHALE_WORKER_MAX_STAGED_BYTES")]
+    #[arg(
+        long = "max_staged_bytes",
+        value_name = "BYTES",
+        env = "SHALE_WORKER_MAX_STAGED_BYTES"
+    )]
     max_staged_bytes: Option<u64>,
     /// Staged sessions one database may hold (default 64).
-    #[arg(long = "max_staged_sessions", value_name = "N", env = "SHALE_WORKER_MAX_STAGED_SESSIONS")]
+    #[arg(
+        long = "max_staged_sessions",
+        value_name = "N",
+        env = "SHALE_WORKER_MAX_STAGED_SESSIONS"
+    )]
     max_staged_sessions: Option<usize>,
     /// Executor the jobs run with: auto (opencl on a GPU, else parallel),
     /// parallel, streaming or opencl.
-    #[arg(long, value_name = "NAME", default_value = "auto", env = "SHALE_WORKER_EXECUTOR")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "auto",
+        env = "SHALE_WORKER_EXECUTOR"
+    )]
     executor: String,
     /// Threads of the parallel executor (0: one per core).
-    #[arg(long = "compaction_threads", value_name = "N", env = "SHALE_WORKER_COMPACTION_THREADS")]
+    #[arg(
+        long = "compaction_threads",
+        value_name = "N",
+        env = "SHALE_WORKER_COMPACTION_THREADS"
+    )]
     compaction_threads: Option<usize>,
     /// Jobs run at once; more are refused (the engine runs them locally).
     /// Default: one per core.
     #[arg(long = "max_jobs", value_name = "N", env = "SHALE_WORKER_MAX_JOBS")]
     max_jobs: Option<usize>,
     /// Largest job taken, in bytes of input tables (default 4 GiB).
-    #[arg(long = "max_job_bytes", value_name = "BYTES", env = "SHALE_WORKER_MAX_JOB_BYTES")]
+    #[arg(
+        long = "max_job_bytes",
+        value_name = "BYTES",
+        env = "SHALE_WORKER_MAX_JOB_BYTES"
+    )]
     max_job_bytes: Option<u64>,
     /// Largest gRPC message accepted or sent (default 64 MiB).
-    #[arg(long = "max_message_bytes", value_name = "BYTES", env = "SHALE_WORKER_MAX_MESSAGE_BYTES")]
+    #[arg(
+        long = "max_message_bytes",
+        value_name = "BYTES",
+        env = "SHALE_WORKER_MAX_MESSAGE_BYTES"
+    )]
     max_message_bytes: Option<usize>,
     /// How often a running job reports progress, in milliseconds (default
     /// 1000).
-    #[arg(long = "progress_interval_ms", value_name = "MS", env = "SHALE_WORKER_PROGRESS_INTERVAL_MS")]
+    #[arg(
+        long = "progress_interval_ms",
+        value_name = "MS",
+        env = "SHALE_WORKER_PROGRESS_INTERVAL_MS"
+    )]
     progress_interval_ms: Option<u64>,
     /// TLS certificate chain (PEM); with --tls_key, the worker speaks TLS.
-    #[arg(long = "tls_cert", value_name = "FILE", requires = "tls_key", env = "SHALE_WORKER_TLS_CERT")]
+    #[arg(
+        long = "tls_cert",
+        value_name = "FILE",
+        requires = "tls_key",
+        env = "SHALE_WORKER_TLS_CERT"
+    )]
     tls_cert: Option<PathBuf>,
     /// TLS private key (PEM).
-    #[arg(long = "tls_key", value_name = "FILE", requires = "tls_cert", env = "SHALE_WORKER_TLS_KEY")]
+    #[arg(
+        long = "tls_key",
+        value_name = "FILE",
+        requires = "tls_cert",
+        env = "SHALE_WORKER_TLS_KEY"
+    )]
     tls_key: Option<PathBuf>,
     /// CA (PEM) client certificates must be signed by: mutual TLS.
-    #[arg(long = "tls_client_ca", value_name = "FILE", requires = "tls_cert", env = "SHALE_WORKER_TLS_CLIENT_CA")]
+    #[arg(
+        long = "tls_client_ca",
+        value_name = "FILE",
+        requires = "tls_cert",
+        env = "SHALE_WORKER_TLS_CLIENT_CA"
+    )]
     tls_client_ca: Option<PathBuf>,
     /// The LOG file (default: ROOT/shale-worker.LOG).
     #[arg(long, value_name = "FILE", env = "SHALE_WORKER_LOG")]

@@ -72,10 +72,7 @@ impl TokenSet {
     /// Replaces the tokens: calls that arrive from now on are checked
     /// against `tokens`; calls already admitted keep their scope.
     pub fn replace(&self, tokens: Vec<ScopedToken>) {
-        *self
-            .current
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Arc::from(tokens);
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::from(tokens);
     }
 }
 

@@ -247,7 +247,10 @@ mod tests {
         stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
         let mut old = String::new();
         stream.read_to_string(&mut old).unwrap();
-        assert!(old.contains(" 200 OK\r\n") && old.contains("shale_worker_running_jobs 0"), "{old}");
+        assert!(
+            old.contains(" 200 OK\r\n") && old.contains("shale_worker_running_jobs 0"),
+            "{old}"
+        );
     }
 
     #[test]
@@ -309,7 +312,8 @@ mod tests {
         // health turned NOT_SERVING).
         let healthz = http_get(worker.metrics_address(), "/healthz");
         assert!(
-            healthz.starts_with("HTTP/1.1 503 Service Unavailable") && healthz.ends_with("draining\n"),
+            healthz.starts_with("HTTP/1.1 503 Service Unavailable")
+                && healthz.ends_with("draining\n"),
             "{healthz}"
         );
         let mut worker_client = client

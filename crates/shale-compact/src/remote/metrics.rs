@@ -197,7 +197,12 @@ const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The answer to one request: `/metrics`, `/healthz`, or 404.
-fn answer(request: &Request<Incoming>, metrics: &Metrics, staging: &Staging, serving: &Serving) -> Response<Full<Bytes>> {
+fn answer(
+    request: &Request<Incoming>,
+    metrics: &Metrics,
+    staging: &Staging,
+    serving: &Serving,
+) -> Response<Full<Bytes>> {
     let reply = |status: StatusCode, content_type: &'static str, body: String| {
         let mut response = Response::new(Full::new(Bytes::from(body)));
         *response.status_mut() = status;
@@ -209,10 +214,18 @@ fn answer(request: &Request<Incoming>, metrics: &Metrics, staging: &Staging, ser
     let text = "text/plain; charset=utf-8";
     let path = request.uri().path();
     if !matches!(path, "/metrics" | "/healthz") {
-        return reply(StatusCode::NOT_FOUND, text, "not found: this port serves /metrics and /healthz\n".into());
+        return reply(
+            StatusCode::NOT_FOUND,
+            text,
+            "not found: this port serves /metrics and /healthz\n".into(),
+        );
     }
     if !matches!(*request.method(), Method::GET | Method::HEAD) {
-        let mut response = reply(StatusCode::METHOD_NOT_ALLOWED, text, "only GET and HEAD\n".into());
+        let mut response = reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            text,
+            "only GET and HEAD\n".into(),
+        );
         response
             .headers_mut()
             .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
