@@ -57,7 +57,9 @@ class Worker:
     def __init__(self, root, *extra):
         self.root = root
         self.process = subprocess.Popen(
-            [SHALE, "worker", "--listen", "127.0.0.1:0", "--root", root, *extra],
+            # The LOG in its file only: this pipe is read for one line, and
+            # LOG lines on stderr would fill it and stall the worker.
+            [SHALE, "worker", "--listen", "127.0.0.1:0", "--root", root, "--log_to", "file", *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -341,7 +343,8 @@ def test_a_public_address_needs_a_token(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "--insecure" in out.stderr, out
     process = subprocess.Popen(
-        [SHALE, "worker", "--listen", "0.0.0.0:0", "--root", str(tmp_path), "--insecure"],
+        [SHALE, "worker", "--listen", "0.0.0.0:0", "--root", str(tmp_path), "--insecure",
+         "--log_to", "file"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:

@@ -2,7 +2,10 @@
 //! the generated header, a C test suite written against LevelDB's header
 //! run on Debian's libleveldb and on libshaledb, a database passed back and
 //! forth between the two libraries, the `shaledb_*` extensions, and the
-//! suite under Valgrind (no leak, no invalid access).
+//! suite under Valgrind (no leak, no invalid access). The library's SONAME
+//! (`libshaledb.so.1`), and `scripts/install-capi`'s layout: the versioned
+//! file, its links, and programs linked through them (`-lshaledb`,
+//! pkg-config, the `-lleveldb` compatibility link) loading it.
 //!
 //! Needs a C compiler, `libleveldb-dev`, `valgrind` and `cbindgen`
 //! (scripts/test installs them when root). Without them each test says what
@@ -37,6 +40,33 @@ fn library_dir() -> PathBuf {
                 deps.display()
             )
         })
+}
+
+/// The SONAME `build.rs` gives the library (the C ABI's major version).
+const SONAME: &str = "libshaledb.so.1";
+
+/// A folder holding `libshaledb.so.1`, a link to the library cargo built:
+/// what a program linked with `-lshaledb` loads at run time (cargo makes no
+/// file of that name; an install does).
+fn runtime_dir(beside: &Path) -> PathBuf {
+    let dir = beside.join("runtime-lib");
+    if !dir.join(SONAME).exists() {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(library_dir().join("libshaledb.so"), dir.join(SONAME)).unwrap();
+    }
+    dir
+}
+
+/// `readelf -d FILE`: the dynamic section, or `None` without binutils.
+fn dynamic_section(file: &Path) -> Option<String> {
+    let output = Command::new("readelf").arg("-d").arg(file).output().ok()?;
+    assert!(
+        output.status.success(),
+        "readelf -d {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// `true` when `what` is usable; otherwise skips (returns `false`), or
@@ -88,9 +118,12 @@ fn compile(source: &str, library: Library, out: &Path) {
             if library == Library::ShaleDbOwnHeaders {
                 cc.arg("-I").arg(crate_dir().join("include"));
             }
+            // Linked against cargo's libshaledb.so; loaded, by its SONAME,
+            // from a folder beside the program.
             let lib = library_dir();
             cc.arg("-L").arg(&lib).arg("-lshaledb");
-            cc.arg(format!("-Wl,-rpath,{}", lib.display()));
+            let runtime = runtime_dir(out.parent().unwrap());
+            cc.arg(format!("-Wl,-rpath,{}", runtime.display()));
         }
     }
     let output = cc.output().unwrap();
@@ -278,4 +311,128 @@ fn the_c_suite_is_clean_under_valgrind() {
         &program,
         &["suite", db.to_str().unwrap()],
     );
+}
+
+#[test]
+fn the_library_s_soname_is_versioned() {
+    let Some(dynamic) = dynamic_section(&library_dir().join("libshaledb.so")) else {
+        require("readelf", false, "apt-get install -y binutils");
+        return;
+    };
+    assert!(
+        dynamic.contains(&format!("Library soname: [{SONAME}]")),
+        "{dynamic}"
+    );
+}
+
+#[test]
+fn install_capi_installs_the_versioned_library_and_its_links() {
+    let tools = Command::new("cc").arg("--version").output().is_ok()
+        && Command::new("readelf").arg("--version").output().is_ok()
+        && Command::new("pkg-config").arg("--version").output().is_ok();
+    if !require(
+        "a C compiler, readelf and pkg-config",
+        tools,
+        "apt-get install -y gcc binutils pkg-config",
+    ) {
+        return;
+    }
+    // install-capi --no-build takes TARGET/release/libshaledb.{so,a}: this
+    // test's build, through links.
+    let dir = tempfile::tempdir().unwrap();
+    let release = dir.path().join("target/release");
+    std::fs::create_dir_all(&release).unwrap();
+    let built = library_dir();
+    for file in ["libshaledb.so", "libshaledb.a"] {
+        std::os::unix::fs::symlink(built.join(file), release.join(file)).unwrap();
+    }
+    let prefix = dir.path().join("prefix");
+    // An earlier install's unversioned file, which becomes a link.
+    std::fs::create_dir_all(prefix.join("lib")).unwrap();
+    std::fs::write(prefix.join("lib/libshaledb.so"), b"old").unwrap();
+    let output = Command::new(crate_dir().join("../../scripts/install-capi"))
+        .arg("--no-build")
+        .arg(&prefix)
+        .env("CARGO_TARGET_DIR", dir.path().join("target"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "install-capi: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lib = prefix.join("lib");
+    let real = lib.join("libshaledb.so.1.0.0");
+    assert!(std::fs::symlink_metadata(&real).unwrap().is_file());
+    let link = |path: &Path| std::fs::read_link(path).unwrap();
+    assert_eq!(link(&lib.join(SONAME)), Path::new("libshaledb.so.1.0.0"));
+    assert_eq!(link(&lib.join("libshaledb.so")), Path::new(SONAME));
+    let compat = lib.join("shaledb/leveldb-compat/libleveldb.so");
+    assert_eq!(link(&compat), Path::new("../../libshaledb.so.1"));
+    assert_eq!(
+        std::fs::canonicalize(&compat).unwrap(),
+        std::fs::canonicalize(&real).unwrap()
+    );
+    assert!(dynamic_section(&real)
+        .unwrap()
+        .contains(&format!("Library soname: [{SONAME}]")));
+
+    // A program built with pkg-config, and one linked with -lleveldb
+    // through the compatibility link: both need libshaledb.so.1 and run on
+    // the installed library alone.
+    let pkg = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "shaledb"])
+        .env("PKG_CONFIG_PATH", lib.join("pkgconfig"))
+        .output()
+        .unwrap();
+    assert!(
+        pkg.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pkg.stderr)
+    );
+    let flags: Vec<String> = String::from_utf8_lossy(&pkg.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let with_pkg_config = dir.path().join("extensions-pkg-config");
+    let with_compat = dir.path().join("extensions-compat");
+    for (program, link_flags) in [
+        (&with_pkg_config, flags),
+        (
+            &with_compat,
+            vec![
+                "-I".to_string(),
+                prefix.join("include/shaledb").display().to_string(),
+                "-L".to_string(),
+                compat.parent().unwrap().display().to_string(),
+                "-lleveldb".to_string(),
+            ],
+        ),
+    ] {
+        let output = Command::new("cc")
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+            .arg(crate_dir().join("tests/c/extensions_test.c"))
+            .arg("-o")
+            .arg(program)
+            .args(&link_flags)
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "cc {link_flags:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let dynamic = dynamic_section(program).unwrap();
+        assert!(
+            dynamic.contains(&format!("Shared library: [{SONAME}]")),
+            "{dynamic}"
+        );
+        let db = dir
+            .path()
+            .join(program.file_name().unwrap())
+            .with_extension("db");
+        run(&[], program, &[db.to_str().unwrap()]);
+    }
 }

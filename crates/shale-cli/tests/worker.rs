@@ -4,14 +4,17 @@
 //! falls back, prints `fallback`, and the database verifies); SIGTERM lets
 //! a running job finish before the worker exits, a second SIGTERM exits at
 //! once, and either way nothing is lost; bad flags and unreachable workers
-//! give clear errors.
+//! give clear errors. As a service: its flags from environment variables,
+//! its LOG on stderr, SIGHUP reloading the token file, `/metrics` and
+//! `/healthz` over HTTP.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use shale::{Options, WriteOptions, DB};
@@ -32,17 +35,30 @@ fn text(bytes: &[u8]) -> String {
 struct WorkerProcess {
     child: Child,
     address: String,
+    /// The line it printed when it began to listen.
+    line: String,
 }
 
 impl WorkerProcess {
+    /// A worker on `127.0.0.1:0` under `root`, its LOG in the file only
+    /// (stderr is the test's own).
     fn start(root: &Path, extra: &[&str]) -> WorkerProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_shale"));
+        command
             .args(["worker", "--listen", "127.0.0.1:0", "--root"])
             .arg(root)
             .args(extra)
+            .env("SHALE_WORKER_LOG_TO", "file")
+            .stderr(Stdio::inherit());
+        WorkerProcess::spawn(command)
+    }
+
+    /// Starts `command` (a `shale worker` with its settings) and waits for
+    /// the line saying where it listens.
+    fn spawn(mut command: Command) -> WorkerProcess {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -54,7 +70,42 @@ impl WorkerProcess {
             .find(|w| w.starts_with("127.0.0.1:"))
             .unwrap_or_else(|| panic!("no address in {line:?}"))
             .to_string();
-        WorkerProcess { child, address }
+        WorkerProcess {
+            child,
+            address,
+            line,
+        }
+    }
+
+    /// The metrics address its line names (`metrics on ADDR`).
+    fn metrics_address(&self) -> String {
+        let at = self
+            .line
+            .split("metrics on ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no metrics address in {:?}", self.line));
+        at.trim_end_matches(|c: char| c == ')' || c.is_whitespace())
+            .to_string()
+    }
+
+    /// Its stderr, read on a thread of its own as it comes (the pipe never
+    /// fills).
+    fn collect_stderr(&mut self) -> Arc<Mutex<String>> {
+        let collected = Arc::new(Mutex::new(String::new()));
+        let mut stderr = self.child.stderr.take().unwrap();
+        let into = collected.clone();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                into.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        });
+        collected
     }
 
     fn signal(&self, signal: i32) {
@@ -493,4 +544,271 @@ fn bad_flags_and_unreachable_workers_say_what() {
         "{stdout}"
     );
     verify(&db);
+}
+
+/// Waits (at most 30 s) until `read()` contains `needle`; what it read last.
+fn wait_for(what: &str, needle: &str, read: impl Fn() -> String) -> String {
+    let started = Instant::now();
+    loop {
+        let text = read();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{what}: no {needle:?} within 30 s in:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `GET path` over HTTP/1.1 from `at`: the whole answer, head and body.
+fn http_get(at: &str, path: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(at).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {at}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// `shale compact --executor remote` of a fresh copy of `source` named
+/// `name` through `worker` with `token`: its stdout, after checking that
+/// the database verifies.
+fn compact_with_token(source: &Path, name: &str, worker: &str, token: &Path) -> String {
+    let db = source.with_file_name(name);
+    copy_db(source, &db);
+    let output = compact(
+        &db,
+        &[
+            "--executor",
+            "remote",
+            "--remote_workers",
+            worker,
+            "--remote_token_file",
+            token.to_str().unwrap(),
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    verify(&db);
+    text(&output.stdout)
+}
+
+#[test]
+fn a_worker_takes_every_setting_from_the_environment() {
+    // `--help` names the variables.
+    let help = shale(&["worker", "--help"]);
+    let help_text = text(&help.stdout);
+    for variable in [
+        "SHALE_WORKER_LISTEN",
+        "SHALE_WORKER_ROOT",
+        "SHALE_WORKER_TOKEN_FILE",
+        "SHALE_WORKER_LOG_TO",
+        "SHALE_WORKER_METRICS_LISTEN",
+    ] {
+        assert!(
+            help_text.contains(&format!("[env: {variable}")),
+            "{variable}: {help_text}"
+        );
+    }
+
+    let root = tempfile::tempdir().unwrap();
+    let token = root.path().join("token");
+    std::fs::write(&token, "from-env\n").unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shale"));
+    command
+        .arg("worker")
+        .env("SHALE_WORKER_LISTEN", "127.0.0.1:0")
+        .env("SHALE_WORKER_ROOT", root.path())
+        .env("SHALE_WORKER_TOKEN_FILE", &token)
+        .env("SHALE_WORKER_EXECUTOR", "streaming")
+        .env("SHALE_WORKER_MAX_JOBS", "3")
+        .env("SHALE_WORKER_METRICS_LISTEN", "127.0.0.1:0")
+        .env("SHALE_WORKER_DRAIN_TIMEOUT_S", "5")
+        .env("SHALE_WORKER_LOG_TO", "stderr")
+        .stderr(Stdio::piped());
+    let mut worker = WorkerProcess::spawn(command);
+    let stderr = worker.collect_stderr();
+    assert!(
+        worker
+            .line
+            .contains("executor streaming, up to 3 jobs, 1 token")
+            && worker.line.contains("metrics on 127.0.0.1:"),
+        "{}",
+        worker.line
+    );
+    // The LOG goes to stderr, and no LOG file is written.
+    wait_for("stderr", "Worker listening on", || {
+        stderr.lock().unwrap().clone()
+    });
+    assert!(!root.path().join("shale-worker.LOG").exists());
+
+    let source = root.path().join("source");
+    make_db(&source, 3_000);
+    let stdout = compact_with_token(&source, "db", &worker.address, &token);
+    assert!(
+        stdout.contains("Executor remote") && !stdout.contains("fallback"),
+        "{stdout}"
+    );
+    // A wrong token is refused: the token file came from the environment.
+    let wrong = root.path().join("wrong");
+    std::fs::write(&wrong, "not-it\n").unwrap();
+    let stdout = compact_with_token(&source, "db-wrong", &worker.address, &wrong);
+    assert!(stdout.contains("fallback"), "{stdout}");
+
+    worker.signal(libc::SIGTERM);
+    let status = worker.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let log = wait_for("stderr", "Worker stopped", || {
+        stderr.lock().unwrap().clone()
+    });
+    assert!(
+        log.contains("Draining: no new calls; waiting up to 5 s"),
+        "{log}"
+    );
+    assert!(!root.path().join("shale-worker.LOG").exists());
+}
+
+#[test]
+fn the_log_goes_to_stderr_and_the_file_by_default() {
+    let root = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shale"));
+    command
+        .args([
+            "worker",
+            "--listen",
+            "127.0.0.1:0",
+            "--executor",
+            "streaming",
+            "--root",
+        ])
+        .arg(root.path())
+        .env_remove("SHALE_WORKER_LOG_TO")
+        .stderr(Stdio::piped());
+    let mut worker = WorkerProcess::spawn(command);
+    let stderr = worker.collect_stderr();
+    worker.signal(libc::SIGTERM);
+    assert!(worker.child.wait().unwrap().success());
+    let on_stderr = wait_for("stderr", "Worker stopped", || {
+        stderr.lock().unwrap().clone()
+    });
+    let in_file = std::fs::read_to_string(root.path().join("shale-worker.LOG")).unwrap();
+    for needle in [
+        "Worker listening on",
+        "Signal received: draining",
+        "Worker stopped",
+    ] {
+        assert!(on_stderr.contains(needle), "stderr: {needle}: {on_stderr}");
+        assert!(in_file.contains(needle), "file: {needle}: {in_file}");
+    }
+    // The same lines, whole, in both.
+    for line in in_file.lines() {
+        assert!(
+            on_stderr.contains(line),
+            "{line:?} not on stderr: {on_stderr}"
+        );
+    }
+}
+
+#[test]
+fn sighup_reloads_the_token_file() {
+    let root = tempfile::tempdir().unwrap();
+    let tokens = root.path().join("tokens");
+    std::fs::write(&tokens, "old-token\n").unwrap();
+    let old = root.path().join("old");
+    std::fs::write(&old, "old-token\n").unwrap();
+    let new = root.path().join("new");
+    std::fs::write(&new, "new-token\n").unwrap();
+    let worker = WorkerProcess::start(
+        root.path(),
+        &[
+            "--executor",
+            "streaming",
+            "--token_file",
+            tokens.to_str().unwrap(),
+        ],
+    );
+    let log_path = root.path().join("shale-worker.LOG");
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let source = root.path().join("source");
+    make_db(&source, 3_000);
+    // Whether a compaction through the worker with `token` ran there.
+    let works = |name: &str, token: &Path| {
+        let stdout = compact_with_token(&source, name, &worker.address, token);
+        let remote = !stdout.contains("fallback");
+        assert!(
+            !remote || stdout.contains("Executor remote"),
+            "{name}: {stdout}"
+        );
+        remote
+    };
+    assert!(works("old-before", &old), "the old token works at first");
+    assert!(
+        !works("new-before", &new),
+        "the new token works before SIGHUP"
+    );
+
+    // The new file, in place, then SIGHUP.
+    std::fs::write(&tokens, "# rotated\nnew-token\n").unwrap();
+    worker.signal(libc::SIGHUP);
+    wait_for("LOG", "reloaded: 1 token;", log);
+    assert!(
+        works("new-after", &new),
+        "the new token is refused after SIGHUP"
+    );
+    assert!(
+        !works("old-after", &old),
+        "the old token still works after SIGHUP"
+    );
+
+    // A file that does not parse keeps the tokens in use, and says why.
+    std::fs::write(&tokens, "bad ../escape\n").unwrap();
+    worker.signal(libc::SIGHUP);
+    let text = wait_for("LOG", "not reloaded", log);
+    assert!(text.contains("the tokens in use stay"), "{text}");
+    assert!(text.contains(".."), "{text}");
+    assert!(works("new-kept", &new), "a bad file dropped the tokens");
+    // So does a file that is gone.
+    std::fs::remove_file(&tokens).unwrap();
+    worker.signal(libc::SIGHUP);
+    wait_for("LOG", "No such file", log);
+    assert!(works("new-kept-2", &new));
+    // The worker is still up and serving after three SIGHUPs.
+    assert!(worker.line.contains("1 token"));
+}
+
+#[test]
+fn metrics_and_health_are_served_over_http_and_nothing_else() {
+    let root = tempfile::tempdir().unwrap();
+    let worker = WorkerProcess::start(root.path(), &["--metrics_listen", "127.0.0.1:0"]);
+    let at = worker.metrics_address();
+    let metrics = http_get(&at, "/metrics");
+    assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
+    assert!(
+        metrics.contains("content-type: text/plain; version=0.0.4"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("# TYPE shale_worker_running_jobs gauge")
+            && metrics.contains("shale_worker_running_jobs 0"),
+        "{metrics}"
+    );
+    let health = http_get(&at, "/healthz");
+    assert!(
+        health.starts_with("HTTP/1.1 200 OK\r\n") && health.ends_with("\r\n\r\nok\n"),
+        "{health}"
+    );
+    for path in ["/", "/nope", "/metricsx", "/healthz/deeper"] {
+        let answer = http_get(&at, path);
+        assert!(
+            answer.starts_with("HTTP/1.1 404 Not Found"),
+            "{path}: {answer}"
+        );
+    }
 }

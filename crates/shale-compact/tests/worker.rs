@@ -700,3 +700,32 @@ fn a_keys_only_job_many_windows_long_holds_a_window_per_run_and_matches_streamin
         .unwrap();
     assert!(peak > 0 && peak <= bound, "{peak} > {bound}");
 }
+
+#[test]
+fn replaced_tokens_check_the_calls_that_follow() {
+    let f = Fixture::new(|c| {
+        c.scoped_tokens = shale_compact::remote::parse_token_file("old\n").unwrap();
+    });
+    f.compact(with_token(request("db", &job(5, 5)), "old"))
+        .unwrap();
+    let worker = f.worker.worker();
+    let now = worker
+        .replace_tokens(shale_compact::remote::parse_token_file("new db\n").unwrap())
+        .unwrap();
+    assert_eq!(now, 1);
+    let status = f
+        .compact(with_token(request("db", &job(5, 5)), "old"))
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    f.compact(with_token(request("db", &job(5, 5)), "new"))
+        .unwrap();
+    // No token at all would open the worker to every call: refused, and
+    // the tokens stay.
+    assert!(worker.replace_tokens(Vec::new()).is_err());
+    let status = f
+        .compact(with_token(request("db", &job(5, 5)), ""))
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    f.compact(with_token(request("db", &job(5, 5)), "new"))
+        .unwrap();
+}

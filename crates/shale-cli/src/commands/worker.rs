@@ -4,7 +4,11 @@
 //! it touches nothing else. It prints the address it listens on, keeps a
 //! LOG, serves the standard gRPC health service and (with
 //! `--metrics_listen`) Prometheus metrics, and refuses to listen beyond
-//! loopback without a token unless `--insecure`. SIGTERM or SIGINT drains
+//! loopback without a token unless `--insecure`. Every flag may also come
+//! from an environment variable, `SHALE_WORKER_` and the flag's name in
+//! capitals (`SHALE_WORKER_TOKEN_FILE`); a flag given wins. The LOG goes to
+//! the file and stderr (`--log_to`). SIGHUP reloads the token file (one
+//! that fails to read or parse leaves the tokens in use). SIGTERM or SIGINT drains
 //! it: new calls get UNAVAILABLE and health says NOT_SERVING, the running
 //! jobs finish and their engines adopt the outputs (at most
 //! `--drain_timeout_s`), then what is left is cancelled and removed, and
@@ -21,7 +25,8 @@ use std::time::Duration;
 use clap::Args;
 use shale::info_log::InfoLog;
 use shale::shale_compact::remote::{
-    parse_token_file, serve, StagingLimits, StopRequest, TlsIdentity, Worker, WorkerConfig, REMOTE,
+    parse_token_file, serve, ScopedToken, StagingLimits, StopRequest, TlsIdentity, Worker,
+    WorkerConfig, REMOTE,
 };
 use shale::Options;
 
@@ -32,11 +37,11 @@ use crate::error::{CliError, CliResult};
 pub struct WorkerArgs {
     /// Address to listen on, HOST:PORT (port 0: any free port; the one
     /// taken is printed).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", env = "SHALE_WORKER_LISTEN")]
     listen: String,
     /// The only directory tree the worker reads and writes; the databases
     /// it compacts must lie under it.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "SHALE_WORKER_ROOT")]
     root: PathBuf,
     /// File of tokens: one per line, `TOKEN [PATTERN...]`, the patterns
     /// naming the databases (relative to --root, `*` within a component,
@@ -44,73 +49,201 @@ pub struct WorkerArgs {
     /// may compact any database under the root (a one-line file with just
     /// a token is that). Every call must carry one. Without it the worker
     /// listens on loopback only, unless --insecure.
-    #[arg(long = "token_file", value_name = "FILE")]
+    #[arg(
+        long = "token_file",
+        value_name = "FILE",
+        env = "SHALE_WORKER_TOKEN_FILE"
+    )]
     token_file: Option<PathBuf>,
     /// Listen beyond loopback without a token (anyone who reaches the
     /// worker may compact every database under the root).
-    #[arg(long)]
+    #[arg(
+        long,
+        env = "SHALE_WORKER_INSECURE",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     insecure: bool,
-    /// Serve Prometheus metrics (plain HTTP, any path) on HOST:PORT.
-    #[arg(long = "metrics_listen", value_name = "ADDR")]
+    /// Serve Prometheus metrics at /metrics and a health check at /healthz
+    /// (200 while serving, 503 while draining) over plain HTTP on
+    /// HOST:PORT.
+    #[arg(
+        long = "metrics_listen",
+        value_name = "ADDR",
+        env = "SHALE_WORKER_METRICS_LISTEN"
+    )]
     metrics_listen: Option<String>,
     /// Longest a job may run, in seconds (default 3600).
-    #[arg(long = "job_timeout_s", value_name = "SECONDS")]
+    #[arg(
+        long = "job_timeout_s",
+        value_name = "SECONDS",
+        env = "SHALE_WORKER_JOB_TIMEOUT_S"
+    )]
     job_timeout_s: Option<u64>,
     /// Longest a keys-only stream may stay silent while the worker waits
     /// for it (the job, credit, the order), or leave keys unread, in
     /// seconds (default 60); then its job is cancelled and its slot freed.
-    #[arg(long = "stream_idle_timeout_s", value_name = "SECONDS")]
+    #[arg(
+        long = "stream_idle_timeout_s",
+        value_name = "SECONDS",
+        env = "SHALE_WORKER_STREAM_IDLE_TIMEOUT_S"
+    )]
     stream_idle_timeout_s: Option<u64>,
     /// How long staged outputs wait for the engine to adopt them after the
     /// job is done, in seconds (default 300); then they are removed. At
     /// start, sessions older than this under the root are removed too.
-    #[arg(long = "staging_timeout_s", value_name = "SECONDS")]
+    #[arg(
+        long = "staging_timeout_s",
+        value_name = "SECONDS",
+        env = "SHALE_WORKER_STAGING_TIMEOUT_S"
+    )]
     staging_timeout_s: Option<u64>,
     /// How long SIGTERM lets running jobs finish and their outputs be
     /// adopted before cancelling what is left, in seconds (default 30; 0:
     /// cancel at once). New calls are refused meanwhile.
-    #[arg(long = "drain_timeout_s", value_name = "SECONDS")]
+    #[arg(
+        long = "drain_timeout_s",
+        value_name = "SECONDS",
+        env = "SHALE_WORKER_DRAIN_TIMEOUT_S"
+    )]
     drain_timeout_s: Option<u64>,
     /// Staged bytes one database may hold (default 64 GiB); more are
     /// refused with RESOURCE_EXHAUSTED.
-    #[arg(long = "max_staged_bytes", value_name = "BYTES")]
+    #[arg(
+        long = "max_staged_bytes",
+        value_name = "BYTES",
+        env = "SHALE_WORKER_MAX_STAGED_BYTES"
+    )]
     max_staged_bytes: Option<u64>,
     /// Staged sessions one database may hold (default 64).
-    #[arg(long = "max_staged_sessions", value_name = "N")]
+    #[arg(
+        long = "max_staged_sessions",
+        value_name = "N",
+        env = "SHALE_WORKER_MAX_STAGED_SESSIONS"
+    )]
     max_staged_sessions: Option<usize>,
     /// Executor the jobs run with: auto (opencl on a GPU, else parallel),
     /// parallel, streaming or opencl.
-    #[arg(long, value_name = "NAME", default_value = "auto")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "auto",
+        env = "SHALE_WORKER_EXECUTOR"
+    )]
     executor: String,
     /// Threads of the parallel executor (0: one per core).
-    #[arg(long = "compaction_threads", value_name = "N")]
+    #[arg(
+        long = "compaction_threads",
+        value_name = "N",
+        env = "SHALE_WORKER_COMPACTION_THREADS"
+    )]
     compaction_threads: Option<usize>,
     /// Jobs run at once; more are refused (the engine runs them locally).
     /// Default: one per core.
-    #[arg(long = "max_jobs", value_name = "N")]
+    #[arg(long = "max_jobs", value_name = "N", env = "SHALE_WORKER_MAX_JOBS")]
     max_jobs: Option<usize>,
     /// Largest job taken, in bytes of input tables (default 4 GiB).
-    #[arg(long = "max_job_bytes", value_name = "BYTES")]
+    #[arg(
+        long = "max_job_bytes",
+        value_name = "BYTES",
+        env = "SHALE_WORKER_MAX_JOB_BYTES"
+    )]
     max_job_bytes: Option<u64>,
     /// Largest gRPC message accepted or sent (default 64 MiB).
-    #[arg(long = "max_message_bytes", value_name = "BYTES")]
+    #[arg(
+        long = "max_message_bytes",
+        value_name = "BYTES",
+        env = "SHALE_WORKER_MAX_MESSAGE_BYTES"
+    )]
     max_message_bytes: Option<usize>,
     /// How often a running job reports progress, in milliseconds (default
     /// 1000).
-    #[arg(long = "progress_interval_ms", value_name = "MS")]
+    #[arg(
+        long = "progress_interval_ms",
+        value_name = "MS",
+        env = "SHALE_WORKER_PROGRESS_INTERVAL_MS"
+    )]
     progress_interval_ms: Option<u64>,
     /// TLS certificate chain (PEM); with --tls_key, the worker speaks TLS.
-    #[arg(long = "tls_cert", value_name = "FILE", requires = "tls_key")]
+    #[arg(
+        long = "tls_cert",
+        value_name = "FILE",
+        requires = "tls_key",
+        env = "SHALE_WORKER_TLS_CERT"
+    )]
     tls_cert: Option<PathBuf>,
     /// TLS private key (PEM).
-    #[arg(long = "tls_key", value_name = "FILE", requires = "tls_cert")]
+    #[arg(
+        long = "tls_key",
+        value_name = "FILE",
+        requires = "tls_cert",
+        env = "SHALE_WORKER_TLS_KEY"
+    )]
     tls_key: Option<PathBuf>,
     /// CA (PEM) client certificates must be signed by: mutual TLS.
-    #[arg(long = "tls_client_ca", value_name = "FILE", requires = "tls_cert")]
+    #[arg(
+        long = "tls_client_ca",
+        value_name = "FILE",
+        requires = "tls_cert",
+        env = "SHALE_WORKER_TLS_CLIENT_CA"
+    )]
     tls_client_ca: Option<PathBuf>,
     /// The LOG file (default: ROOT/shale-worker.LOG).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "SHALE_WORKER_LOG")]
     log: Option<PathBuf>,
+    /// Where the LOG lines go: the LOG file, stderr (for journald or
+    /// `kubectl logs`), or both.
+    #[arg(
+        long = "log_to",
+        value_name = "WHERE",
+        value_enum,
+        default_value_t = LogTo::Both,
+        env = "SHALE_WORKER_LOG_TO"
+    )]
+    log_to: LogTo,
+}
+
+/// Where `shale worker` writes its LOG lines (`--log_to`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogTo {
+    /// The LOG file only (`--log`).
+    File,
+    /// Standard error only: no file is written.
+    Stderr,
+    /// The LOG file and standard error. The default: a service manager
+    /// collects stderr (journald, `kubectl logs`), while the file under the
+    /// root outlives the process and its container.
+    Both,
+}
+
+/// The LOG's writer: each line goes whole to the file, stderr or both.
+/// [`InfoLog`] flushes after each line, so a line is written to each with
+/// one call and lines of other writers to stderr cannot split it.
+struct LogSink {
+    file: Option<std::fs::File>,
+    stderr: bool,
+    line: Vec<u8>,
+}
+
+impl Write for LogSink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.line.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let line = std::mem::take(&mut self.line);
+        // A closed stderr must not stop the file's lines, nor the reverse.
+        let to_stderr = if self.stderr {
+            std::io::stderr().lock().write_all(&line)
+        } else {
+            Ok(())
+        };
+        let to_file = match &mut self.file {
+            Some(file) => file.write_all(&line),
+            None => Ok(()),
+        };
+        to_file.and(to_stderr)
+    }
 }
 
 fn usage(message: impl Into<String>) -> CliError {
@@ -121,15 +254,20 @@ fn usage(message: impl Into<String>) -> CliError {
 /// once the worker exists.
 type Abandon = Arc<OnceLock<Box<dyn Fn(i32) + Send + Sync>>>;
 
-/// Blocks SIGTERM and SIGINT in this thread and in every thread started
-/// after it, and waits for them with `sigwait` on a thread of its own: the
-/// first one fires the returned receiver (drain), the second runs the
+/// What SIGHUP does (reload the token file): set once the worker exists;
+/// a SIGHUP before that is ignored.
+type Reload = Arc<OnceLock<Box<dyn Fn() + Send + Sync>>>;
+
+/// Blocks SIGTERM, SIGINT and SIGHUP in this thread and in every thread
+/// started after it, and waits for them with `sigwait` on a thread of its
+/// own: SIGHUP runs the reload action, if set, each time; the first SIGTERM
+/// or SIGINT fires the returned receiver (drain), the second runs the
 /// abandon action, if set, and exits the process at once with status
 /// 128 + the signal's number. Blocking rather than a handler: the OpenCL
 /// runtime (PoCL) installs handlers of its own that end the process, and a
 /// blocked signal reaches no handler at all.
 /// Must run before any other thread is started.
-fn wait_for_termination() -> std::io::Result<(tokio::sync::oneshot::Receiver<()>, Abandon)> {
+fn wait_for_signals() -> std::io::Result<(tokio::sync::oneshot::Receiver<()>, Abandon, Reload)> {
     // SAFETY: a zeroed sigset_t is valid storage; sigemptyset initialises
     // it and sigaddset only adds valid signal numbers to it.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -137,6 +275,7 @@ fn wait_for_termination() -> std::io::Result<(tokio::sync::oneshot::Receiver<()>
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGHUP);
     }
     // SAFETY: `set` is initialised; the old mask is not asked for.
     let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
@@ -145,25 +284,54 @@ fn wait_for_termination() -> std::io::Result<(tokio::sync::oneshot::Receiver<()>
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
     let abandon: Abandon = Arc::new(OnceLock::new());
-    let on_second = abandon.clone();
+    let reload: Reload = Arc::new(OnceLock::new());
+    let (on_second, on_hangup) = (abandon.clone(), reload.clone());
     std::thread::Builder::new()
         .name("shale-signals".into())
         .spawn(move || {
-            let mut signal = 0;
-            // SAFETY: `set` is initialised; sigwait writes `signal`.
-            unsafe { libc::sigwait(&set, &mut signal) };
-            let _ = tx.send(());
-            // SAFETY: as above.
-            unsafe { libc::sigwait(&set, &mut signal) };
-            if let Some(abandon) = on_second.get() {
-                abandon(signal);
+            let mut drain = Some(tx);
+            loop {
+                let mut signal = 0;
+                // SAFETY: `set` is initialised; sigwait writes `signal`.
+                if unsafe { libc::sigwait(&set, &mut signal) } != 0 {
+                    continue;
+                }
+                if signal == libc::SIGHUP {
+                    if let Some(reload) = on_hangup.get() {
+                        reload();
+                    }
+                    continue;
+                }
+                if let Some(tx) = drain.take() {
+                    let _ = tx.send(());
+                    continue;
+                }
+                if let Some(abandon) = on_second.get() {
+                    abandon(signal);
+                }
+                std::process::exit(128 + signal);
             }
-            std::process::exit(128 + signal);
         })?;
-    Ok((rx, abandon))
+    Ok((rx, abandon, reload))
 }
 
-/// Serves until SIGTERM or SIGINT.
+/// Reads and parses the token file.
+fn read_tokens(path: &std::path::Path) -> Result<Vec<ScopedToken>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    parse_token_file(&text)
+}
+
+/// How the LOG and stdout describe a list of tokens.
+fn describe_tokens(tokens: &[ScopedToken]) -> String {
+    let scoped = tokens.iter().any(|t| !t.patterns.is_empty());
+    match (tokens.len(), scoped) {
+        (0, _) => "no token".to_string(),
+        (n, true) => format!("{n} tokens, scoped"),
+        (n, false) => format!("{n} token{}", if n == 1 { "" } else { "s" }),
+    }
+}
+
+/// Serves until SIGTERM or SIGINT; SIGHUP reloads the token file.
 pub fn run(args: &WorkerArgs) -> CliResult {
     if args.executor == REMOTE {
         return Err(usage("a worker cannot run its jobs on the remote executor"));
@@ -194,10 +362,7 @@ pub fn run(args: &WorkerArgs) -> CliResult {
     }
     let tokens = match &args.token_file {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| usage(format!("token file {}: {e}", path.display())))?;
-            parse_token_file(&text)
-                .map_err(|e| usage(format!("token file {}: {e}", path.display())))?
+            read_tokens(path).map_err(|e| usage(format!("token file {}: {e}", path.display())))?
         }
         None => Vec::new(),
     };
@@ -212,7 +377,7 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         _ => None,
     };
     // Before the executor and the runtime start their threads.
-    let (terminated, abandon) = wait_for_termination()?;
+    let (terminated, abandon, reload) = wait_for_signals()?;
     let mut options = Options::default();
     if let Some(n) = args.compaction_threads {
         options.compaction_threads = n;
@@ -224,16 +389,25 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         .log
         .clone()
         .unwrap_or_else(|| args.root.join("shale-worker.LOG"));
-    let log_file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| CliError::Failed(format!("LOG {}: {e}", log_path.display())))?;
-    let info_log = InfoLog::from_writer(Box::new(log_file));
+    let log_file = match args.log_to {
+        LogTo::Stderr => None,
+        LogTo::File | LogTo::Both => Some(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .map_err(|e| CliError::Failed(format!("LOG {}: {e}", log_path.display())))?,
+        ),
+    };
+    let info_log = InfoLog::from_writer(Box::new(LogSink {
+        file: log_file,
+        stderr: args.log_to != LogTo::File,
+        line: Vec::new(),
+    }));
 
     let mut config = WorkerConfig::new(&args.root, executor);
-    let scoped = tokens.iter().any(|t| !t.patterns.is_empty());
     let token_count = tokens.len();
+    let tokens_described = describe_tokens(&tokens);
     config.scoped_tokens = tokens;
     if let Some(s) = args.job_timeout_s {
         config.job_timeout = Duration::from_secs(s);
@@ -274,11 +448,7 @@ pub fn run(args: &WorkerArgs) -> CliResult {
         args.root.display(),
         config.executor.name(),
         config.max_jobs,
-        match (token_count, scoped) {
-            (0, _) => "no token".to_string(),
-            (n, true) => format!("{n} tokens, scoped"),
-            (n, false) => format!("{n} token{}", if n == 1 { "" } else { "s" }),
-        },
+        tokens_described,
         if tls.is_some() { "TLS" } else { "plain HTTP/2" }
     );
     let worker = Worker::new(config).map_err(|e| usage(e.to_string()))?;
@@ -289,6 +459,32 @@ pub fn run(args: &WorkerArgs) -> CliResult {
             info_log.log(format_args!(
                 "Second signal ({signal}) during the drain: running jobs cancelled, {removed} staged sessions removed; exiting now"
             ));
+        }));
+    }
+    {
+        let (worker, info_log) = (worker.clone(), info_log.clone());
+        let token_file = args.token_file.clone();
+        let _ = reload.set(Box::new(move || {
+            let Some(path) = &token_file else {
+                info_log.log(format_args!(
+                    "SIGHUP: no --token_file to reload; the worker goes on without tokens"
+                ));
+                return;
+            };
+            let outcome = read_tokens(path).and_then(|tokens| {
+                let described = describe_tokens(&tokens);
+                worker.replace_tokens(tokens).map(|_| described)
+            });
+            match outcome {
+                Ok(described) => info_log.log(format_args!(
+                    "SIGHUP: token file {} reloaded: {described}; calls from now on are checked against them",
+                    path.display()
+                )),
+                Err(e) => info_log.log(format_args!(
+                    "SIGHUP: token file {} not reloaded ({e}); the tokens in use stay",
+                    path.display()
+                )),
+            }
         }));
     }
 

@@ -17,9 +17,13 @@
 //! (near-data and keys-only) are authorised against the same scope, when the
 //! job names its database, before any file is opened. Tokens are compared
 //! in constant time; which token matched is not revealed to the caller.
+//!
+//! A serving worker holds its tokens in a [`TokenSet`], which the operator
+//! may replace while it serves (`shale worker` does on SIGHUP): each call
+//! is checked against the set current when it arrives.
 
 use std::path::{Component, Path};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use subtle::ConstantTimeEq;
 
@@ -38,6 +42,37 @@ impl std::fmt::Debug for ScopedToken {
             .field("token", &"<set>")
             .field("patterns", &self.patterns)
             .finish()
+    }
+}
+
+/// The tokens a serving worker accepts now, replaceable while it serves.
+/// Empty: the worker authenticates nobody and every call may compact any
+/// database under the root.
+#[derive(Debug, Default)]
+pub struct TokenSet {
+    current: RwLock<Arc<[ScopedToken]>>,
+}
+
+impl TokenSet {
+    /// A set holding `tokens`.
+    pub fn new(tokens: Vec<ScopedToken>) -> TokenSet {
+        TokenSet {
+            current: RwLock::new(Arc::from(tokens)),
+        }
+    }
+
+    /// The tokens as of now (a call keeps the list it was checked against).
+    pub fn current(&self) -> Arc<[ScopedToken]> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the tokens: calls that arrive from now on are checked
+    /// against `tokens`; calls already admitted keep their scope.
+    pub fn replace(&self, tokens: Vec<ScopedToken>) {
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::from(tokens);
     }
 }
 
@@ -215,5 +250,18 @@ mod tests {
         assert!(parse_token_file("t ../x").unwrap_err().contains(".."));
         assert!(parse_token_file("t /abs").unwrap_err().contains("relative"));
         assert!(parse_token_file("t a\nt b").unwrap_err().contains("twice"));
+    }
+
+    #[test]
+    fn a_token_set_checks_against_what_it_holds_now() {
+        let set = TokenSet::new(parse_token_file("old\n").unwrap());
+        assert!(authenticate(&set.current(), b"old").is_some());
+        let before = set.current();
+        set.replace(parse_token_file("new db/*\n").unwrap());
+        assert!(authenticate(&set.current(), b"old").is_none());
+        let new = authenticate(&set.current(), b"new").unwrap();
+        assert!(new.allows(Path::new("db/x")) && !new.allows(Path::new("other")));
+        // A list taken before the swap is unchanged.
+        assert!(authenticate(&before, b"old").is_some());
     }
 }

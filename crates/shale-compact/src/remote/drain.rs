@@ -195,6 +195,64 @@ mod tests {
         })
     }
 
+    /// `GET path` on the metrics port: the whole answer, head and body.
+    fn http_get(at: std::net::SocketAddr, path: &str) -> String {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(at).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {at}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    #[test]
+    fn the_metrics_port_serves_metrics_and_health_and_nothing_else() {
+        let root = tempfile::tempdir().unwrap();
+        let worker = LocalWorker::start(WorkerConfig::new(
+            root.path(),
+            Arc::new(Gate {
+                started: Mutex::new(mpsc::channel().0),
+                release: Mutex::new(mpsc::channel().1),
+            }),
+        ))
+        .unwrap();
+        let at = worker.metrics_address();
+        let metrics = http_get(at, "/metrics");
+        assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
+        assert!(
+            metrics.contains("content-type: text/plain; version=0.0.4"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("# TYPE shale_worker_running_jobs gauge"),
+            "{metrics}"
+        );
+        let health = http_get(at, "/healthz");
+        assert!(health.starts_with("HTTP/1.1 200 OK\r\n"), "{health}");
+        assert!(health.ends_with("\r\n\r\nok\n"), "{health}");
+        for path in ["/", "/metrics/x", "/favicon.ico"] {
+            let answer = http_get(at, path);
+            assert!(answer.starts_with("HTTP/1.1 404 "), "{path}: {answer}");
+        }
+        // An HTTP/1.0 scraper (no Host, no keep-alive) is answered too.
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(at).unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut old = String::new();
+        stream.read_to_string(&mut old).unwrap();
+        assert!(
+            old.contains(" 200 OK\r\n") && old.contains("shale_worker_running_jobs 0"),
+            "{old}"
+        );
+    }
+
     #[test]
     fn a_draining_worker_refuses_new_calls_and_finishes_the_running_job() {
         let root = tempfile::tempdir().unwrap();
@@ -221,6 +279,8 @@ mod tests {
             std::thread::spawn(move || compact(url, request))
         };
         started.recv_timeout(Duration::from_secs(30)).unwrap();
+        let healthz = http_get(worker.metrics_address(), "/healthz");
+        assert!(healthz.starts_with("HTTP/1.1 200 OK"), "{healthz}");
         worker.begin_drain();
 
         let client = runtime();
@@ -248,6 +308,14 @@ mod tests {
             }
         });
         assert_eq!(health, ServingStatus::NotServing as i32);
+        // The HTTP health check agrees (the intake closed before gRPC
+        // health turned NOT_SERVING).
+        let healthz = http_get(worker.metrics_address(), "/healthz");
+        assert!(
+            healthz.starts_with("HTTP/1.1 503 Service Unavailable")
+                && healthz.ends_with("draining\n"),
+            "{healthz}"
+        );
         let mut worker_client = client
             .block_on(CompactionWorkerClient::connect(url.clone()))
             .unwrap();

@@ -2,10 +2,22 @@
 //! read and staged, refusals by reason, what staging holds, and job
 //! latency, in Prometheus' text format (prometheus-client), served over
 //! plain HTTP on a port of its own (`--metrics_listen`) so that a scraper
-//! needs neither gRPC nor the token.
+//! needs neither gRPC nor the token. The same port answers `/healthz`
+//! (200 `ok` while the worker takes calls, 503 `draining` once it stops),
+//! for a probe or load balancer that speaks HTTP rather than gRPC.
 
+use std::convert::Infallible;
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -13,7 +25,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::staging::Staging;
 
@@ -174,34 +185,90 @@ impl Metrics {
     }
 }
 
-/// Serves `GET /metrics` (any path, in fact) on `listener` until the
-/// returned future is dropped: one short HTTP/1.0 answer per connection.
+/// Whether the worker takes calls now (`/healthz`).
+pub type Serving = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// How long a client may take to send a request's head.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest a connection to the metrics port stays open.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The Prometheus text format's content type.
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The answer to one request: `/metrics`, `/healthz`, or 404.
+fn answer(
+    request: &Request<Incoming>,
+    metrics: &Metrics,
+    staging: &Staging,
+    serving: &Serving,
+) -> Response<Full<Bytes>> {
+    let reply = |status: StatusCode, content_type: &'static str, body: String| {
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = status;
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        response
+    };
+    let text = "text/plain; charset=utf-8";
+    let path = request.uri().path();
+    if !matches!(path, "/metrics" | "/healthz") {
+        return reply(
+            StatusCode::NOT_FOUND,
+            text,
+            "not found: this port serves /metrics and /healthz\n".into(),
+        );
+    }
+    if !matches!(*request.method(), Method::GET | Method::HEAD) {
+        let mut response = reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            text,
+            "only GET and HEAD\n".into(),
+        );
+        response
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    if path == "/metrics" {
+        reply(StatusCode::OK, PROMETHEUS_TEXT, metrics.render(staging))
+    } else if serving() {
+        reply(StatusCode::OK, text, "ok\n".into())
+    } else {
+        reply(StatusCode::SERVICE_UNAVAILABLE, text, "draining\n".into())
+    }
+}
+
+/// Serves HTTP/1 on `listener` until the returned future is dropped:
+/// `GET /metrics` (Prometheus text), `GET /healthz` (200 `ok` while
+/// `serving` says so, else 503 `draining`); any other path gets 404.
 pub async fn serve_metrics(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
     staging: Arc<Staging>,
+    serving: Serving,
 ) {
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let (metrics, staging) = (metrics.clone(), staging.clone());
-        tokio::spawn(async move {
-            // Read the request head (bounded), then answer and close.
-            let mut head = [0u8; 4096];
-            let read =
-                tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut head))
-                    .await;
-            if !matches!(read, Ok(Ok(n)) if n > 0) {
-                return;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            // Out of descriptors, say: wait rather than spin.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
             }
-            let body = metrics.render(&staging);
-            let answer = format!(
-                "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(answer.as_bytes()).await;
-            let _ = stream.shutdown().await;
+        };
+        let (metrics, staging, serving) = (metrics.clone(), staging.clone(), serving.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |request: Request<Incoming>| {
+                let response = answer(&request, &metrics, &staging, &serving);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection).await;
         });
     }
 }

@@ -1,6 +1,7 @@
 //! Serving a [`Worker`] until shutdown: TLS (mutual TLS as an option), the
 //! token check that puts each call's [`Scope`] on it, the standard gRPC
-//! health service, the reaper of staged sessions, the metrics port, and
+//! health service, the reaper of staged sessions, the metrics port
+//! (`/metrics` and `/healthz`), and
 //! the end: drained ([`super::drain`]) or at once. [`LocalWorker`] runs all
 //! that on a thread of its own.
 
@@ -13,9 +14,9 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Status};
 
-use super::auth::{authenticate, ScopedToken};
+use super::auth::authenticate;
 use super::drain::{drain, StopRequest};
-use super::metrics::serve_metrics;
+use super::metrics::{serve_metrics, Serving};
 use super::proto::compaction_worker_server::CompactionWorkerServer;
 use super::server::Worker;
 use super::state::WorkerConfig;
@@ -72,11 +73,13 @@ pub async fn serve(
 ) -> std::result::Result<(), String> {
     let inner = worker.inner.clone();
     let max_message = inner.config.max_message_bytes;
-    let tokens: Arc<[ScopedToken]> = Arc::from(inner.config.tokens());
     let service = CompactionWorkerServer::new(worker.clone())
         .max_decoding_message_size(max_message)
         .max_encoding_message_size(max_message);
+    let checker = inner.clone();
     let service = InterceptedService::new(service, move |mut request: Request<()>| {
+        // The tokens as of this call: SIGHUP may have replaced them.
+        let tokens = checker.tokens.current();
         if tokens.is_empty() {
             return Ok(request);
         }
@@ -130,10 +133,15 @@ pub async fn serve(
         })
     };
     let scraper = metrics.map(|listener| {
+        let serving = {
+            let inner = inner.clone();
+            Arc::new(move || inner.intake.is_open()) as Serving
+        };
         tokio::spawn(serve_metrics(
             listener,
             inner.metrics.clone(),
             inner.staging.clone(),
+            serving,
         ))
     });
     let stopped = Arc::new(tokio::sync::Notify::new());
@@ -207,6 +215,7 @@ pub async fn serve(
 pub struct LocalWorker {
     address: SocketAddr,
     metrics_address: SocketAddr,
+    worker: Worker,
     stop: Option<tokio::sync::oneshot::Sender<StopRequest>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -233,15 +242,17 @@ impl LocalWorker {
         let address = listener.local_addr()?;
         let metrics_address = metrics.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<StopRequest>();
+        let serving = worker.clone();
         let thread = std::thread::Builder::new()
             .name("shale-worker".into())
             .spawn(move || {
                 let shutdown = async { stopped.await.unwrap_or(StopRequest::Now) };
-                let _ = runtime.block_on(serve(worker, listener, tls, Some(metrics), shutdown));
+                let _ = runtime.block_on(serve(serving, listener, tls, Some(metrics), shutdown));
             })?;
         Ok(LocalWorker {
             address,
             metrics_address,
+            worker,
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -255,6 +266,11 @@ impl LocalWorker {
     /// The address its metrics are served on (plain HTTP).
     pub fn metrics_address(&self) -> SocketAddr {
         self.metrics_address
+    }
+
+    /// The worker it serves (to replace its tokens, say).
+    pub fn worker(&self) -> &Worker {
+        &self.worker
     }
 
     /// `http://ADDRESS`, for `remote_workers`.

@@ -18,7 +18,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::admission::{admit, Admitted};
-use super::auth::Scope;
+use super::auth::{Scope, ScopedToken, TokenSet};
 use super::fs::Root;
 use super::keys::{data_side, Conversation, KEYS_ONLY};
 use super::metrics::Metrics;
@@ -76,8 +76,10 @@ impl Worker {
             ));
             metrics.staging_removed("sweep", swept as u64);
         }
+        let tokens = TokenSet::new(config.tokens());
         Ok(Worker {
             inner: Arc::new(WorkerInner {
+                tokens,
                 config,
                 root,
                 slots,
@@ -91,6 +93,28 @@ impl Worker {
     /// The worker's metrics, as a scrape sees them.
     pub fn metrics_text(&self) -> String {
         self.inner.metrics.render(&self.inner.staging)
+    }
+
+    /// Replaces the scoped tokens while the worker serves (the config's
+    /// single `token`, if any, stays): calls that arrive from now on are
+    /// checked against the new list, and the ones running keep their
+    /// scope. Refuses, keeping the tokens as they are, to leave a worker
+    /// that checks tokens without any (which would let every call in).
+    /// Returns how many tokens the worker now accepts.
+    pub fn replace_tokens(&self, scoped: Vec<ScopedToken>) -> std::result::Result<usize, String> {
+        let mut tokens = scoped;
+        if let Some(token) = &self.inner.config.token {
+            tokens.push(ScopedToken {
+                token: token.clone(),
+                patterns: Vec::new(),
+            });
+        }
+        if tokens.is_empty() {
+            return Err("no token: a worker cannot be left open to every call".to_string());
+        }
+        let count = tokens.len();
+        self.inner.tokens.replace(tokens);
+        Ok(count)
     }
 
     fn log(&self, line: String) {

@@ -15,7 +15,7 @@ use shale_format::Error;
 use tokio::sync::Semaphore;
 use tonic::Status;
 
-use super::auth::ScopedToken;
+use super::auth::{ScopedToken, TokenSet};
 use super::fs::Root;
 use super::metrics::Metrics;
 use super::staging::{Staging, StagingLimits};
@@ -102,7 +102,7 @@ impl WorkerConfig {
         }
     }
 
-    /// Every token the worker accepts, with its scope.
+    /// Every token the worker accepts at start, with its scope.
     pub(crate) fn tokens(&self) -> Vec<ScopedToken> {
         let mut tokens = self.scoped_tokens.clone();
         if let Some(token) = &self.token {
@@ -122,6 +122,9 @@ pub(crate) struct WorkerInner {
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) staging: Arc<Staging>,
     pub(crate) metrics: Arc<Metrics>,
+    /// The tokens calls are checked against: the config's at start,
+    /// replaced by [`super::server::Worker::replace_tokens`].
+    pub(crate) tokens: TokenSet,
     /// Closed when the worker begins to stop: new calls are refused.
     pub(crate) intake: Intake,
 }
@@ -145,6 +148,11 @@ pub(crate) struct Intake {
 }
 
 impl Intake {
+    /// Whether new calls are taken (not yet stopping).
+    pub(crate) fn is_open(&self) -> bool {
+        !self.closed.load(Ordering::SeqCst)
+    }
+
     /// From now on every new call is refused.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
