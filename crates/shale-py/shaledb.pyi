@@ -65,6 +65,8 @@ class _LevelStats(TypedDict):
 
 class _ExecutorStats(TypedDict):
     jobs: int
+    failures: int
+    panics: int
     bytes_read: int
     bytes_written: int
     entries_in: int
