@@ -13,6 +13,7 @@ use crate::memtable::MemTable;
 /// Applies a whole batch to the memtable, assigning consecutive sequence
 /// numbers from the batch's. The batch is checked completely first so a
 /// damaged batch is never half applied.
+#[inline]
 pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<()> {
     // Two passes rather than collecting the records: no allocation per write.
     for op in batch.iter() {
@@ -31,6 +32,7 @@ pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch) -> Result<()> {
 /// [`insert_into`], with a panic in it made the write's error: a writer
 /// that panicked while leading would leave the lead taken and every later
 /// writer waiting.
+#[inline]
 pub(super) fn insert_caught(mem: &MemTable, batch: &WriteBatch) -> Result<()> {
     catch_unwind(AssertUnwindSafe(|| insert_into(mem, batch)))
         .unwrap_or_else(|panic| Err(Error::panicked("a memtable insert", &*panic)))

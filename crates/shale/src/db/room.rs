@@ -36,6 +36,7 @@ impl DbInner {
     /// error, L0 under the slowdown trigger, the memtable not full.
     /// `make_room_for_write` returns at once, without a switch, exactly
     /// when this holds.
+    #[inline]
     pub(super) fn has_room_now(&self, state: &State) -> bool {
         state.bg_error.is_none()
             && state.current.num_files(0) < self.options.l0_slowdown_writes_trigger

@@ -52,6 +52,7 @@ impl WriteQueue {
     /// (the records may reach the WAL, and no later write may share their
     /// numbers). Returns the first and the last number; the last is the
     /// first minus one when the batches hold no entries.
+    #[inline]
     pub(super) fn allocate<'b>(
         &mut self,
         published: SequenceNumber,
@@ -99,6 +100,7 @@ pub(super) struct GroupInsert<'a> {
 
 impl GroupInsert<'_> {
     /// Claims and inserts batches until none is left.
+    #[inline]
     pub(super) fn help(&self) {
         loop {
             let claimed = self.next.fetch_add(1, Ordering::Relaxed);
@@ -161,6 +163,7 @@ pub(super) const SLOW_YIELDS: u32 = 3;
 /// Whether a writer queued behind `waiting` others stays awake: the
 /// machine has a core for each of them, this writer and the leader, and
 /// one more for the compaction (two cores are never enough).
+#[inline]
 pub(super) fn stays_awake(waiting: usize, options: &Options) -> bool {
     pub(super) static CORES: OnceLock<usize> = OnceLock::new();
     let cores = *CORES.get_or_init(crate::options::available_cores);
@@ -181,6 +184,7 @@ impl Patience {
     /// The patience of a writer that queues behind `waiting` others (the
     /// leader among them, or leading a group already): awake where
     /// [`stays_awake`] says so, else as [`LONE_WRITER_YIELDS`] says.
+    #[inline]
     pub(super) fn for_queue(waiting: usize, options: &Options) -> Patience {
         if stays_awake(waiting, options) {
             Patience::StayAwake {
@@ -197,6 +201,7 @@ impl Patience {
     /// Yields as this patience allows; false when the writer should sleep
     /// now. `state`: the yields so far and the slow ones among them, and
     /// when the first began.
+    #[inline]
     pub(super) fn yield_once(self, state: &mut (u32, u32, Option<Instant>)) -> bool {
         let (yields, slow_yields, since) = state;
         match self {
@@ -225,6 +230,7 @@ impl Patience {
 
 /// Spins, yields as `patience` allows, then parks until `ready` returns
 /// `Some`; whoever makes it so unparks this thread afterwards.
+#[inline]
 pub(super) fn wait_for<T>(patience: Patience, mut ready: impl FnMut() -> Option<T>) -> T {
     for _ in 0..SPINS {
         if let Some(value) = ready() {
@@ -253,6 +259,7 @@ pub(super) fn wait_for<T>(patience: Patience, mut ready: impl FnMut() -> Option<
 
 impl WriterSlot {
     /// Waits until the slot leaves `WAITING`; returns the new status.
+    #[inline]
     pub(super) fn wait(&self, patience: Patience) -> u8 {
         wait_for(patience, || {
             let status = self.status.load(Ordering::Acquire);
@@ -285,6 +292,7 @@ impl WriterSlot {
 
     /// Offers the group's insert (see [`WriterSlot::help`]); the writer is
     /// not woken for it.
+    #[inline]
     pub(super) fn offer(&self, insert: *const GroupInsert<'_>) {
         self.insert
             .store(insert as *mut GroupInsert<'static>, Ordering::Relaxed);
@@ -299,6 +307,7 @@ impl WriterSlot {
     /// park their leader about 40,000 times per 2M writes (61 % of their
     /// context switches; a quarter fewer switches with this patience,
     /// `docs/benchmarks.md`, "Writers on 16 cores, tenth pass").
+    #[inline]
     pub(super) fn withdraw(&self, patience: Patience) {
         if self
             .status
@@ -313,12 +322,14 @@ impl WriterSlot {
     }
 
     /// Moves the slot out of `WAITING` and wakes its writer.
+    #[inline]
     pub(super) fn set(&self, status: u8) {
         self.status.store(status, Ordering::Release);
         self.thread.unpark();
     }
 
     /// Hands the writer its result.
+    #[inline]
     pub(super) fn finish(&self, result: &Result<()>) {
         if let Err(err) = result {
             *self.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(err.clone());
@@ -327,6 +338,7 @@ impl WriterSlot {
     }
 
     /// The result a leader handed over.
+    #[inline]
     pub(super) fn result(&self) -> Result<()> {
         match self
             .error
@@ -359,6 +371,7 @@ pub(super) const MAX_GROUP_BYTES: usize = 1 << 20;
 /// leader, then the writers behind it up to the size limit, stopping before
 /// a sync write when the leader does not sync (its caller did not ask to
 /// wait for a sync) and before a memtable switch. Returns whether to sync.
+#[inline]
 pub(super) fn take_group(queue: &mut WriteQueue, group: &mut Vec<QueuedWrite>) -> bool {
     let Some(leader) = queue.writers.pop_front() else {
         return false;
