@@ -6,7 +6,7 @@
 //! releases with `leveldb_free` (or `free`). The engine already reads the
 //! value into a `Vec<u8>` of its own; with this allocator that vector's
 //! buffer *is* a `malloc`ed block, so `leveldb_get` hands it over as it is
-//! ([`crate::status::into_malloced`]) instead of copying it into a second
+//! (`crate::status::into_malloced`) instead of copying it into a second
 //! buffer and freeing the first, which is the one copy LevelDB's own C
 //! wrapper makes (`CopyString` in `db/c.cc`, from a `std::string`).
 //!

@@ -22,14 +22,14 @@
 //! on slice k, and a writing thread writes and syncs the files of slice k-1.
 //! Within a slice, uploads and read-backs run on a transfer queue beside
 //! the compute queue (see `session.rs`). Each stage's busy time goes into
-//! the job's [`PhaseStats::stage_busy_secs`]; their sum above the wall time
+//! the job's `PhaseStats::stage_busy_secs`; their sum above the wall time
 //! is work the pipeline overlapped.
 //!
 //! **A failure never loses a compaction**: any device error (a build
 //! failure, an allocation past the limits, a kernel that reports bad input,
 //! an OpenCL error) makes the same job run on the CPU executor, with the
 //! reason recorded in [`OpenClStats`]. Files of finished slices may already
-//! be written then: they are discarded ([`JobIo::discard_output`]) before
+//! be written then: they are discarded (`JobIo::discard_output`) before
 //! the CPU run, which allocates new file numbers. A failure in the first
 //! slice (where bad input and injected failures show) leaves nothing
 //! behind.

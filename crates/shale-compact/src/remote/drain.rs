@@ -3,7 +3,7 @@
 //! health, served beside it, says `NOT_SERVING`), lets the jobs in flight
 //! run to their end and their engines adopt what they staged, for at most
 //! the drain timeout, and only then cancels what still runs and removes
-//! what is still staged ([`super::serve`] does that part). Asked to stop
+//! what is still staged ([`super::serve()`] does that part). Asked to stop
 //! now, it skips the wait: running jobs are cancelled at once.
 
 use std::time::{Duration, Instant};

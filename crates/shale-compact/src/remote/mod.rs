@@ -13,11 +13,11 @@
 //! tables are byte-identical to `streaming`'s.
 //!
 //! - [`server`]: the worker's RPC surface (the service, a job's run).
-//! - [`serve`]: serving it until shutdown (TLS, tokens, health, the
+//! - [`serve`](mod@serve): serving it until shutdown (TLS, tokens, health, the
 //!   reaper, metrics).
 //! - [`drain`]: the graceful end (SIGTERM): no new jobs, the running ones
 //!   finish, at most the drain timeout.
-//! - [`admission`]: what a request must pass before its job runs.
+//! - `admission`: what a request must pass before its job runs.
 //! - [`staging`]: the staged sessions, their owners, deadlines and quotas.
 //! - [`fs`]: file access confined by descriptor beneath the root.
 //! - [`auth`]: tokens and the databases each may compact.

@@ -1,5 +1,5 @@
 //! Serving a [`Worker`] until shutdown: TLS (mutual TLS as an option), the
-//! token check that puts each call's [`Scope`] on it, the standard gRPC
+//! token check that puts each call's `Scope` on it, the standard gRPC
 //! health service, the reaper of staged sessions, the metrics port
 //! (`/metrics` and `/healthz`), and
 //! the end: drained ([`super::drain`]) or at once. [`LocalWorker`] runs all
@@ -63,7 +63,7 @@ fn without_nagle(
 /// may finish and their engines adopt their outputs, for at most the
 /// config's `drain_timeout`. Then whatever still runs is cancelled and
 /// every staged session is removed (their engines fall back to a local
-/// executor), and connections get [`CLOSE_GRACE`] to close.
+/// executor), and connections get `CLOSE_GRACE` to close.
 pub async fn serve(
     worker: Worker,
     listener: tokio::net::TcpListener,

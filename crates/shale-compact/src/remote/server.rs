@@ -1,8 +1,8 @@
 //! The worker's RPC surface: the `CompactionWorker` service and how a job
 //! runs through it. What a request must pass before its job runs is
-//! [`super::admission`]; where a job writes and how long its outputs may
+//! `super::admission`; where a job writes and how long its outputs may
 //! stay is [`super::staging`]; every file is reached through [`super::fs`];
-//! serving it until shutdown is [`super::serve`].
+//! serving it until shutdown is [`super::serve()`].
 //!
 //! Every job has a deadline (`job_timeout`); a keys-only stream silent for
 //! `stream_idle_timeout` is cancelled; a client that goes away cancels its

@@ -334,7 +334,7 @@ impl Staging {
         }
     }
 
-    /// A starting worker's sweep: under `root` (to [`SWEEP_DEPTH`]
+    /// A starting worker's sweep: under `root` (to `SWEEP_DEPTH`
     /// directories deep, no symlink followed), every `staging/<session>`
     /// older than the adoption timeout goes. Younger ones may belong to an
     /// engine adopting them now and are left for it (an engine removes its

@@ -23,7 +23,7 @@
 //!
 //! * [`Service::next`] blocks a compaction thread until there may be work
 //!   and hands it a job from the end of a queue its lane has earned;
-//!   [`Service::start_manual`] reserves and takes a manual compaction's plan
+//!   [`Service::plan_manual`] reserves and takes a manual compaction's plan
 //!   for its caller.
 //! * [`Service::place`] decides where a job runs, once: the executor chain
 //!   (`scheduler::placement`), with the remote lane's worker and the

@@ -130,7 +130,7 @@ impl std::fmt::Debug for MappedLog {
 impl MappedLog {
     /// Creates (or truncates) `path` and reserves its first stretch:
     /// `expected_len` bytes (the log of a memtable of that size) and a
-    /// tenth more, between 64 KiB and [`MAX_RESERVE_BYTES`], as RocksDB
+    /// tenth more, between 64 KiB and `MAX_RESERVE_BYTES`, as RocksDB
     /// preallocates its WAL. The log of a full memtable is then reserved
     /// and mapped once, when the memtable is switched, instead of a
     /// reservation and a new mapping every stretch of its life: with 1 MiB
