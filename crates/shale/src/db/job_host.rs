@@ -45,23 +45,16 @@ impl JobHost for DbInner {
         ran: Option<(&CompactionOutput, &dyn OutputIo)>,
     ) -> Result<String> {
         let Some((output, io)) = ran else {
-            return self.apply_compaction_edit(trivial_move_edit(plan));
+            return self.apply_compaction_edit(trivial_move_edit(plan), &[]);
         };
         crate::kill_point::maybe_kill(crate::kill_point::COMPACTION_OUTPUT_WRITTEN_BEFORE_INSTALL);
-        let installed = self.apply_compaction_edit(compaction_edit(plan, output));
-        // Installed, the outputs are the version's to keep.
-        io.release(false);
-        if installed.is_err() {
-            // The MANIFEST record that names the outputs may have been
-            // written: they stay while the database is in error; a resume
-            // (once a new MANIFEST is current) or the next open deletes
-            // them.
-            let mut state = self.lock_state();
-            for table in &output.outputs {
-                state.pending_outputs.insert(table.number);
-                state.resume.unrecorded_tables.push(table.number);
-            }
+        let outputs: Vec<u64> = output.outputs.iter().map(|t| t.number).collect();
+        let installed = self.apply_compaction_edit(compaction_edit(plan, output), &outputs);
+        if installed.is_ok() {
+            // Installed, the outputs are the version's to keep.
+            io.release(false);
         }
+        // Not installed, they stay pending (`apply_compaction_edit`).
         installed
     }
 
@@ -136,10 +129,28 @@ impl DbInner {
     /// Logs and applies a compaction's edit and deletes the files it made
     /// obsolete (outside the version-set lock). Returns the new level
     /// summary.
-    fn apply_compaction_edit(&self, mut edit: VersionEdit) -> Result<String> {
+    ///
+    /// When the edit cannot be logged, its MANIFEST record may still be on
+    /// disk and name `outputs`: they stay pending while the database is in
+    /// error, and a resume (once a MANIFEST written whole since is current)
+    /// or the next open deletes them. They are recorded as such before the
+    /// version-set lock is released, so that a resume, which takes that
+    /// lock, cannot pass between the failure and the record and leave them
+    /// pending for good.
+    fn apply_compaction_edit(&self, mut edit: VersionEdit, outputs: &[u64]) -> Result<String> {
         let mut versions = self.lock_versions();
         let last_sequence = self.lock_state().last_sequence;
-        let version = versions.log_and_apply(&mut edit, last_sequence)?;
+        let version = match versions.log_and_apply(&mut edit, last_sequence) {
+            Ok(version) => version,
+            Err(err) => {
+                let mut state = self.lock_state();
+                for &number in outputs {
+                    state.pending_outputs.insert(number);
+                    state.resume.unrecorded_tables.push(number);
+                }
+                return Err(err);
+            }
+        };
         let summary = version.level_summary();
         self.install_version(&mut self.lock_state(), version);
         self.delete_obsolete_files(versions);
