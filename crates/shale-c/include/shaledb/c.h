@@ -69,9 +69,11 @@ void shaledb_compact_range(leveldb_t *db,
 char *shaledb_statistics_text(leveldb_t *db);
 
 /*
- Statistics as one JSON object (layout in docs/c-api.md): per level its
- files, bytes and compaction work; write stalls; per executor its jobs and
- phase times; the scheduler's counts and fallbacks. A `malloc`ed string
+ Statistics as one JSON object: the engine's one schema (`shale::stats`,
+ layout in docs/c-api.md, the same document as `shale stats --json` and
+ Python's `DB.stats()`): per level its files, bytes and compaction work;
+ per executor its jobs and phase times; fallbacks; the scheduler's
+ counts; write stalls. Times in seconds. A `malloc`ed string
  (free with `leveldb_free`); NULL for a NULL database.
  */
 char *shaledb_statistics_json(leveldb_t *db);
