@@ -284,6 +284,14 @@ impl JobInFlight {
         let worker = WorkerProcess::start(root.path(), &args);
         let db = root.path().join("db");
         make_db(&db, 60_000);
+        // Settled as a read-write open leaves it (its own compactions
+        // done), so that `shale compact` has one job: the one in flight on
+        // the worker. (`shale scan` used to do this as a side effect; it
+        // opens the database read-only now.)
+        {
+            let settled = DB::open(&db, Options::default()).unwrap();
+            settled.wait_for_compactions().unwrap();
+        }
         let before = shale(&["scan", "--db", db.to_str().unwrap()]);
         assert!(before.status.success());
         let compactor = {
