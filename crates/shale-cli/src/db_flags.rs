@@ -13,6 +13,8 @@ use shale::Options;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::size::{parse_size, parse_size_or_negative, parse_size_usize, size_help};
+
 /// Block compression, as db_bench's `--compression`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Compression {
@@ -27,87 +29,122 @@ pub enum Compression {
 ///
 /// Numeric flags take a value starting with `-` (`--bloom_bits -1`), so that
 /// a negative size is refused with a message naming its flag rather than
-/// read as an unknown flag.
+/// read as an unknown flag. Size flags (`SIZE`) take bytes or a number with
+/// a unit (`64MiB`, `4K`, `1GB`: [`crate::size`]).
+///
+/// Every flag is hidden from a subcommand's short help (`-h`) and listed by
+/// its `--help`, under their own heading.
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Database options (db_bench flags)")]
 pub struct DbFlags {
-    /// Bytes buffered in the memtable before it is written to L0.
     #[arg(
+        help = size_help!(
+            "Bytes buffered in the memtable before it is written to L0 (default \
+             4MiB)."
+        ),
         long = "write_buffer_size",
-        value_name = "BYTES",
-        allow_negative_numbers = true
+        value_name = "SIZE",
+        allow_negative_numbers = true,
+        value_parser = parse_size_usize,
+        hide_short_help = true
     )]
     pub write_buffer_size: Option<usize>,
-    /// Compaction output files are cut at about this many bytes.
     #[arg(
+        help = size_help!("Compaction output files are cut at about this size (default 2MiB)."),
         long = "max_file_size",
-        value_name = "BYTES",
-        allow_negative_numbers = true
+        value_name = "SIZE",
+        allow_negative_numbers = true,
+        value_parser = parse_size,
+        hide_short_help = true
     )]
     pub max_file_size: Option<u64>,
-    /// Target size of a data block before compression.
     #[arg(
+        help = size_help!("Target size of a data block before compression (default 4KiB)."),
         long = "block_size",
-        value_name = "BYTES",
-        allow_negative_numbers = true
+        value_name = "SIZE",
+        allow_negative_numbers = true,
+        value_parser = parse_size_usize,
+        hide_short_help = true
     )]
     pub block_size: Option<usize>,
     /// Entries between restart points in a data block.
     #[arg(
         long = "block_restart_interval",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub block_restart_interval: Option<usize>,
     /// Bloom filter bits per key; 0 or negative: no filter.
-    #[arg(long = "bloom_bits", value_name = "N", allow_negative_numbers = true)]
+    #[arg(
+        long = "bloom_bits",
+        value_name = "N",
+        allow_negative_numbers = true,
+        hide_short_help = true
+    )]
     pub bloom_bits: Option<i64>,
     /// Block compression.
-    #[arg(long = "compression", value_name = "KIND")]
+    #[arg(long = "compression", value_name = "KIND", hide_short_help = true)]
     pub compression: Option<Compression>,
-    /// Bytes of block cache; negative: the default.
     #[arg(
+        help = size_help!("Bytes of block cache (default 8MiB; negative: the default)."),
         long = "cache_size",
-        value_name = "BYTES",
-        allow_negative_numbers = true
+        value_name = "SIZE",
+        allow_negative_numbers = true,
+        value_parser = parse_size_or_negative,
+        hide_short_help = true
     )]
     pub cache_size: Option<i64>,
     /// Most table files kept open at once.
-    #[arg(long = "open_files", value_name = "N", allow_negative_numbers = true)]
+    #[arg(
+        long = "open_files",
+        value_name = "N",
+        allow_negative_numbers = true,
+        hide_short_help = true
+    )]
     pub open_files: Option<usize>,
     /// Number of L0 files that triggers a compaction.
     #[arg(
         long = "l0_compaction_trigger",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub l0_compaction_trigger: Option<usize>,
     /// Number of L0 files at which writes are slowed down.
     #[arg(
         long = "l0_slowdown_writes_trigger",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub l0_slowdown_writes_trigger: Option<usize>,
     /// Number of L0 files at which writes stop.
     #[arg(
         long = "l0_stop_writes_trigger",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub l0_stop_writes_trigger: Option<usize>,
-    /// Target size of L1 in bytes.
     #[arg(
+        help = size_help!(
+            "Target size of L1 (default 10MiB; each deeper level --level_multiplier \
+             times more)."
+        ),
         long = "max_bytes_for_level_base",
-        value_name = "BYTES",
-        allow_negative_numbers = true
+        value_name = "SIZE",
+        allow_negative_numbers = true,
+        value_parser = parse_size,
+        hide_short_help = true
     )]
     pub max_bytes_for_level_base: Option<u64>,
     /// Size ratio between adjacent levels.
     #[arg(
         long = "level_multiplier",
         value_name = "X",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub level_multiplier: Option<f64>,
     /// Threads running compactions (0: the scheduler's choice for the
@@ -115,17 +152,22 @@ pub struct DbFlags {
     #[arg(
         long = "max_background_compactions",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub max_background_compactions: Option<usize>,
     /// Compaction executor, by name: auto (the default: chosen per job by
     /// the scheduler), parallel, streaming, opencl or remote (the
     /// --remote_workers).
-    #[arg(long = "compaction_executor", value_name = "NAME")]
+    #[arg(
+        long = "compaction_executor",
+        value_name = "NAME",
+        hide_short_help = true
+    )]
     pub compaction_executor: Option<String>,
     /// How the file to compact is picked within a level: min-overlap (the
     /// default) or round-robin (LevelDB's).
-    #[arg(long = "compaction_pick", value_name = "STYLE", value_parser = parse_pick)]
+    #[arg(long = "compaction_pick", value_name = "STYLE", value_parser = parse_pick, hide_short_help = true)]
     pub compaction_pick: Option<PickStyle>,
     /// Cross-level (triple-level) compaction on or off (default on).
     #[arg(
@@ -134,7 +176,8 @@ pub struct DbFlags {
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "true",
-        value_parser = BoolishValueParser::new()
+        value_parser = BoolishValueParser::new(),
+        hide_short_help = true
     )]
     pub cross_level_compaction: Option<bool>,
     /// The writers of a write group insert into the memtable at the same
@@ -145,7 +188,8 @@ pub struct DbFlags {
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "true",
-        value_parser = BoolishValueParser::new()
+        value_parser = BoolishValueParser::new(),
+        hide_short_help = true
     )]
     pub concurrent_memtable_writes: Option<bool>,
     /// A write group passes the lead on once it is in the WAL and inserts
@@ -156,17 +200,26 @@ pub struct DbFlags {
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "true",
-        value_parser = BoolishValueParser::new()
+        value_parser = BoolishValueParser::new(),
+        hide_short_help = true
     )]
     pub pipelined_write: Option<bool>,
     /// Microseconds a waiting writer stays awake (yielding) before it
     /// sleeps, on a machine with a core to spare (default 100; 0: sleep
     /// after a short spin).
-    #[arg(long = "write_thread_max_yield_usec", value_name = "MICROS")]
+    #[arg(
+        long = "write_thread_max_yield_usec",
+        value_name = "MICROS",
+        hide_short_help = true
+    )]
     pub write_thread_max_yield_usec: Option<u64>,
     /// A yield at least this long (microseconds) ran another thread; after
     /// three the waiting writer sleeps (default 3).
-    #[arg(long = "write_thread_slow_yield_usec", value_name = "MICROS")]
+    #[arg(
+        long = "write_thread_slow_yield_usec",
+        value_name = "MICROS",
+        hide_short_help = true
+    )]
     pub write_thread_slow_yield_usec: Option<u64>,
     /// Every block read checked against its CRC, and damage in a WAL an
     /// error at open instead of a skip (default off, as LevelDB's).
@@ -176,7 +229,8 @@ pub struct DbFlags {
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "true",
-        value_parser = BoolishValueParser::new()
+        value_parser = BoolishValueParser::new(),
+        hide_short_help = true
     )]
     pub paranoid_checks: Option<bool>,
     /// Most sub-compactions per large L0->L1 or manual job (0: one per
@@ -184,7 +238,8 @@ pub struct DbFlags {
     #[arg(
         long = "max_subcompactions",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub max_subcompactions: Option<usize>,
     /// Worker threads of the `parallel` (and `opencl`) executor's CPU
@@ -192,7 +247,8 @@ pub struct DbFlags {
     #[arg(
         long = "compaction_threads",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub compaction_threads: Option<usize>,
     /// Nice levels (0-19) below normal CPU priority for compaction threads
@@ -201,20 +257,22 @@ pub struct DbFlags {
     #[arg(
         long = "compaction_nice",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub compaction_nice: Option<u8>,
     /// OpenCL executor: where jobs run, `all-device` (default),
     /// `c-compaction` (gc on the host) or `q-compaction` (jobs into L1 and
     /// L2 all on the device, deeper ones with gc on the host).
-    #[arg(long = "opencl_placement", value_name = "POLICY", value_parser = parse_placement)]
+    #[arg(long = "opencl_placement", value_name = "POLICY", value_parser = parse_placement, hide_short_help = true)]
     pub opencl_placement: Option<PlacementPolicy>,
     /// OpenCL executor: platform index, as `clinfo -l` lists them (default:
     /// a GPU on any platform, else the first device).
     #[arg(
         long = "opencl_platform",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub opencl_platform: Option<usize>,
     /// OpenCL executor: device index within the platform (with no
@@ -222,15 +280,20 @@ pub struct DbFlags {
     #[arg(
         long = "opencl_device",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub opencl_device: Option<usize>,
-    /// OpenCL executor: device memory one job may use (default: half the
-    /// device's memory); larger jobs run on the CPU.
     #[arg(
+        help = size_help!(
+            "OpenCL executor: device memory one job may use (default: half the \
+             device's memory); larger jobs run on the CPU."
+        ),
         long = "opencl_memory_budget",
-        value_name = "BYTES",
-        allow_negative_numbers = true
+        value_name = "SIZE",
+        allow_negative_numbers = true,
+        value_parser = parse_size,
+        hide_short_help = true
     )]
     pub opencl_memory_budget: Option<u64>,
     /// OpenCL executor: jobs with more input files run on the CPU
@@ -238,7 +301,8 @@ pub struct DbFlags {
     #[arg(
         long = "opencl_max_device_files",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub opencl_max_device_files: Option<usize>,
     /// Compactions read and write tables with O_DIRECT (the file system
@@ -249,7 +313,8 @@ pub struct DbFlags {
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "true",
-        value_parser = BoolishValueParser::new()
+        value_parser = BoolishValueParser::new(),
+        hide_short_help = true
     )]
     pub direct_io_for_compaction: Option<bool>,
     /// Create the database when it does not exist (default: true for put
@@ -260,7 +325,8 @@ pub struct DbFlags {
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "true",
-        value_parser = BoolishValueParser::new()
+        value_parser = BoolishValueParser::new(),
+        hide_short_help = true
     )]
     pub create_if_missing: Option<bool>,
     /// Compaction workers (`shale worker`) to ship compaction jobs to,
@@ -268,46 +334,58 @@ pub struct DbFlags {
     #[arg(
         long = "remote_workers",
         value_name = "URL[,URL...]",
-        value_delimiter = ','
+        value_delimiter = ',',
+        hide_short_help = true
     )]
     pub remote_workers: Option<Vec<String>>,
     /// File holding the token the workers require (their --token_file).
-    #[arg(long = "remote_token_file", value_name = "FILE")]
+    #[arg(
+        long = "remote_token_file",
+        value_name = "FILE",
+        hide_short_help = true
+    )]
     pub remote_token_file: Option<PathBuf>,
     /// What crosses the wire: near-data (default: the worker compacts
     /// beside the data) or keys-only (keys travel, the engine merges).
-    #[arg(long = "remote_mode", value_name = "MODE", value_parser = parse_remote_mode)]
+    #[arg(long = "remote_mode", value_name = "MODE", value_parser = parse_remote_mode, hide_short_help = true)]
     pub remote_mode: Option<RemoteMode>,
     /// Keys-only mode: keys of one input run the engine holds or has asked
     /// for at once (default 4096): its memory per job is this many keys
     /// per run.
-    #[arg(long = "remote_keys_window", value_name = "KEYS")]
+    #[arg(
+        long = "remote_keys_window",
+        value_name = "KEYS",
+        hide_short_help = true
+    )]
     pub remote_keys_window: Option<u64>,
     /// Seconds without progress after which a worker's job runs locally
     /// (default 30).
     #[arg(
         long = "remote_timeout",
         value_name = "SECONDS",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        hide_short_help = true
     )]
     pub remote_timeout: Option<f64>,
     /// CA certificate (PEM) that https:// workers are checked against
     /// (default: the system's trust store).
-    #[arg(long = "remote_tls_ca", value_name = "FILE")]
+    #[arg(long = "remote_tls_ca", value_name = "FILE", hide_short_help = true)]
     pub remote_tls_ca: Option<PathBuf>,
     /// This engine's certificate chain (PEM), for workers that require
     /// client certificates (mutual TLS); with --remote_tls_key.
     #[arg(
         long = "remote_tls_cert",
         value_name = "FILE",
-        requires = "remote_tls_key"
+        requires = "remote_tls_key",
+        hide_short_help = true
     )]
     pub remote_tls_cert: Option<PathBuf>,
     /// This engine's private key (PEM); with --remote_tls_cert.
     #[arg(
         long = "remote_tls_key",
         value_name = "FILE",
-        requires = "remote_tls_cert"
+        requires = "remote_tls_cert",
+        hide_short_help = true
     )]
     pub remote_tls_key: Option<PathBuf>,
 }
@@ -634,6 +712,83 @@ mod tests {
             .to_options()
             .unwrap_err();
         assert!(message.contains("opencl_memory_budget"), "{message}");
+    }
+
+    #[test]
+    fn sizes_take_units() {
+        let o = parse(&[
+            "--write_buffer_size=64MiB",
+            "--max_file_size=2M",
+            "--block_size=16KiB",
+            "--cache_size=1GiB",
+            "--max_bytes_for_level_base=256MB",
+            "--opencl_memory_budget",
+            "1.5 GiB",
+        ])
+        .unwrap()
+        .to_options()
+        .unwrap();
+        assert_eq!(o.write_buffer_size, 64 << 20);
+        assert_eq!(o.max_file_size, 2 << 20);
+        assert_eq!(o.block_size, 16 << 10);
+        assert_eq!(o.block_cache_size, 1 << 30);
+        assert_eq!(o.max_bytes_for_level_base, 256_000_000);
+        assert_eq!(o.opencl_memory_budget, Some(3 << 29));
+        // db_bench's plain bytes and negative cache size still work.
+        assert_eq!(parse(&["--cache_size=-1"]).unwrap().cache_size, Some(-1));
+        assert_eq!(parse(&["--cache_size", "-1"]).unwrap().cache_size, Some(-1));
+        assert_eq!(
+            parse(&["--block_size=4096"]).unwrap().block_size,
+            Some(4096)
+        );
+        for bad in [
+            "--write_buffer_size=4XB",
+            "--block_size=-4K",
+            "--max_file_size=1.5",
+        ] {
+            let error = parse(&[bad]).unwrap_err().to_string();
+            let flag = bad.split('=').next().unwrap();
+            assert!(error.contains(flag), "{error}");
+            assert!(
+                error.contains("expected bytes like 4194304, 4MiB or 64GiB"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn size_help_states_the_engine_defaults_and_the_rule() {
+        use clap::CommandFactory;
+        let command = Harness::command();
+        let default = Options::default();
+        for (id, bytes) in [
+            ("write_buffer_size", default.write_buffer_size as u64),
+            ("max_file_size", default.max_file_size),
+            ("block_size", default.block_size as u64),
+            ("cache_size", default.block_cache_size as u64),
+            ("max_bytes_for_level_base", default.max_bytes_for_level_base),
+            ("opencl_memory_budget", 0),
+        ] {
+            let arg = command
+                .get_arguments()
+                .find(|arg| arg.get_id() == id)
+                .unwrap();
+            let help = arg.get_help().unwrap().to_string();
+            if bytes > 0 {
+                let default = format!("default {}", crate::size::format_size(bytes));
+                assert!(help.contains(&default), "{id}: {help}");
+            }
+            assert!(help.contains("powers of 1024"), "{id}: {help}");
+            assert_eq!(arg.get_value_names().unwrap(), ["SIZE"], "{id}");
+        }
+        // Every database flag is left out of the short help, none of the
+        // long one.
+        for arg in command.get_arguments() {
+            if arg.get_id() != "rest" && arg.get_long().is_some() && arg.get_id() != "help" {
+                assert!(arg.is_hide_short_help_set(), "{}", arg.get_id());
+                assert!(!arg.is_hide_set(), "{}", arg.get_id());
+            }
+        }
     }
 
     #[test]

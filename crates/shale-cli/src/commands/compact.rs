@@ -19,15 +19,26 @@
 //! seconds / 2^20 (db_bench's MB). The line before it counts from the start of the open
 //! (recovery and its flush included), as LevelDB's `CompactRange` is
 //! usually timed on a database it opens.
+//!
+//! On a terminal, stderr shows a spinner meanwhile (the engine reports no
+//! progress of a manual compaction): the time so far, the files at each
+//! level and the bytes written, polled every 200 ms.
 
 use std::io::Write;
-use std::time::Instant;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
 use clap::Args;
+use indicatif::HumanBytes;
 use shale::db::LevelStats;
+use shale::DB;
 
 use super::Target;
 use crate::error::{CliError, CliResult};
+use crate::progress::{self, Progress};
+
+/// How often the spinner's level counts are refreshed.
+const POLL: Duration = Duration::from_millis(200);
 
 /// Arguments of `shale compact`.
 #[derive(Debug, Args)]
@@ -46,6 +57,30 @@ fn totals(stats: &[LevelStats]) -> (u64, u64) {
     })
 }
 
+/// `L0 3 L1 12 L2 40 files, 52.1 MiB written`: the non-empty levels' file
+/// counts and the bytes written since `written_before`.
+fn levels_message(db: &DB, written_before: u64) -> String {
+    let mut message = String::new();
+    for (level, (files, _bytes)) in db.level_sizes().iter().enumerate() {
+        if *files > 0 {
+            message.push_str(&format!("L{level} {files} "));
+        }
+    }
+    let written = totals(&db.level_stats()).1.saturating_sub(written_before);
+    format!("{message}files, {} written", HumanBytes(written))
+}
+
+/// Refreshes the spinner's message until `stop` is dropped.
+fn poll_levels(db: &DB, bar: &Progress, written_before: u64, stop: &mpsc::Receiver<()>) {
+    loop {
+        bar.set_message(levels_message(db, written_before));
+        match stop.recv_timeout(POLL) {
+            Err(RecvTimeoutError::Timeout) => continue,
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
 /// Compacts everything and prints the speed.
 pub fn run(args: &CompactArgs) -> CliResult {
     let mut target = args.target.clone();
@@ -62,6 +97,8 @@ pub fn run(args: &CompactArgs) -> CliResult {
     let options = target.options(false)?;
     let executor = options.compaction_executor.clone();
     let opened = Instant::now();
+    let bar = progress::spinner("compact");
+    bar.set_message(format!("opening {}", target.db.display()));
     let db = target.open(options)?;
 
     // Compactions the open started run alongside the manual one, as in
@@ -69,8 +106,19 @@ pub fn run(args: &CompactArgs) -> CliResult {
     // the summary ends when all are done.
     let (read_before, written_before) = totals(&db.level_stats());
     let started = Instant::now();
-    db.compact_range(None, None)?;
-    db.wait_for_compactions()?;
+    std::thread::scope(|scope| {
+        let (stop, stopped) = mpsc::channel::<()>();
+        if !bar.is_hidden() {
+            let (db, bar) = (&db, &bar);
+            scope.spawn(move || poll_levels(db, bar, written_before, &stopped));
+        }
+        let result = db
+            .compact_range(None, None)
+            .and_then(|()| db.wait_for_compactions());
+        drop(stop);
+        result
+    })?;
+    drop(bar);
     let seconds = started.elapsed().as_secs_f64();
     let all_seconds = opened.elapsed().as_secs_f64();
     // Level stats count from the open on.

@@ -10,8 +10,13 @@
 //! rest of the line (it may hold more TABs). Empty lines are skipped. A bad
 //! line (bad hex) stops the load with an error naming the line; the records
 //! before it are written.
+//!
+//! On a terminal, stderr shows the progress: a bar over the input's bytes
+//! when stdin is a file (`shale load --db DIR < dump.tsv`), else a spinner
+//! counting lines.
 
 use std::io::{BufRead, Write};
+use std::os::fd::AsFd;
 
 use clap::Args;
 use shale::{WriteBatch, WriteOptions, DB};
@@ -19,6 +24,7 @@ use shale::{WriteBatch, WriteOptions, DB};
 use super::{HexFlag, Target};
 use crate::error::{CliError, CliResult};
 use crate::hex::Codec;
+use crate::progress::{self, Progress};
 
 /// Without `--ack`, a batch is written once it holds this many bytes.
 const BATCH_BYTES: usize = 256 << 10;
@@ -59,20 +65,60 @@ fn parse_line(codec: Codec, line_number: u64, line: &[u8]) -> Result<Record, Str
     }
 }
 
+/// The size of stdin when it is a regular file, else `None` (a pipe, a
+/// terminal).
+fn stdin_file_size() -> Option<u64> {
+    let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let metadata = std::fs::File::from(fd).metadata().ok()?;
+    metadata.is_file().then_some(metadata.len())
+}
+
+/// How far the load is, on stderr: bytes of a file, or lines of a pipe.
+enum LoadProgress {
+    Bytes(Progress),
+    Lines(Progress),
+}
+
+impl LoadProgress {
+    fn new() -> LoadProgress {
+        match stdin_file_size() {
+            Some(total) if progress::enabled() => {
+                LoadProgress::Bytes(progress::bytes_bar("load", total))
+            }
+            _ => LoadProgress::Lines(progress::counter("load", "lines")),
+        }
+    }
+
+    fn update(&self, bytes: u64, lines: u64) {
+        match self {
+            LoadProgress::Bytes(bar) => bar.set_position(bytes),
+            LoadProgress::Lines(bar) => bar.set_position(lines),
+        }
+    }
+}
+
 /// Reads stdin to its end, writing every record.
 pub fn run(args: &LoadArgs) -> CliResult {
     let options = args.target.options(true)?;
     let db = args.target.open(options)?;
+    let progress = LoadProgress::new();
     let stdin = std::io::stdin().lock();
-    load(&db, args, stdin, &mut std::io::stdout().lock())
+    load(&db, args, stdin, &mut std::io::stdout().lock(), &progress)
 }
 
-fn load(db: &DB, args: &LoadArgs, mut input: impl BufRead, out: &mut impl Write) -> CliResult {
+fn load(
+    db: &DB,
+    args: &LoadArgs,
+    mut input: impl BufRead,
+    out: &mut impl Write,
+    progress: &LoadProgress,
+) -> CliResult {
     let codec = args.hex.codec();
     let write_options = WriteOptions { sync: args.sync };
     let mut batch = WriteBatch::new();
     let mut line = Vec::new();
     let mut line_number = 0u64;
+    let mut bytes_read = 0u64;
     let mut records = 0u64;
     loop {
         line.clear();
@@ -83,6 +129,8 @@ fn load(db: &DB, args: &LoadArgs, mut input: impl BufRead, out: &mut impl Write)
             break;
         }
         line_number += 1;
+        bytes_read += read as u64;
+        progress.update(bytes_read, line_number);
         if line.last() == Some(&b'\n') {
             line.pop();
         }

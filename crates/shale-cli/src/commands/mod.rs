@@ -3,9 +3,11 @@
 //! been checked.
 
 pub mod compact;
+pub mod completions;
 pub mod dump;
 pub mod get_put_delete;
 pub mod load;
+pub mod man;
 pub mod repair;
 pub mod scan;
 pub mod stats;

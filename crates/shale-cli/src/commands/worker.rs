@@ -31,6 +31,7 @@ use shale::shale_compact::remote::{
 use shale::Options;
 
 use crate::error::{CliError, CliResult};
+use crate::size::{parse_size, parse_size_usize, size_help};
 
 /// Arguments of `shale worker`.
 #[derive(Debug, Args)]
@@ -106,11 +107,14 @@ pub struct WorkerArgs {
         env = "SHALE_WORKER_DRAIN_TIMEOUT_S"
     )]
     drain_timeout_s: Option<u64>,
-    /// Staged bytes one database may hold (default 64 GiB); more are
-    /// refused with RESOURCE_EXHAUSTED.
     #[arg(
+        help = size_help!(
+            "Staged bytes one database may hold (default 64GiB); more are refused \
+             with RESOURCE_EXHAUSTED."
+        ),
         long = "max_staged_bytes",
-        value_name = "BYTES",
+        value_name = "SIZE",
+        value_parser = parse_size,
         env = "SHALE_WORKER_MAX_STAGED_BYTES"
     )]
     max_staged_bytes: Option<u64>,
@@ -141,17 +145,19 @@ pub struct WorkerArgs {
     /// Default: one per core.
     #[arg(long = "max_jobs", value_name = "N", env = "SHALE_WORKER_MAX_JOBS")]
     max_jobs: Option<usize>,
-    /// Largest job taken, in bytes of input tables (default 4 GiB).
     #[arg(
+        help = size_help!("Largest job taken, in bytes of input tables (default 4GiB)."),
         long = "max_job_bytes",
-        value_name = "BYTES",
+        value_name = "SIZE",
+        value_parser = parse_size,
         env = "SHALE_WORKER_MAX_JOB_BYTES"
     )]
     max_job_bytes: Option<u64>,
-    /// Largest gRPC message accepted or sent (default 64 MiB).
     #[arg(
+        help = size_help!("Largest gRPC message accepted or sent (default 64MiB; at least 4KiB)."),
         long = "max_message_bytes",
-        value_name = "BYTES",
+        value_name = "SIZE",
+        value_parser = parse_size_usize,
         env = "SHALE_WORKER_MAX_MESSAGE_BYTES"
     )]
     max_message_bytes: Option<usize>,
