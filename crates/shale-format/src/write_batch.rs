@@ -35,6 +35,33 @@ pub enum BatchOp<'a> {
 }
 
 /// An encoded batch of puts and deletes. Always holds at least the header.
+///
+/// A database applies a batch atomically, its records in order (in
+/// ShaleDB, `DB::write`). The batch itself is plain bytes: it can be built,
+/// read back, appended to another, and sent as [`WriteBatch::data`].
+///
+/// ```
+/// use shale_format::write_batch::{BatchOp, WriteBatch};
+///
+/// let mut batch = WriteBatch::new();
+/// batch.put(b"apple", b"red")?;
+/// batch.put(b"banana", b"yellow")?;
+/// batch.delete(b"apple")?;
+/// assert_eq!(batch.count(), 3);
+///
+/// // The records, in the order they were added.
+/// let ops = batch.iter().collect::<shale_format::Result<Vec<_>>>()?;
+/// assert_eq!(ops[0], BatchOp::Put { key: b"apple", value: b"red" });
+/// assert_eq!(ops[2], BatchOp::Delete { key: b"apple" });
+///
+/// // Batches are bytes: decode one again, or append one to another.
+/// let copy = WriteBatch::from_data(batch.data().to_vec())?;
+/// assert_eq!(copy, batch);
+/// let mut combined = WriteBatch::new();
+/// combined.append(&copy)?;
+/// assert_eq!(combined.count(), 3);
+/// # Ok::<(), shale_format::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteBatch {
     rep: Vec<u8>,

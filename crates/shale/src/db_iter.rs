@@ -6,8 +6,10 @@
 //! value is yielded, a tombstone hides the key. Entries newer than the
 //! snapshot and older versions are skipped.
 //!
-//! User keys are ordered bytewise, the only user order the internal-key
-//! comparator implements.
+//! User keys are ordered by the database's [`KeyOrder`]: bytewise, or a
+//! custom comparator's order.
+
+use std::ops::RangeBounds;
 
 use shale_format::comparator::KeyOrder;
 use shale_format::error::Error;
@@ -16,6 +18,8 @@ use shale_format::internal_key::{
     MAX_SEQUENCE_NUMBER,
 };
 use shale_format::iterator::KvIterator;
+
+use crate::range::Entries;
 
 /// Above this much spare capacity the saved value buffer is released rather
 /// than reused, so one huge value does not pin memory for the whole scan.
@@ -38,6 +42,43 @@ enum Direction {
 /// [`DbIterator::status`] returns a corruption (LevelDB skips such keys; we
 /// do not hand out data past a sign of damage). An error from the internal
 /// cursor stops it too. Every seek starts afresh and clears a previous error.
+///
+/// [`DB::iter`](crate::DB::iter) opens one, bounded by
+/// [`ReadOptions::lower_bound`](crate::ReadOptions::lower_bound) and
+/// [`ReadOptions::upper_bound`](crate::ReadOptions::upper_bound) and reading
+/// at [`ReadOptions::snapshot`](crate::ReadOptions::snapshot) (or at the
+/// moment it was opened): writes made after that are not seen. It keeps the
+/// files and memtables it reads alive, so drop it when done. For a Rust
+/// [`Iterator`] of owned pairs, see [`DbIterator::into_entries`] and
+/// [`crate::range`].
+///
+/// ```
+/// use shale::{Options, ReadOptions, WriteOptions, DB};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = DB::open(dir.path(), Options { create_if_missing: true, ..Options::default() })?;
+/// for (key, value) in [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")] {
+///     db.put(&WriteOptions::default(), key, value)?;
+/// }
+///
+/// // Forward from the first key.
+/// let mut cursor = db.iter(&ReadOptions::new())?;
+/// let mut seen = Vec::new();
+/// cursor.seek_to_first();
+/// while cursor.valid() {
+///     seen.push((cursor.key().to_vec(), cursor.value().to_vec()));
+///     cursor.next();
+/// }
+/// cursor.status()?; // Invalid because of an error, or at the end?
+/// assert_eq!(seen.len(), 3);
+///
+/// // Backward from the last key below `c`.
+/// cursor.seek(b"c");
+/// cursor.prev();
+/// assert!(cursor.valid());
+/// assert_eq!(cursor.key(), b"b");
+/// assert_eq!(cursor.value(), b"2");
+/// # Ok::<(), shale::Error>(())
+/// ```
 pub struct DbIterator {
     iter: Box<dyn KvIterator + Send>,
     /// The order of user keys (the bounds and the skipping compare in it).
@@ -277,6 +318,80 @@ impl DbIterator {
         match &self.error {
             Some(error) => Err(error.clone()),
             None => self.iter.status(),
+        }
+    }
+
+    /// This cursor as an [`Iterator`] of owned `(key, value)` pairs (see
+    /// [`Entries`]). Iteration starts at the current entry if the cursor is
+    /// on one, and otherwise (never positioned, or moved past either end) at
+    /// the first entry. A cursor stopped by an error yields that error.
+    ///
+    /// ```
+    /// use shale::{Options, ReadOptions, WriteOptions, DB};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = DB::open(dir.path(), Options { create_if_missing: true, ..Options::default() })?;
+    /// for key in [b"a", b"b", b"c"] {
+    ///     db.put(&WriteOptions::default(), key, b"v")?;
+    /// }
+    /// let mut cursor = db.iter(&ReadOptions::new())?;
+    /// cursor.seek(b"b");
+    /// let keys: Vec<Vec<u8>> = cursor
+    ///     .into_entries()
+    ///     .map(|entry| entry.map(|(key, _value)| key))
+    ///     .collect::<shale::Result<_>>()?;
+    /// assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
+    /// # Ok::<(), shale::Error>(())
+    /// ```
+    pub fn into_entries(self) -> Entries {
+        Entries::from_cursor(self)
+    }
+
+    /// This cursor as an [`Iterator`] over the user keys in `range` (within
+    /// the bounds the cursor already has), whatever its current position.
+    /// See [`range::entries`](crate::range::entries), which opens the cursor
+    /// too.
+    ///
+    /// ```
+    /// use shale::{Options, ReadOptions, WriteOptions, DB};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = DB::open(dir.path(), Options { create_if_missing: true, ..Options::default() })?;
+    /// for key in [b"a", b"b", b"c", b"d"] {
+    ///     db.put(&WriteOptions::default(), key, b"v")?;
+    /// }
+    /// let lower: &[u8] = b"b";
+    /// let upper: &[u8] = b"c";
+    /// let keys: Vec<Vec<u8>> = db
+    ///     .iter(&ReadOptions::new())?
+    ///     .into_range(lower..=upper)
+    ///     .rev()
+    ///     .map(|entry| entry.map(|(key, _value)| key))
+    ///     .collect::<shale::Result<_>>()?;
+    /// assert_eq!(keys, [b"c".to_vec(), b"b".to_vec()]);
+    /// # Ok::<(), shale::Error>(())
+    /// ```
+    pub fn into_range<'a>(self, range: impl RangeBounds<&'a [u8]>) -> Entries {
+        Entries::from_range(self, range)
+    }
+
+    /// The order of user keys the cursor walks in.
+    pub(crate) fn order(&self) -> &KeyOrder {
+        &self.order
+    }
+
+    /// Tightens the bounds to user keys `>= lower` and `< upper` too (each
+    /// `None`: unchanged). Call before positioning the cursor.
+    pub(crate) fn narrow_bounds(&mut self, lower: Option<&[u8]>, upper: Option<&[u8]>) {
+        if let Some(lower) = lower {
+            match &self.lower_bound {
+                Some(current) if self.order.compare_user(current, lower).is_ge() => {}
+                _ => self.lower_bound = Some(lower.to_vec()),
+            }
+        }
+        if let Some(upper) = upper {
+            match &self.upper_bound {
+                Some(current) if self.order.compare_user(current, upper).is_le() => {}
+                _ => self.upper_bound = Some(upper.to_vec()),
+            }
         }
     }
 

@@ -72,6 +72,47 @@ impl std::str::FromStr for PickStyle {
 }
 
 /// How a database is opened and run.
+///
+/// Start from [`Options::default`] (LevelDB 1.23's defaults, plus a 10-bit
+/// Bloom filter) and change the fields you need with struct update syntax.
+/// [`Options::validate`] (also run by [`DB::open`](crate::DB::open)) says
+/// what is wrong with a combination that cannot work.
+///
+/// ```
+/// use shale::{Options, DB};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let options = Options {
+///     create_if_missing: true,
+///     // A larger memtable: fewer, larger level-0 tables.
+///     write_buffer_size: 16 << 20,
+///     // Snappy-compress blocks (kept when it saves at least 1/8).
+///     snappy: true,
+///     // Compactions on the CPU executor that merges one stream at a time.
+///     compaction_executor: "streaming".to_string(),
+///     ..Options::default()
+/// };
+/// assert!(options.validate().is_ok());
+/// let db = DB::open(dir.path(), options)?;
+/// # drop(db);
+/// # Ok::<(), shale::Error>(())
+/// ```
+///
+/// Tests can keep a whole database in memory with [`MemEnv`](crate::env::MemEnv):
+///
+/// ```
+/// use std::sync::Arc;
+/// use shale::env::MemEnv;
+/// use shale::{Options, ReadOptions, WriteOptions, DB};
+/// let options = Options {
+///     create_if_missing: true,
+///     env: Arc::new(MemEnv::new()),
+///     ..Options::default()
+/// };
+/// let db = DB::open("/in-memory", options)?;
+/// db.put(&WriteOptions::default(), b"k", b"v")?;
+/// assert_eq!(db.get(&ReadOptions::new(), b"k")?, Some(b"v".to_vec()));
+/// # Ok::<(), shale::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Create the database when it does not exist.
@@ -481,6 +522,17 @@ pub fn available_cores() -> usize {
 }
 
 /// Options for one write.
+///
+/// ```
+/// use shale::{Options, WriteOptions, DB};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = DB::open(dir.path(), Options { create_if_missing: true, ..Options::default() })?;
+/// // Fast: survives a crash of this process, not of the machine.
+/// db.put(&WriteOptions::default(), b"cache/entry", b"x")?;
+/// // Durable: the log is synced before `put` returns.
+/// db.put(&WriteOptions { sync: true }, b"ledger/1", b"paid")?;
+/// # Ok::<(), shale::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteOptions {
     /// Sync the WAL before acknowledging: the write survives a machine crash.
@@ -498,6 +550,41 @@ pub struct CompactRangeOptions {
 }
 
 /// Options for reads and iterators.
+///
+/// [`ReadOptions::new`] (or `default`) reads the latest state with
+/// checksums verified and the block cache filled.
+///
+/// ```
+/// use shale::{Options, ReadOptions, WriteOptions, DB};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = DB::open(dir.path(), Options { create_if_missing: true, ..Options::default() })?;
+/// for key in [b"a", b"b", b"c", b"d"] {
+///     db.put(&WriteOptions::default(), key, b"v")?;
+/// }
+///
+/// // A bulk scan of [b, d) that leaves the block cache alone.
+/// let scan = ReadOptions {
+///     fill_cache: false,
+///     lower_bound: Some(b"b".to_vec()),
+///     upper_bound: Some(b"d".to_vec()),
+///     ..ReadOptions::new()
+/// };
+/// let mut cursor = db.iter(&scan)?;
+/// cursor.seek_to_first();
+/// let mut keys = Vec::new();
+/// while cursor.valid() {
+///     keys.push(cursor.key().to_vec());
+///     cursor.next();
+/// }
+/// cursor.status()?;
+/// assert_eq!(keys, [b"b", b"c"]);
+///
+/// // Reads at a snapshot.
+/// let at = ReadOptions { snapshot: Some(db.snapshot()), ..ReadOptions::new() };
+/// db.delete(&WriteOptions::default(), b"a")?;
+/// assert_eq!(db.get(&at, b"a")?, Some(b"v".to_vec()));
+/// # Ok::<(), shale::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ReadOptions {
     /// Read as of this snapshot instead of the latest state.

@@ -39,7 +39,7 @@ const MAX_HEIGHT: usize = 16;
 /// LevelDB's 4, and a search that goes down finds its next node already
 /// fetched (see `find_from`), so fewer steps along each level count more.
 /// Inserts into a memtable-sized list were 5 to 8 % faster with 3 than
-/// with 4 (`examples/skiplist_fill.rs`, alternating 30 rounds, twice), for
+/// with 4 (`benches/skiplist_fill.rs`, alternating 30 rounds, twice), for
 /// 1.5 links per node instead of 1.33.
 const BRANCHING: u32 = 3;
 /// Nodes at least this tall come from an arena of their own. A search
@@ -47,7 +47,7 @@ const BRANCHING: u32 = 3;
 /// up hold a ninth of the nodes: side by side, they take a ninth of the
 /// cache lines they would among the short nodes, so a search finds more of
 /// them in the cache (inserts into a memtable-sized list 9 to 14 % faster
-/// than with one arena, `examples/skiplist_fill.rs`, alternating 20 rounds,
+/// than with one arena, `benches/skiplist_fill.rs`, alternating 20 rounds,
 /// twice; from height 2, 8 %; from height 4, 5 %).
 const TALL_FROM: usize = 3;
 /// Arena chunk size; larger allocations get a chunk of their own.
@@ -718,7 +718,7 @@ impl SkipList {
                 // before the key. Fetching it while `next` is read keeps two
                 // cache misses in flight instead of one (an insert into a
                 // list of 90,000 entries: about 8 % faster with it,
-                // `examples/skiplist_fill.rs`). Links that carried the next
+                // `benches/skiplist_fill.rs`). Links that carried the next
                 // node's prefix, so that a search goes down without reading
                 // that node, were 11 % slower with it: the node they save
                 // reading is read while this fetch is under way.

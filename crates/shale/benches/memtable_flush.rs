@@ -8,7 +8,7 @@
 //! over the arena, about one cache miss per entry. Prints the mean time
 //! per entry of the walk and the build.
 //!
-//! Usage: cargo run --release -p shale --example memtable_flush [ENTRIES [TABLES]]
+//! Usage: cargo bench -p shale --bench memtable_flush -- [ENTRIES [TABLES]]
 //! (defaults 90000, about the memtable of an 8 MiB write buffer, and 20).
 //! Compare two builds by alternating them: a single run on a shared
 //! machine varies by tens of percent.
@@ -24,10 +24,14 @@ use shale::format::table_builder::TableBuilder;
 use shale::memtable::MemTable;
 
 fn main() {
-    let mut args = std::env::args().skip(1).map(|arg| {
-        arg.parse::<usize>()
-            .unwrap_or_else(|_| panic!("not a count: {arg}"))
-    });
+    // `cargo bench` passes `--bench`, which is not a count.
+    let mut args = std::env::args()
+        .skip(1)
+        .filter(|arg| arg != "--bench")
+        .map(|arg| {
+            arg.parse::<usize>()
+                .unwrap_or_else(|_| panic!("not a count: {arg}"))
+        });
     let entries = args.next().unwrap_or(90_000);
     let tables = args.next().unwrap_or(20);
     let mut rng = 0x1234_5678_9abc_def0u64;

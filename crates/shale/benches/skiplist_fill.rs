@@ -12,7 +12,7 @@
 //! entry, so that 1 / it is the list's insert throughput and thread counts
 //! compare directly.
 //!
-//! Usage: cargo run --release -p shale --example skiplist_fill [ENTRIES [LISTS [THREADS]]]
+//! Usage: cargo bench -p shale --bench skiplist_fill -- [ENTRIES [LISTS [THREADS]]]
 //! (defaults 90000 and 20, and one inserter). Compare two builds by
 //! alternating them: a single run on a shared machine varies by tens of
 //! percent.
@@ -22,10 +22,14 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 fn main() {
-    let mut args = std::env::args().skip(1).map(|arg| {
-        arg.parse::<usize>()
-            .unwrap_or_else(|_| panic!("not a count: {arg}"))
-    });
+    // `cargo bench` passes `--bench`, which is not a count.
+    let mut args = std::env::args()
+        .skip(1)
+        .filter(|arg| arg != "--bench")
+        .map(|arg| {
+            arg.parse::<usize>()
+                .unwrap_or_else(|_| panic!("not a count: {arg}"))
+        });
     let entries = args.next().unwrap_or(90_000);
     let lists = args.next().unwrap_or(20);
     // Given, even as 1: one-entry batches from that many threads.
