@@ -120,6 +120,13 @@ pub struct BenchArgs {
     /// Draw throughput over time and the latency CDF into this PNG file.
     #[arg(long = "plot", value_name = "FILE.png")]
     pub plot: Option<PathBuf>,
+    /// Also write the run as one JSON document to this file (db_bench's
+    /// `--report_file`, in JSON): the flags, the machine, each benchmark's
+    /// figures (and latency percentiles with --histogram=1), the engine
+    /// summary and the engine's statistics. The schema is in
+    /// docs/benchmarks.md. The file is created before the benchmarks run.
+    #[arg(long = "json", value_name = "FILE.json")]
+    pub json: Option<PathBuf>,
     /// Keep every core busy this percent of the time in background threads
     /// while the benchmarks run.
     #[arg(long = "cpu_stress", value_name = "PCT", default_value_t = 0,
@@ -265,6 +272,7 @@ mod tests {
             "--cpu_stress=40",
             "--timeline=t.csv",
             "--timeline_interval=0.5",
+            "--json=run.json",
         ])
         .unwrap();
         let plan = args.plan().unwrap();
@@ -289,13 +297,15 @@ mod tests {
             (4, 7, 50, 40)
         );
         assert!(args.histogram);
+        assert_eq!(args.json.as_deref(), Some(std::path::Path::new("run.json")));
         assert_eq!(plan.options.write_buffer_size, 8 << 20);
         assert_eq!(plan.options.compaction_executor, "streaming");
         assert_eq!(plan.options.max_background_compactions, 2);
         assert!(!plan.options.snappy);
         // Space-separated values work too.
-        let args = parse(&["--num", "10", "--histogram"]).unwrap();
+        let args = parse(&["--num", "10", "--histogram", "--json", "r.json"]).unwrap();
         assert!(args.histogram);
+        assert_eq!(args.json.as_deref(), Some(std::path::Path::new("r.json")));
         assert_eq!(args.num, 10);
     }
 

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::Serialize;
+
 use crate::error::{CliError, CliResult};
 
 /// Where the database lives: a given directory or a temporary one.
@@ -36,29 +38,75 @@ impl DbLocation {
     }
 }
 
+/// The machine facts db_bench prints before its benchmarks, kept for
+/// `shale bench --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Environment {
+    /// The local time, as C's `ctime` writes it.
+    pub date: String,
+    /// Processors listed in `/proc/cpuinfo` (`None` where it cannot be read).
+    pub cpus: Option<usize>,
+    /// Their model name.
+    pub cpu_model: Option<String>,
+    /// Their cache size, as `/proc/cpuinfo` writes it (`"32768 KB"`).
+    pub cpu_cache: Option<String>,
+    /// Whether this `shale` was built with optimizations and without
+    /// debug assertions (a release build); see `warnings`.
+    pub optimized: bool,
+    /// db_bench's warnings for an unoptimized build.
+    pub warnings: Vec<&'static str>,
+}
+
+impl Environment {
+    /// Reads the date and `/proc/cpuinfo`.
+    pub fn probe() -> Environment {
+        let mut environment = Environment {
+            date: ctime_now(),
+            cpus: None,
+            cpu_model: None,
+            cpu_cache: None,
+            optimized: !cfg!(debug_assertions),
+            warnings: build_warnings(),
+        };
+        if let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") {
+            let mut cpus = 0;
+            let (mut model, mut cache) = (String::new(), String::new());
+            for line in cpuinfo.lines() {
+                let Some((key, value)) = line.split_once(':') else {
+                    continue;
+                };
+                match key.trim() {
+                    "model name" => {
+                        cpus += 1;
+                        model = value.trim().to_string();
+                    }
+                    "cache size" => cache = value.trim().to_string(),
+                    _ => {}
+                }
+            }
+            environment.cpus = Some(cpus);
+            environment.cpu_model = Some(model);
+            environment.cpu_cache = Some(cache);
+        }
+        environment
+    }
+
+    /// db_bench's environment lines (stderr): version, date, CPU.
+    pub fn print(&self, engine: &str) {
+        eprintln!("{engine}:    version {}", env!("CARGO_PKG_VERSION"));
+        eprintln!("Date:       {}", self.date);
+        if let (Some(cpus), Some(model), Some(cache)) =
+            (self.cpus, &self.cpu_model, &self.cpu_cache)
+        {
+            eprintln!("CPU:        {cpus} * {model}");
+            eprintln!("CPUCache:   {cache}");
+        }
+    }
+}
+
 /// db_bench's environment lines (stderr): version, date, CPU.
 pub fn print_environment(engine: &str) {
-    eprintln!("{engine}:    version {}", env!("CARGO_PKG_VERSION"));
-    eprintln!("Date:       {}", ctime_now());
-    if let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") {
-        let mut cpus = 0;
-        let (mut model, mut cache) = (String::new(), String::new());
-        for line in cpuinfo.lines() {
-            let Some((key, value)) = line.split_once(':') else {
-                continue;
-            };
-            match key.trim() {
-                "model name" => {
-                    cpus += 1;
-                    model = value.trim().to_string();
-                }
-                "cache size" => cache = value.trim().to_string(),
-                _ => {}
-            }
-        }
-        eprintln!("CPU:        {cpus} * {model}");
-        eprintln!("CPUCache:   {cache}");
-    }
+    Environment::probe().print(engine);
 }
 
 /// The local time as C's `ctime` writes it, without the newline.

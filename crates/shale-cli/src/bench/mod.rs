@@ -25,6 +25,7 @@ pub mod args;
 pub mod cpu;
 pub mod environment;
 pub mod generator;
+pub mod json;
 pub mod latency;
 pub mod plot;
 pub mod report;
@@ -44,8 +45,9 @@ use shale::DB;
 pub use self::args::BenchArgs;
 use self::args::Plan;
 use self::cpu::{CpuStress, CpuTime};
-use self::environment::{build_warnings, print_environment, DbLocation};
+use self::environment::{DbLocation, Environment};
 use self::generator::Random;
+use self::json::{BenchmarkRow, Flags, JsonFile, RunReport};
 use self::report::EngineTotals;
 use self::stats::{LatencySummary, Recording, Stats};
 use self::timeline::Timeline;
@@ -54,35 +56,30 @@ use crate::error::{CliError, CliResult};
 
 /// Value size of `fill100K`.
 const FILL_100K_VALUE_SIZE: usize = 100_000;
-fn print_header(out: &mut dyn Write, args: &BenchArgs, plan: &Plan) -> io::Result<()> {
-    print_environment("ShaleDB");
-    let key_size = plan.key_format.key_size as f64;
-    let value_size = args.value_size as f64;
-    let num = args.num as f64;
+fn print_header(
+    out: &mut dyn Write,
+    args: &BenchArgs,
+    plan: &Plan,
+    environment: &Environment,
+) -> io::Result<()> {
+    environment.print("ShaleDB");
+    let (raw_size_mb, file_size_mb) = json::estimated_sizes(args, plan);
     writeln!(out, "Keys:       {} bytes each", plan.key_format.key_size)?;
     writeln!(
         out,
         "Values:     {} bytes each ({} bytes after compression)",
         args.value_size,
-        (value_size * args.compression_ratio + 0.5) as u64
+        (args.value_size as f64 * args.compression_ratio + 0.5) as u64
     )?;
     writeln!(out, "Entries:    {}", args.num)?;
-    writeln!(
-        out,
-        "RawSize:    {:.1} MB (estimated)",
-        (key_size + value_size) * num / 1_048_576.0
-    )?;
-    writeln!(
-        out,
-        "FileSize:   {:.1} MB (estimated)",
-        (key_size + value_size * args.compression_ratio) * num / 1_048_576.0
-    )?;
+    writeln!(out, "RawSize:    {raw_size_mb:.1} MB (estimated)")?;
+    writeln!(out, "FileSize:   {file_size_mb:.1} MB (estimated)")?;
     writeln!(
         out,
         "Executor:   {} (max_background_compactions {})",
         plan.options.compaction_executor, plan.options.max_background_compactions
     )?;
-    for warning in build_warnings() {
+    for warning in &environment.warnings {
         writeln!(out, "{warning}")?;
     }
     writeln!(out, "------------------------------------------------")?;
@@ -93,6 +90,8 @@ fn print_header(out: &mut dyn Write, args: &BenchArgs, plan: &Plan) -> io::Resul
 struct Session {
     db: Option<DB>,
     totals: EngineTotals,
+    /// The benchmarks run so far, for `--json`.
+    rows: Vec<BenchmarkRow>,
 }
 
 impl Session {
@@ -113,10 +112,28 @@ impl Session {
 /// Runs `shale bench`.
 pub fn run(args: &BenchArgs) -> CliResult {
     let plan = args.plan().map_err(CliError::Usage)?;
+    // Before anything runs: a --json path that cannot be written is an
+    // error now, not after the benchmarks.
+    let json = args.json.as_deref().map(JsonFile::create).transpose()?;
+    match (run_planned(args, &plan, json.is_some()), json) {
+        (Ok(Some(report)), Some(file)) => file.write(&report),
+        (Ok(_), _) => Ok(()),
+        (Err(e), file) => {
+            if let Some(file) = file {
+                file.discard();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Runs the checked `plan`; returns the run's JSON document when `json`.
+fn run_planned(args: &BenchArgs, plan: &Plan, json: bool) -> CliResult<Option<RunReport>> {
     let location = DbLocation::new(args.db.as_deref(), "shale-bench-")?;
     let dir = location.path().to_path_buf();
     let mut out = io::stdout().lock();
-    print_header(&mut out, args, &plan)?;
+    let environment = Environment::probe();
+    print_header(&mut out, args, plan, &environment)?;
 
     let run_start = Instant::now();
     let cpu_start = CpuTime::process();
@@ -126,6 +143,7 @@ pub fn run(args: &BenchArgs) -> CliResult {
     let mut session = Session {
         db: Some(DB::open(&dir, plan.options.clone())?),
         totals: EngineTotals::default(),
+        rows: Vec::new(),
     };
     let timeline = (args.timeline.is_some() || args.plot.is_some()).then(|| {
         Arc::new(Timeline::new(Duration::from_secs_f64(
@@ -137,7 +155,7 @@ pub fn run(args: &BenchArgs) -> CliResult {
 
     let outcome = run_benchmarks(
         args,
-        &plan,
+        plan,
         &dir,
         &mut session,
         timeline.as_ref(),
@@ -151,9 +169,21 @@ pub fn run(args: &BenchArgs) -> CliResult {
         session.totals.absorb(db);
     }
     let cpu = CpuTime::process().since(&cpu_start);
+    let wall_secs = run_start.elapsed().as_secs_f64();
     session
         .totals
-        .write_summary(&mut out, cpu, stress_cpu, run_start.elapsed().as_secs_f64())?;
+        .write_summary(&mut out, cpu, stress_cpu, wall_secs)?;
+    let report = json.then(|| RunReport {
+        schema: json::SCHEMA,
+        engine: "ShaleDB",
+        version: env!("CARGO_PKG_VERSION"),
+        command_line: std::env::args().collect(),
+        environment,
+        flags: Flags::new(args, plan),
+        benchmarks: std::mem::take(&mut session.rows),
+        summary: Some(session.totals.summary(cpu, stress_cpu, wall_secs)),
+        statistics: session.db.as_ref().map(DB::statistics),
+    });
     // Close before the temporary directory goes.
     session.db = None;
 
@@ -178,7 +208,7 @@ pub fn run(args: &BenchArgs) -> CliResult {
         }
     }
     out.flush()?;
-    Ok(())
+    Ok(report)
 }
 
 /// Runs the benchmark list, printing one report per benchmark.
@@ -274,15 +304,16 @@ fn run_benchmarks(
         if let Some(line) = writer_line {
             writeln!(out, "{line}")?;
         }
-        if args.histogram {
-            if let Some(histogram) = merged.latencies() {
-                write!(
-                    out,
-                    "Microseconds per op:\n{}",
-                    LatencySummary::of(histogram).db_bench_lines()
-                )?;
-            }
+        let summary = args
+            .histogram
+            .then(|| merged.latencies().map(LatencySummary::of))
+            .flatten();
+        if let Some(summary) = &summary {
+            write!(out, "Microseconds per op:\n{}", summary.db_bench_lines())?;
         }
+        session
+            .rows
+            .push(BenchmarkRow::new(name, threads, merged.figures(), summary));
         if let Some(slow_ops) = merged.slow_ops() {
             writeln!(out, "{}", slow_ops.report_line())?;
         }

@@ -19,6 +19,8 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
+use serde::Serialize;
+
 use shale::compaction::scheduler::SchedulerCounts;
 use shale::db::LevelStats;
 use shale::shale_compact::job::PhaseStats;
@@ -242,7 +244,7 @@ impl EngineTotals {
         let per_gb = if input > 0 {
             format!(
                 "; {:.1} CPU-s per GB compacted",
-                own.total() / (input as f64 / (1u64 << 30) as f64)
+                own.total() / (input as f64 / (1024.0 * MB))
             )
         } else {
             String::new()
@@ -261,6 +263,264 @@ impl EngineTotals {
         )?;
         self.scheduler.write(out)?;
         Ok(())
+    }
+}
+
+/// The engine summary as `shale bench --json` writes it (its `summary`):
+/// the figures of [`EngineTotals::write_summary`]'s lines, in bytes,
+/// seconds and MB (2^20 bytes) per second.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// Bytes of user data written (keys and values of puts, keys of
+    /// deletes).
+    pub user_bytes: u64,
+    /// Bytes written by flushes and compactions.
+    pub engine_bytes_written: u64,
+    /// `engine_bytes_written / user_bytes`; `None` before any user write.
+    pub write_amplification: Option<f64>,
+    /// The levels that flushes and compactions wrote to, L0 first.
+    pub levels: Vec<SummaryLevel>,
+    /// Per executor, by name: its compactions (flushes excluded).
+    pub executors: BTreeMap<String, SummaryExecutor>,
+    /// Compaction speed over every executor.
+    pub compaction: SummaryCompaction,
+    /// Time writers were held back.
+    pub stalls: SummaryStalls,
+    /// The process's CPU time over the run, `--cpu_stress` left out.
+    pub cpu: SummaryCpu,
+    /// Seconds the whole run took.
+    pub wall_seconds: f64,
+    /// The compaction service's ledger.
+    pub scheduler: SummaryScheduler,
+}
+
+/// One level of [`Summary::levels`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryLevel {
+    /// The level.
+    pub level: usize,
+    /// Flushes and compactions that wrote to it.
+    pub count: u64,
+    /// Bytes they read.
+    pub bytes_read: u64,
+    /// Bytes they wrote.
+    pub bytes_written: u64,
+    /// Their seconds.
+    pub seconds: f64,
+    /// `bytes_read` in MB per second; `None` when nothing was read.
+    pub read_megabytes_per_second: Option<f64>,
+}
+
+/// One executor of [`Summary::executors`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryExecutor {
+    /// Jobs it completed.
+    pub jobs: u64,
+    /// Input bytes.
+    pub bytes_read: u64,
+    /// Output bytes.
+    pub bytes_written: u64,
+    /// Seconds of its jobs.
+    pub seconds: f64,
+    /// Input MB per second (0 when no time was counted).
+    pub megabytes_per_second: f64,
+    /// Seconds per phase.
+    pub read_seconds: f64,
+    /// See `read_seconds`.
+    pub unpack_seconds: f64,
+    /// See `read_seconds`.
+    pub merge_seconds: f64,
+    /// See `read_seconds`.
+    pub gc_seconds: f64,
+    /// See `read_seconds`.
+    pub pack_seconds: f64,
+    /// See `read_seconds`.
+    pub write_seconds: f64,
+}
+
+/// [`Summary::compaction`]: input bytes over compaction seconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryCompaction {
+    /// Input bytes of every compaction.
+    pub input_bytes: u64,
+    /// Their seconds.
+    pub seconds: f64,
+    /// Input MB per second; `None` when no compaction ran.
+    pub megabytes_per_second: Option<f64>,
+}
+
+/// [`Summary::stalls`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryStalls {
+    /// Writes slowed down.
+    pub slowdown_count: u64,
+    /// Their seconds.
+    pub slowdown_seconds: f64,
+    /// Writes stopped.
+    pub stop_count: u64,
+    /// Their seconds.
+    pub stop_seconds: f64,
+}
+
+/// [`Summary::cpu`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryCpu {
+    /// User plus system seconds.
+    pub seconds: f64,
+    /// In user mode.
+    pub user_seconds: f64,
+    /// In the kernel.
+    pub system_seconds: f64,
+    /// What the `--cpu_stress` threads used (left out of the above).
+    pub stress_seconds: f64,
+    /// CPU seconds per GB (2^30 bytes) of compaction input; `None` when
+    /// nothing was compacted.
+    pub seconds_per_gb_compacted: Option<f64>,
+}
+
+/// [`Summary::scheduler`]: the `Scheduler:` lines.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryScheduler {
+    /// Per executor, by name: the jobs the service gave it.
+    pub executors: BTreeMap<String, SummarySchedulerExecutor>,
+    /// Jobs queued.
+    pub queued: u64,
+    /// Jobs completed.
+    pub completed: u64,
+    /// Jobs that failed.
+    pub failed: u64,
+    /// Jobs every executor of their chain refused.
+    pub refused: u64,
+    /// Queued jobs dropped because the version moved under them.
+    pub dropped_stale: u64,
+    /// Jobs that moved a file down without rewriting it.
+    pub trivial_moves: u64,
+    /// Cross-level jobs.
+    pub cross_level: u64,
+    /// Jobs run as sub-compactions.
+    pub split_jobs: u64,
+    /// The sub-compactions they made.
+    pub subcompactions: u64,
+    /// Jobs that ran on another executor than the first of their chain.
+    pub fallbacks: u64,
+    /// Why the last of them fell back.
+    pub last_fallback: Option<String>,
+}
+
+/// One executor of [`SummaryScheduler::executors`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummarySchedulerExecutor {
+    /// Jobs it completed.
+    pub jobs: u64,
+    /// Their input bytes.
+    pub bytes: u64,
+    /// Their seconds.
+    pub seconds: f64,
+    /// Jobs it failed.
+    pub failures: u64,
+    /// Of those, panics caught.
+    pub panics: u64,
+}
+
+impl EngineTotals {
+    /// The figures of [`write_summary`](Self::write_summary), for
+    /// `shale bench --json`; the arguments are the same.
+    pub fn summary(&self, cpu: CpuTime, stress: CpuTime, wall_secs: f64) -> Summary {
+        let (input, seconds) = self.compaction_input();
+        let own = cpu.since(&stress);
+        let counts = &self.scheduler.counts;
+        Summary {
+            user_bytes: self.user_bytes,
+            engine_bytes_written: self.engine_bytes_written(),
+            write_amplification: self.write_amplification(),
+            levels: self
+                .levels
+                .iter()
+                .enumerate()
+                .filter(|(_, stats)| stats.count > 0)
+                .map(|(level, stats)| SummaryLevel {
+                    level,
+                    count: stats.count,
+                    bytes_read: stats.bytes_read,
+                    bytes_written: stats.bytes_written,
+                    seconds: stats.seconds,
+                    read_megabytes_per_second: (stats.bytes_read > 0 && stats.seconds > 0.0)
+                        .then(|| stats.bytes_read as f64 / MB / stats.seconds),
+                })
+                .collect(),
+            executors: self
+                .executors
+                .iter()
+                .map(|(name, (jobs, stats))| {
+                    let executor = SummaryExecutor {
+                        jobs: *jobs,
+                        bytes_read: stats.bytes_read,
+                        bytes_written: stats.bytes_written,
+                        seconds: stats.total_secs,
+                        megabytes_per_second: if stats.total_secs > 0.0 {
+                            stats.bytes_read as f64 / MB / stats.total_secs
+                        } else {
+                            0.0
+                        },
+                        read_seconds: stats.read_secs,
+                        unpack_seconds: stats.unpack_secs,
+                        merge_seconds: stats.merge_secs,
+                        gc_seconds: stats.gc_secs,
+                        pack_seconds: stats.pack_secs,
+                        write_seconds: stats.write_secs,
+                    };
+                    (name.clone(), executor)
+                })
+                .collect(),
+            compaction: SummaryCompaction {
+                input_bytes: input,
+                seconds,
+                megabytes_per_second: (seconds > 0.0).then(|| input as f64 / MB / seconds),
+            },
+            stalls: SummaryStalls {
+                slowdown_count: self.stalls.slowdown_count,
+                slowdown_seconds: self.stalls.slowdown_micros as f64 / 1e6,
+                stop_count: self.stalls.stop_count,
+                stop_seconds: self.stalls.stop_micros as f64 / 1e6,
+            },
+            cpu: SummaryCpu {
+                seconds: own.total(),
+                user_seconds: own.user,
+                system_seconds: own.system,
+                stress_seconds: stress.total(),
+                seconds_per_gb_compacted: (input > 0)
+                    .then(|| own.total() / (input as f64 / (1024.0 * MB))),
+            },
+            wall_seconds: wall_secs,
+            scheduler: SummaryScheduler {
+                executors: self
+                    .scheduler
+                    .executors
+                    .iter()
+                    .map(|(name, totals)| {
+                        let executor = SummarySchedulerExecutor {
+                            jobs: totals.jobs,
+                            bytes: totals.bytes,
+                            seconds: totals.seconds,
+                            failures: totals.failures,
+                            panics: totals.panics,
+                        };
+                        (name.clone(), executor)
+                    })
+                    .collect(),
+                queued: counts.queued,
+                completed: counts.completed,
+                failed: counts.failed,
+                refused: counts.refused,
+                dropped_stale: counts.dropped_stale,
+                trivial_moves: counts.trivial_moves,
+                cross_level: counts.cross_level,
+                split_jobs: counts.split_jobs,
+                subcompactions: counts.subcompactions,
+                fallbacks: self.scheduler.fallbacks,
+                last_fallback: self.scheduler.last_fallback.clone(),
+            },
+        }
     }
 }
 
@@ -326,6 +586,15 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("\n    2 "), "{text}");
+        // The JSON summary has the same figures.
+        let summary = totals.summary(cpu, CpuTime::default(), 5.0);
+        assert_eq!(summary.write_amplification, Some(3.0));
+        assert_eq!(summary.compaction.megabytes_per_second, Some(20.0));
+        let per_gb = summary.cpu.seconds_per_gb_compacted.unwrap();
+        assert!((per_gb - 102.4).abs() < 1e-9, "{per_gb}");
+        assert_eq!(summary.levels.len(), 2);
+        assert_eq!(summary.levels[1].read_megabytes_per_second, Some(20.0));
+        assert_eq!(summary.executors["parallel"].megabytes_per_second, 20.0);
         assert!(
             text.contains("Executor parallel: 3 jobs, read 40.0 MB, wrote 20.0 MB in 2.000 s (20.0 MB/s input)"),
             "{text}"

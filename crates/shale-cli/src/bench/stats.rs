@@ -12,12 +12,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
+use serde::Serialize;
+use shale::stats::MB;
 
 use super::latency::{new_histogram, record_latency};
 use super::timeline::{Timeline, TimelineRecorder};
 
-/// Latency percentiles of a set of operations, in microseconds.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Latency percentiles of a set of operations, in microseconds (in
+/// `shale bench --json` as the benchmark's `latency`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LatencySummary {
     /// Operations recorded.
     pub count: u64,
@@ -397,23 +400,59 @@ impl Stats {
         (self.finish - self.start).as_secs_f64()
     }
 
-    /// db_bench's report line, without the newline.
-    pub fn report_line(&self, name: &str) -> String {
+    /// The benchmark's figures, as the report line prints them and
+    /// `shale bench --json` writes them.
+    pub fn figures(&self) -> Figures {
         // Pretend at least one op was done, for benchmarks that count none.
         let done = self.done.max(1);
+        let elapsed = self.elapsed_seconds();
+        Figures {
+            ops: self.done,
+            micros_per_op: self.seconds * 1e6 / done as f64,
+            mb_per_second: (self.bytes > 0).then(|| {
+                if elapsed > 0.0 {
+                    self.bytes as f64 / MB / elapsed
+                } else {
+                    0.0
+                }
+            }),
+            seconds: elapsed,
+            bytes: self.bytes,
+            message: self.message.clone(),
+        }
+    }
+
+    /// db_bench's report line, without the newline.
+    pub fn report_line(&self, name: &str) -> String {
+        let figures = self.figures();
         let mut extra = String::new();
-        if self.bytes > 0 {
-            let elapsed = self.elapsed_seconds();
-            let rate = if elapsed > 0.0 {
-                self.bytes as f64 / 1_048_576.0 / elapsed
-            } else {
-                0.0
-            };
+        if let Some(rate) = figures.mb_per_second {
             extra = format!("{rate:6.1} MB/s");
         }
-        append_with_space(&mut extra, &self.message);
-        format_report_line(name, self.seconds * 1e6 / done as f64, &extra)
+        append_with_space(&mut extra, &figures.message);
+        format_report_line(name, figures.micros_per_op, &extra)
     }
+}
+
+/// What a benchmark measured (its threads merged), as its report line
+/// prints it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figures {
+    /// Operations done.
+    pub ops: u64,
+    /// The threads' seconds over the operations (at least one), in
+    /// microseconds: db_bench's micros/op.
+    pub micros_per_op: f64,
+    /// Bytes over the wall-clock seconds, in MB (2^20 bytes) per second;
+    /// `None` when the benchmark counts no bytes (db_bench prints no MB/s).
+    pub mb_per_second: Option<f64>,
+    /// Wall-clock seconds from the first thread's start to the last one's
+    /// finish.
+    pub seconds: f64,
+    /// Bytes counted for the MB/s.
+    pub bytes: u64,
+    /// What the line prints after the rate (`(1234 of 2000 found)`).
+    pub message: String,
 }
 
 /// `name : micros micros/op; extra` with db_bench's widths.

@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use shale::stats::MB;
 use shale::{ReadOptions, WriteOptions, DB};
 
 use super::generator::{KeyFormat, Random, ValueGenerator};
@@ -188,7 +189,7 @@ impl Context<'_> {
         };
         format!(
             "readwhilewriting writer: {bytes} bytes in {seconds:.3} s ({:.1} MB/s{limit})",
-            bytes as f64 / 1_048_576.0 / seconds.max(1e-9)
+            bytes as f64 / MB / seconds.max(1e-9)
         )
     }
 }
@@ -490,10 +491,10 @@ fn read_random_write_random(context: &Context<'_>, thread: &mut ThreadState) -> 
 }
 
 /// Bytes checksummed by `crc32c` (db_bench: 500 MB).
-const CRC_TOTAL_BYTES: u64 = 500 * 1_048_576;
+const CRC_TOTAL_BYTES: u64 = 500 * MB as u64;
 
 /// Bytes (de)compressed by the snappy benchmarks (db_bench: 1 GB).
-const SNAPPY_TOTAL_BYTES: u64 = 1024 * 1_048_576;
+const SNAPPY_TOTAL_BYTES: u64 = 1024 * MB as u64;
 
 /// Block size of the snappy benchmarks (LevelDB's default `block_size`).
 const SNAPPY_BLOCK: usize = 4096;
