@@ -221,7 +221,7 @@ pub(crate) mod table_cache;
 pub mod verify;
 pub(crate) mod version_set;
 
-pub use db::{destroy, SchedulerStats, StallStats, DB};
+pub use db::{destroy, LevelStats, SchedulerStats, StallStats, DB};
 pub use db_iter::DbIterator;
 pub use options::{CompactRangeOptions, Options, ReadOptions, WriteOptions};
 pub use range::Entries;
