@@ -15,6 +15,7 @@ pub fn new_histogram() -> Histogram<u64> {
 
 /// Records `nanos` (at least 1) in `histogram`, growing it as needed.
 /// (`saturating_record` would clamp to the current, small, range instead.)
+#[inline]
 pub fn record_latency(histogram: &mut Histogram<u64>, nanos: u64) {
     // Only fails when the histogram cannot grow (a count overflowing usize).
     let _ = histogram.record(nanos.max(1));
