@@ -3,39 +3,9 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::process::{Command, Output, Stdio};
+mod support;
 
-fn shale(args: &[&str]) -> Output {
-    shale_with_env(args, &[])
-}
-
-fn shale_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_shale"));
-    command.args(args).stdin(Stdio::null());
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    command.output().expect("run shale")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-#[track_caller]
-fn assert_ok(output: &Output) {
-    assert!(
-        output.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        output.status.code(),
-        stdout(output),
-        stderr(output)
-    );
-}
+use support::{assert_ok, shale, shale_with_env, stderr, stdout};
 
 /// The report line of `name`, checked against db_bench's layout:
 /// `name` padded to 12, ` : `, micros/op as `%11.3f`, ` micros/op;`.

@@ -4,33 +4,13 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-fn shale(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shale"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run shale")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-#[track_caller]
-fn assert_ok(output: &Output) {
-    assert!(
-        output.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        output.status.code(),
-        text(&output.stdout),
-        text(&output.stderr)
-    );
-}
+use support::{assert_ok, shale, text};
 
 #[track_caller]
 fn read_json(path: &Path) -> Value {

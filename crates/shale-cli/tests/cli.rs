@@ -2,64 +2,15 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::io::Write;
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use shale::{Options, WriteOptions, DB};
 use shale_compact::testing;
 
-fn shale_command(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_shale"));
-    command.args(args);
-    command
-}
-
-/// Runs `shale` with `args` and no input.
-fn shale(args: &[&str]) -> Output {
-    shale_command(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run shale")
-}
-
-/// Runs `shale` with `args`, feeding `input` to its stdin.
-fn shale_with_input(args: &[&str], input: &[u8]) -> Output {
-    let mut child = shale_command(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run shale");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let writer = std::thread::spawn(move || {
-        // The child may exit early on bad input: ignore a broken pipe.
-        let _ = stdin.write_all(&input);
-    });
-    let output = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    output
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-#[track_caller]
-fn assert_ok(output: &Output) {
-    assert!(
-        output.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        output.status.code(),
-        stdout(output),
-        stderr(output)
-    );
-}
+use support::{assert_ok, shale, shale_with_input, stderr, stdout};
 
 #[track_caller]
 fn assert_fails(output: &Output, needle: &str) {

@@ -3,50 +3,13 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
+mod support;
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-fn shale(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shale"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run shale")
-}
-
-fn shale_with_input(args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run shale");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let output = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    output
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-#[track_caller]
-fn assert_ok(output: &Output) {
-    assert!(
-        output.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        output.status.code(),
-        text(&output.stdout),
-        text(&output.stderr)
-    );
-}
+use support::{assert_ok, shale, shale_with_input, text};
 
 /// The subcommands that take the database option flags.
 const WITH_DB_FLAGS: &[&str] = &[

@@ -117,24 +117,11 @@ pub struct SchedulerRow {
     pub queue_lengths: Vec<usize>,
     /// Jobs running.
     pub running: usize,
-    /// Jobs put in a queue.
-    pub queued: u64,
-    /// Jobs completed.
-    pub completed: u64,
-    /// Jobs that failed (their error became the background error).
-    pub failed: u64,
-    /// Jobs every executor of their chain refused.
-    pub refused: u64,
-    /// Queued jobs dropped because the version moved under them.
-    pub dropped_stale: u64,
-    /// Files moved down without being rewritten.
-    pub trivial_moves: u64,
-    /// Cross-level jobs.
-    pub cross_level: u64,
-    /// Jobs run as sub-compactions.
-    pub split_jobs: u64,
-    /// The sub-compactions they ran as.
-    pub subcompactions: u64,
+    /// Jobs queued, completed, failed, refused, dropped stale; trivial
+    /// moves, cross-level jobs, jobs split and their sub-compactions (in
+    /// the document, fields of `scheduler` itself).
+    #[serde(flatten)]
+    pub counts: crate::compaction::scheduler::SchedulerCounts,
     /// Input bytes per second of each executor's last jobs (what the
     /// scheduler's queue-end choice reads); `None` before its first.
     pub executor_bytes_per_second: BTreeMap<String, Option<f64>>,

@@ -383,24 +383,10 @@ pub struct SummaryCpu {
 pub struct SummaryScheduler {
     /// Per executor, by name: the jobs the service gave it.
     pub executors: BTreeMap<String, SummarySchedulerExecutor>,
-    /// Jobs queued.
-    pub queued: u64,
-    /// Jobs completed.
-    pub completed: u64,
-    /// Jobs that failed.
-    pub failed: u64,
-    /// Jobs every executor of their chain refused.
-    pub refused: u64,
-    /// Queued jobs dropped because the version moved under them.
-    pub dropped_stale: u64,
-    /// Jobs that moved a file down without rewriting it.
-    pub trivial_moves: u64,
-    /// Cross-level jobs.
-    pub cross_level: u64,
-    /// Jobs run as sub-compactions.
-    pub split_jobs: u64,
-    /// The sub-compactions they made.
-    pub subcompactions: u64,
+    /// Jobs queued, completed, failed, refused and so on, summed over the
+    /// run's opens (fields of this object in the document).
+    #[serde(flatten)]
+    pub counts: shale::compaction::scheduler::SchedulerCounts,
     /// Jobs that ran on another executor than the first of their chain.
     pub fallbacks: u64,
     /// Why the last of them fell back.
@@ -508,15 +494,7 @@ impl EngineTotals {
                         (name.clone(), executor)
                     })
                     .collect(),
-                queued: counts.queued,
-                completed: counts.completed,
-                failed: counts.failed,
-                refused: counts.refused,
-                dropped_stale: counts.dropped_stale,
-                trivial_moves: counts.trivial_moves,
-                cross_level: counts.cross_level,
-                split_jobs: counts.split_jobs,
-                subcompactions: counts.subcompactions,
+                counts: *counts,
                 fallbacks: self.scheduler.fallbacks,
                 last_fallback: self.scheduler.last_fallback.clone(),
             },

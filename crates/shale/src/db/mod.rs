@@ -522,15 +522,7 @@ impl DB {
             scheduler: SchedulerRow {
                 queue_lengths: queue_lengths.to_vec(),
                 running,
-                queued: counts.queued,
-                completed: counts.completed,
-                failed: counts.failed,
-                refused: counts.refused,
-                dropped_stale: counts.dropped_stale,
-                trivial_moves: counts.trivial_moves,
-                cross_level: counts.cross_level,
-                split_jobs: counts.split_jobs,
-                subcompactions: counts.subcompactions,
+                counts,
                 executor_bytes_per_second: book
                     .records()
                     .map(|(name, record)| (name.to_string(), record.throughput()))

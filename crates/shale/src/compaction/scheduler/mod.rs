@@ -99,8 +99,9 @@ impl ScheduledJob {
     }
 }
 
-/// Counters for the `shale.scheduler` property.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Counters for the `shale.scheduler` property (and, flattened, for the
+/// statistics document's `scheduler` object).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SchedulerCounts {
     /// Jobs put in a queue.
     pub queued: u64,
