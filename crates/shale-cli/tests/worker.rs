@@ -11,13 +11,14 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use shale::{Options, WriteOptions, DB};
+use shale_compact::testing::http_get;
 
 fn shale(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_shale"))
@@ -568,22 +569,6 @@ fn wait_for(what: &str, needle: &str, read: impl Fn() -> String) -> String {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// `GET path` over HTTP/1.1 from `at`: the whole answer, head and body.
-fn http_get(at: &str, path: &str) -> String {
-    let mut stream = std::net::TcpStream::connect(at).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {at}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    answer
 }
 
 /// `shale compact --executor remote` of a fresh copy of `source` named

@@ -31,6 +31,15 @@ use serde::Serialize;
 /// ShaleDB prints or reports is this one.
 pub const MB: f64 = 1_048_576.0;
 
+/// `bytes` in `seconds` as [`MB`] per second; 0 when no time was measured.
+pub fn megabytes_per_second(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 / MB / seconds
+    } else {
+        0.0
+    }
+}
+
 /// Everything the engine counts, since open (levels' files and bytes: now).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Statistics {

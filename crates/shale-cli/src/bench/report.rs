@@ -443,11 +443,10 @@ impl EngineTotals {
                         bytes_read: stats.bytes_read,
                         bytes_written: stats.bytes_written,
                         seconds: stats.total_secs,
-                        megabytes_per_second: if stats.total_secs > 0.0 {
-                            stats.bytes_read as f64 / MB / stats.total_secs
-                        } else {
-                            0.0
-                        },
+                        megabytes_per_second: shale::stats::megabytes_per_second(
+                            stats.bytes_read,
+                            stats.total_secs,
+                        ),
                         read_seconds: stats.read_secs,
                         unpack_seconds: stats.unpack_secs,
                         merge_seconds: stats.merge_secs,

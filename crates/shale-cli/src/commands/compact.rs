@@ -126,13 +126,7 @@ pub fn run(args: &CompactArgs) -> CliResult {
     let read = read_after.saturating_sub(read_before);
     let written = written_after.saturating_sub(written_before);
     // db_bench's MB (2^20 bytes), as every MB ShaleDB prints.
-    let megabytes_per_second = |bytes: u64, seconds: f64| {
-        if seconds > 0.0 {
-            bytes as f64 / seconds / shale::stats::MB
-        } else {
-            0.0
-        }
-    };
+    use shale::stats::megabytes_per_second;
 
     let mut out = std::io::stdout().lock();
     if let Some(lines) = db.property("shale.executors") {

@@ -103,6 +103,7 @@ mod tests {
     use crate::remote::proto::{CompactRequest, HelloRequest};
     use crate::remote::state::Intake;
     use crate::remote::{LocalWorker, WorkerConfig};
+    use crate::testing::http_get;
 
     #[test]
     fn a_closed_intake_answers_unavailable_saying_why() {
@@ -193,23 +194,6 @@ mod tests {
             }
             Err(tonic::Status::unknown("the stream ended without Done"))
         })
-    }
-
-    /// `GET path` on the metrics port: the whole answer, head and body.
-    fn http_get(at: std::net::SocketAddr, path: &str) -> String {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(at).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: {at}\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).unwrap();
-        answer
     }
 
     #[test]

@@ -454,7 +454,9 @@ impl DB {
     /// # Ok::<(), shale::Error>(())
     /// ```
     pub fn statistics(&self) -> crate::stats::Statistics {
-        use crate::stats::{ExecutorRow, Fallbacks, LevelRow, SchedulerRow, Stalls, MB};
+        use crate::stats::{
+            megabytes_per_second, ExecutorRow, Fallbacks, LevelRow, SchedulerRow, Stalls,
+        };
         let sizes = self.level_sizes();
         let (book, scheduler) = self.inner.service().with_scheduler(|scheduler| {
             (
@@ -502,11 +504,10 @@ impl DB {
                     gc_seconds: phases.gc_secs,
                     pack_seconds: phases.pack_secs,
                     write_seconds: phases.write_secs,
-                    megabytes_per_second: if phases.total_secs > 0.0 {
-                        phases.bytes_read as f64 / MB / phases.total_secs
-                    } else {
-                        0.0
-                    },
+                    megabytes_per_second: megabytes_per_second(
+                        phases.bytes_read,
+                        phases.total_secs,
+                    ),
                 };
                 (name.to_string(), row)
             })
