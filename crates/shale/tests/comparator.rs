@@ -8,35 +8,12 @@
 
 mod support;
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use shale::env::{Env, MemEnv};
-use shale::format::comparator::Comparator;
 use shale::{CompactRangeOptions, Error, Options, ReadOptions, WriteBatch, WriteOptions, DB};
-use support::scan;
-
-/// Decimal numbers without leading zeros, in numeric order: shorter first,
-/// then bytewise. Bytewise order would put "10" before "9".
-#[derive(Debug)]
-struct Numeric;
-
-impl Comparator for Numeric {
-    fn name(&self) -> &str {
-        "test.Numeric"
-    }
-
-    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
-        a.len().cmp(&b.len()).then_with(|| a.cmp(b))
-    }
-
-    // No shortening: an index key is then the block's last key, which is
-    // right in any order.
-    fn find_shortest_separator(&self, _start: &mut Vec<u8>, _limit: &[u8]) {}
-
-    fn find_short_successor(&self, _key: &mut Vec<u8>) {}
-}
+use support::{scan, Numeric};
 
 /// The model: keys sorted in numeric order.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -5,7 +5,8 @@
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::cmp::Ordering;
+mod support;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::path::Path;
@@ -13,9 +14,9 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use shale::env::{Env, MemEnv};
-use shale::format::comparator::Comparator;
 use shale::range::{entries, prefix, Entries};
 use shale::{Error, Options, ReadOptions, WriteBatch, WriteOptions, DB};
+use support::Numeric;
 
 type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 type Range<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
@@ -273,24 +274,6 @@ fn into_entries_starts_at_the_cursor() {
     // An unpositioned cursor starts at the first entry.
     let cursor = db.iter(&ReadOptions::new()).unwrap();
     assert_eq!(keys(cursor.into_entries()), [b"a", b"b", b"c"]);
-}
-
-/// Numbers in numeric order: shorter first, then bytewise.
-#[derive(Debug)]
-struct Numeric;
-
-impl Comparator for Numeric {
-    fn name(&self) -> &str {
-        "test.Numeric"
-    }
-
-    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
-        a.len().cmp(&b.len()).then_with(|| a.cmp(b))
-    }
-
-    fn find_shortest_separator(&self, _start: &mut Vec<u8>, _limit: &[u8]) {}
-
-    fn find_short_successor(&self, _key: &mut Vec<u8>) {}
 }
 
 #[test]
