@@ -165,11 +165,6 @@ impl Error {
         }
     }
 
-    /// True for [`Error::Refused`].
-    pub fn is_refusal(&self) -> bool {
-        matches!(self, Error::Refused { .. })
-    }
-
     /// An internal error for a panic caught while doing `what`, with the
     /// panic's message when it has one.
     pub fn panicked(what: &str, payload: &(dyn std::any::Any + Send)) -> Error {

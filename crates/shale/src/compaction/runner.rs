@@ -183,13 +183,20 @@ impl Runner {
     /// error.
     fn finish_job(&self, host: &dyn JobHost, job: &ScheduledJob, outcome: Outcome) -> Result<()> {
         self.service.finish(job, &outcome);
-        let result = match outcome {
-            Outcome::Installed(_) => Ok(()),
-            Outcome::Refused(refusal) => Err(refusal.into_error()),
-            Outcome::Failed(err) => Err(err),
-        };
-        host.job_ended(result.as_ref().err().filter(|e| !e.is_refusal()));
-        result
+        match outcome {
+            Outcome::Installed(_) => {
+                host.job_ended(None);
+                Ok(())
+            }
+            Outcome::Refused(refusal) => {
+                host.job_ended(None);
+                Err(refusal.into_error())
+            }
+            Outcome::Failed(err) => {
+                host.job_ended(Some(&err));
+                Err(err)
+            }
+        }
     }
 
     /// Runs a taken job (a trivial move, or a job on the executor chain the
