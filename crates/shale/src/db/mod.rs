@@ -382,13 +382,20 @@ impl DB {
     }
 
     /// Waits until no compaction is needed or running (for benchmarks and
-    /// tests).
+    /// tests), then deletes the files no version needs any more.
     pub fn wait_for_compactions(&self) -> Result<()> {
         if self.inner.read_only {
             // No compaction runs in a read-only handle.
             return Ok(());
         }
-        self.inner.compaction.wait_for_compactions(&*self.inner)
+        self.inner.compaction.wait_for_compactions(&*self.inner)?;
+        // The last install's cleanup keeps what a version held at that
+        // moment names, and one is often held for an instant (a thread
+        // looking for work, this wait checking for idleness): without a
+        // later flush or compaction those files would stay until the next
+        // one, or the close. Idle now, nothing holds an old version.
+        self.inner.delete_obsolete_files(self.inner.lock_versions());
+        Ok(())
     }
 
     /// A property of the database, or `None` for an unknown name. Known:
