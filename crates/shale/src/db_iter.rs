@@ -9,8 +9,6 @@
 //! User keys are ordered by the database's [`KeyOrder`]: bytewise, or a
 //! custom comparator's order.
 
-use std::ops::RangeBounds;
-
 use shale_format::comparator::KeyOrder;
 use shale_format::error::Error;
 use shale_format::internal_key::{
@@ -18,8 +16,6 @@ use shale_format::internal_key::{
     MAX_SEQUENCE_NUMBER,
 };
 use shale_format::iterator::KvIterator;
-
-use crate::range::Entries;
 
 /// Above this much spare capacity the saved value buffer is released rather
 /// than reused, so one huge value does not pin memory for the whole scan.
@@ -43,7 +39,7 @@ enum Direction {
 /// do not hand out data past a sign of damage). An error from the internal
 /// cursor stops it too. Every seek starts afresh and clears a previous error.
 ///
-/// [`DB::iter`](crate::DB::iter) opens one, bounded by
+/// [`DB::iter`](crate::db::DB::iter) opens one, bounded by
 /// [`ReadOptions::lower_bound`](crate::ReadOptions::lower_bound) and
 /// [`ReadOptions::upper_bound`](crate::ReadOptions::upper_bound) and reading
 /// at [`ReadOptions::snapshot`](crate::ReadOptions::snapshot) (or at the
@@ -319,58 +315,6 @@ impl DbIterator {
             Some(error) => Err(error.clone()),
             None => self.iter.status(),
         }
-    }
-
-    /// This cursor as an [`Iterator`] of owned `(key, value)` pairs (see
-    /// [`Entries`]). Iteration starts at the current entry if the cursor is
-    /// on one, and otherwise (never positioned, or moved past either end) at
-    /// the first entry. A cursor stopped by an error yields that error.
-    ///
-    /// ```
-    /// use shale::{Options, ReadOptions, WriteOptions, DB};
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let db = DB::open(dir.path(), Options { create_if_missing: true, ..Options::default() })?;
-    /// for key in [b"a", b"b", b"c"] {
-    ///     db.put(&WriteOptions::default(), key, b"v")?;
-    /// }
-    /// let mut cursor = db.iter(&ReadOptions::new())?;
-    /// cursor.seek(b"b");
-    /// let keys: Vec<Vec<u8>> = cursor
-    ///     .into_entries()
-    ///     .map(|entry| entry.map(|(key, _value)| key))
-    ///     .collect::<shale::Result<_>>()?;
-    /// assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
-    /// # Ok::<(), shale::Error>(())
-    /// ```
-    pub fn into_entries(self) -> Entries {
-        Entries::from_cursor(self)
-    }
-
-    /// This cursor as an [`Iterator`] over the user keys in `range` (within
-    /// the bounds the cursor already has), whatever its current position.
-    /// See [`range::entries`](crate::range::entries), which opens the cursor
-    /// too.
-    ///
-    /// ```
-    /// use shale::{Options, ReadOptions, WriteOptions, DB};
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let db = DB::open(dir.path(), Options { create_if_missing: true, ..Options::default() })?;
-    /// for key in [b"a", b"b", b"c", b"d"] {
-    ///     db.put(&WriteOptions::default(), key, b"v")?;
-    /// }
-    /// let lower: &[u8] = b"b";
-    /// let upper: &[u8] = b"c";
-    /// let keys: Vec<Vec<u8>> = db
-    ///     .iter(&ReadOptions::new())?
-    ///     .into_range(lower..=upper)
-    ///     .rev()
-    ///     .map(|entry| entry.map(|(key, _value)| key))
-    ///     .collect::<shale::Result<_>>()?;
-    /// assert_eq!(keys, [b"c".to_vec(), b"b".to_vec()]);
-    /// # Ok::<(), shale::Error>(())
-    /// ```
-    pub fn into_range<'a>(self, range: impl RangeBounds<&'a [u8]>) -> Entries {
-        Entries::from_range(self, range)
     }
 
     /// The order of user keys the cursor walks in.

@@ -218,6 +218,7 @@ pub mod repair;
 pub(crate) mod snapshot;
 pub mod stats;
 pub(crate) mod table_cache;
+pub(crate) mod units;
 pub mod verify;
 pub(crate) mod version_set;
 

@@ -75,7 +75,7 @@ impl std::str::FromStr for PickStyle {
 ///
 /// Start from [`Options::default`] (LevelDB 1.23's defaults, plus a 10-bit
 /// Bloom filter) and change the fields you need with struct update syntax.
-/// [`Options::validate`] (also run by [`DB::open`](crate::DB::open)) says
+/// [`Options::validate`] (also run by [`DB::open`](crate::db::DB::open)) says
 /// what is wrong with a combination that cannot work.
 ///
 /// ```
@@ -540,7 +540,7 @@ pub struct WriteOptions {
     pub sync: bool,
 }
 
-/// Options for [`DB::compact_range_with`](crate::DB::compact_range_with).
+/// Options for [`DB::compact_range_with`](crate::db::DB::compact_range_with).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CompactRangeOptions {
     /// The executor to run the jobs on (`streaming`, `parallel`, `opencl`,

@@ -41,7 +41,11 @@ use std::cmp::Ordering;
 use std::iter::FusedIterator;
 use std::ops::{Bound, RangeBounds};
 
-use crate::{DbIterator, Error, ReadOptions, Result, DB};
+use shale_format::{Error, Result};
+
+use crate::db::DB;
+use crate::db_iter::DbIterator;
+use crate::options::ReadOptions;
 
 /// The user keys of `db` in `range`, as an iterator of `(key, value)` pairs
 /// in key order (and, with [`Iterator::rev`] or
@@ -372,6 +376,62 @@ impl DoubleEndedIterator for Entries {
 }
 
 impl FusedIterator for Entries {}
+
+/// The cursor's way into the range iterator (here, beside [`Entries`],
+/// so that the cursor's module does not depend on this one).
+impl DbIterator {
+    /// This cursor as an [`Iterator`] of owned `(key, value)` pairs (see
+    /// [`Entries`]). Iteration starts at the current entry if the cursor is
+    /// on one, and otherwise (never positioned, or moved past either end) at
+    /// the first entry. A cursor stopped by an error yields that error.
+    ///
+    /// ```
+    /// use shale::{Options, ReadOptions, WriteOptions, DB};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = DB::open(dir.path(), Options { create_if_missing: true, ..Options::default() })?;
+    /// for key in [b"a", b"b", b"c"] {
+    ///     db.put(&WriteOptions::default(), key, b"v")?;
+    /// }
+    /// let mut cursor = db.iter(&ReadOptions::new())?;
+    /// cursor.seek(b"b");
+    /// let keys: Vec<Vec<u8>> = cursor
+    ///     .into_entries()
+    ///     .map(|entry| entry.map(|(key, _value)| key))
+    ///     .collect::<shale::Result<_>>()?;
+    /// assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
+    /// # Ok::<(), shale::Error>(())
+    /// ```
+    pub fn into_entries(self) -> Entries {
+        Entries::from_cursor(self)
+    }
+
+    /// This cursor as an [`Iterator`] over the user keys in `range` (within
+    /// the bounds the cursor already has), whatever its current position.
+    /// See [`range::entries`](crate::range::entries), which opens the cursor
+    /// too.
+    ///
+    /// ```
+    /// use shale::{Options, ReadOptions, WriteOptions, DB};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = DB::open(dir.path(), Options { create_if_missing: true, ..Options::default() })?;
+    /// for key in [b"a", b"b", b"c", b"d"] {
+    ///     db.put(&WriteOptions::default(), key, b"v")?;
+    /// }
+    /// let lower: &[u8] = b"b";
+    /// let upper: &[u8] = b"c";
+    /// let keys: Vec<Vec<u8>> = db
+    ///     .iter(&ReadOptions::new())?
+    ///     .into_range(lower..=upper)
+    ///     .rev()
+    ///     .map(|entry| entry.map(|(key, _value)| key))
+    ///     .collect::<shale::Result<_>>()?;
+    /// assert_eq!(keys, [b"c".to_vec(), b"b".to_vec()]);
+    /// # Ok::<(), shale::Error>(())
+    /// ```
+    pub fn into_range<'a>(self, range: impl RangeBounds<&'a [u8]>) -> Entries {
+        Entries::from_range(self, range)
+    }
+}
 
 #[cfg(test)]
 mod tests {

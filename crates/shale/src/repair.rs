@@ -1,6 +1,6 @@
 //! Rebuilding a database whose MANIFEST or CURRENT is lost or damaged, or
 //! whose tables are damaged, from the files in its directory: LevelDB 1.23's
-//! `RepairDB` (`db/repair.cc`). The result opens with [`DB::open`](crate::DB::open) and holds
+//! `RepairDB` (`db/repair.cc`). The result opens with [`DB::open`](crate::db::DB::open) and holds
 //! every entry that could still be read.
 //!
 //! [`repair`] takes the database's `LOCK`, then:

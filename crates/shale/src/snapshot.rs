@@ -82,7 +82,7 @@ impl Drop for SnapshotInner {
 /// A consistent point-in-time view for reads. Cheap to clone; released when
 /// the last clone is dropped.
 ///
-/// Take one with [`DB::snapshot`](crate::DB::snapshot) and read through it
+/// Take one with [`DB::snapshot`](crate::db::DB::snapshot) and read through it
 /// with [`ReadOptions::snapshot`](crate::ReadOptions::snapshot): gets and
 /// iterators then see the database as it was when the snapshot was taken,
 /// whatever is written after. A live snapshot keeps compactions from

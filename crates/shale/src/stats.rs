@@ -1,5 +1,5 @@
 //! The database's statistics as one document ([`Statistics`], from
-//! [`DB::statistics`](crate::DB::statistics)): the one schema that `shale
+//! [`DB::statistics`](crate::db::DB::statistics)): the one schema that `shale
 //! stats --json`, the C API's `shaledb_statistics_json` and Python's
 //! `DB.stats()` all serialize, with the same names and units everywhere:
 //! times in seconds, sizes in bytes, speeds in [`MB`] per second.
@@ -27,18 +27,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-/// A megabyte, as db_bench counts its MB/s: 2^20 bytes. Every MB and MB/s
-/// ShaleDB prints or reports is this one.
-pub const MB: f64 = 1_048_576.0;
-
-/// `bytes` in `seconds` as [`MB`] per second; 0 when no time was measured.
-pub fn megabytes_per_second(bytes: u64, seconds: f64) -> f64 {
-    if seconds > 0.0 {
-        bytes as f64 / MB / seconds
-    } else {
-        0.0
-    }
-}
+pub use crate::units::{megabytes_per_second, MB};
 
 /// Everything the engine counts, since open (levels' files and bytes: now).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -9,7 +9,7 @@ use super::inner::DbInner;
 use crate::compaction::scheduler::book::ExecutorBook;
 use crate::compaction::scheduler::Scheduler;
 
-use crate::stats::MB;
+use crate::units::MB;
 
 impl DbInner {
     pub(super) fn property(&self, name: &str) -> Option<String> {

@@ -143,8 +143,8 @@ pub fn choose_cpu(book: &ExecutorBook, load: &Load) -> (&'static str, String) {
                 faster,
                 format!(
                     "measured faster: parallel {:.0} MB/s, streaming {:.0} MB/s",
-                    parallel / crate::stats::MB,
-                    streaming / crate::stats::MB
+                    parallel / crate::units::MB,
+                    streaming / crate::units::MB
                 ),
             )
         }
