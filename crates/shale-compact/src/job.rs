@@ -300,6 +300,62 @@ pub struct PhaseStats {
     /// `total_secs` is work that ran at the same time as other work.
     #[serde(default)]
     pub stage_busy_secs: BTreeMap<String, f64>,
+    /// Device executors: what the job cost the host beside its time; zero
+    /// for CPU executors.
+    #[serde(default)]
+    pub device: DeviceCounters,
+}
+
+/// What a device job cost the host, counted where it happens: the numbers
+/// that say whether data crossed the bus once and the host slept while the
+/// device worked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceCounters {
+    /// Kernels enqueued.
+    pub kernel_launches: u64,
+    /// Copies between host and device memory (either way).
+    pub transfers: u64,
+    /// Bytes copied to the device.
+    pub bytes_uploaded: u64,
+    /// Bytes copied back from the device.
+    pub bytes_downloaded: u64,
+    /// Times the host blocked until the device finished something.
+    pub host_waits: u64,
+    /// Device buffers allocated (not taken from the kept ones).
+    pub device_allocations: u64,
+    /// Bytes the host copied between its own buffers for the device path
+    /// (staging copies, blocks gathered into one buffer, results cut out).
+    pub host_bytes_copied: u64,
+}
+
+impl DeviceCounters {
+    /// Adds `other` into `self`.
+    pub fn accumulate(&mut self, other: &DeviceCounters) {
+        self.kernel_launches += other.kernel_launches;
+        self.transfers += other.transfers;
+        self.bytes_uploaded += other.bytes_uploaded;
+        self.bytes_downloaded += other.bytes_downloaded;
+        self.host_waits += other.host_waits;
+        self.device_allocations += other.device_allocations;
+        self.host_bytes_copied += other.host_bytes_copied;
+    }
+
+    /// The counters in one line: `12 launches, 3 transfers (1.0 MB up,
+    /// 0.5 MB down), 4 waits, 0 allocations, 0.1 MB copied on the host`.
+    pub fn summary(&self) -> String {
+        // MB is 2^20 bytes, as everywhere in ShaleDB.
+        let mb = |bytes: u64| bytes as f64 / f64::from(1u32 << 20);
+        format!(
+            "{} launches, {} transfers ({:.1} MB up, {:.1} MB down), {} waits, {} allocations, {:.1} MB copied on the host",
+            self.kernel_launches,
+            self.transfers,
+            mb(self.bytes_uploaded),
+            mb(self.bytes_downloaded),
+            self.host_waits,
+            self.device_allocations,
+            mb(self.host_bytes_copied),
+        )
+    }
 }
 
 /// Time and volume of one kernel or transfer kind, summed over launches.
@@ -355,6 +411,7 @@ impl PhaseStats {
         for (stage, secs) in &other.stage_busy_secs {
             *self.stage_busy_secs.entry(stage.clone()).or_default() += secs;
         }
+        self.device.accumulate(&other.device);
     }
 
     /// Seconds of work that ran concurrently with other work: the stages'

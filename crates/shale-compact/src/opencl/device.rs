@@ -16,8 +16,9 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use super::arena::DeviceArena;
 use super::placement::DeviceSelector;
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
@@ -104,8 +105,11 @@ pub struct DeviceContext {
     context: Context,
     queues: Mutex<Vec<CommandQueue>>,
     programs: Mutex<HashMap<String, Arc<Program>>>,
-    /// Bytes allocated by the jobs running now, together.
-    in_use: AtomicU64,
+    /// Bytes allocated on the device: by the jobs running now, and free
+    /// buffers kept for the next ones.
+    in_use: Arc<AtomicU64>,
+    /// Every executor's free buffers, freed first when memory runs short.
+    arenas: Mutex<Vec<Weak<DeviceArena>>>,
 }
 
 impl fmt::Debug for DeviceContext {
@@ -295,7 +299,8 @@ fn open(selector: DeviceSelector) -> Result<DeviceContext, Unavailable> {
         context,
         queues: Mutex::new(Vec::new()),
         programs: Mutex::new(HashMap::new()),
-        in_use: AtomicU64::new(0),
+        in_use: Arc::new(AtomicU64::new(0)),
+        arenas: Mutex::new(Vec::new()),
     })
 }
 
@@ -316,15 +321,39 @@ impl DeviceContext {
     }
 
     /// Counts `bytes` more of device memory as in use, unless that would take
-    /// the jobs running now past `budget` together; returns the total in
+    /// the jobs running now past `budget` together; free buffers kept in
+    /// the arena are freed first when that makes room. Returns the total in
     /// use before, as the error.
     pub(crate) fn reserve(&self, bytes: u64, budget: u64) -> Result<(), u64> {
         let before = self.in_use.fetch_add(bytes, Ordering::SeqCst);
-        if before + bytes > budget {
-            self.in_use.fetch_sub(bytes, Ordering::SeqCst);
-            return Err(before);
+        if before + bytes <= budget {
+            return Ok(());
+        }
+        let mut freed = 0;
+        let mut arenas = self.arenas.lock().unwrap_or_else(|p| p.into_inner());
+        arenas.retain(|arena| arena.strong_count() > 0);
+        for arena in arenas.iter().filter_map(Weak::upgrade) {
+            if before + bytes - freed <= budget {
+                break;
+            }
+            freed += arena.evict(before + bytes - budget - freed);
+        }
+        drop(arenas);
+        self.in_use.fetch_sub(freed, Ordering::SeqCst);
+        if before + bytes - freed > budget {
+            let in_use = self.in_use.fetch_sub(bytes, Ordering::SeqCst) - bytes;
+            return Err(in_use);
         }
         Ok(())
+    }
+
+    /// A new arena for one executor's free buffers on this device.
+    pub(crate) fn new_arena(&self) -> Arc<DeviceArena> {
+        let arena = Arc::new(DeviceArena::new(self.in_use.clone()));
+        let mut arenas = self.arenas.lock().unwrap_or_else(|p| p.into_inner());
+        arenas.retain(|arena| arena.strong_count() > 0);
+        arenas.push(Arc::downgrade(&arena));
+        arena
     }
 
     /// Returns `bytes` reserved with [`DeviceContext::reserve`].
@@ -400,8 +429,9 @@ impl QueueLease<'_> {
 impl Drop for QueueLease<'_> {
     fn drop(&mut self) {
         if let Some(queue) = self.queue.take() {
-            // Only a queue with no work left goes back to the pool.
-            if queue.finish().is_ok() {
+            // Only a queue with no work left goes back to the pool. Sleep
+            // until its work is done first: `clFinish` may spin.
+            if drain(&queue).is_ok() {
                 self.owner
                     .queues
                     .lock()
@@ -410,4 +440,20 @@ impl Drop for QueueLease<'_> {
             }
         }
     }
+}
+
+/// Waits, without spinning, until every command enqueued on `queue` is
+/// complete.
+pub(crate) fn drain(queue: &CommandQueue) -> Result<(), DeviceError> {
+    // SAFETY: a marker with no wait list touches no memory.
+    let marker = unsafe { queue.enqueue_marker_with_wait_list(&[]) }
+        .map_err(|e| DeviceError::cl("draining a command queue", e))?;
+    queue
+        .flush()
+        .map_err(|e| DeviceError::cl("draining a command queue", e))?;
+    super::wait::wait_for(&marker).map_err(|e| DeviceError::cl("draining a command queue", e))?;
+    // Returns at once now; it also reports an error of the queue itself.
+    queue
+        .finish()
+        .map_err(|e| DeviceError::cl("draining a command queue", e))
 }

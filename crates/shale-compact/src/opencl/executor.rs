@@ -20,7 +20,9 @@ use super::slices::{SliceInput, SlicePlanner};
 )]
 use super::*;
 use crate::boundaries::GrandparentCutter;
-use crate::job::{CompactionJob, CompactionOutput, Executor, JobIo, OutputTable, PhaseStats};
+use crate::job::{
+    CompactionJob, CompactionOutput, DeviceCounters, Executor, JobIo, OutputTable, PhaseStats,
+};
 
 /// The kernels, in dependency order (helpers first).
 const KERNEL_SOURCES: [&str; 9] = [
@@ -61,8 +63,9 @@ pub struct OpenClOptions {
     /// For tests: every launch of the kernel with this name fails; with
     /// `name#N`, every launch after its first N.
     pub inject_kernel_failure: Option<String>,
-    /// At most this many input bytes per slice (`None`: what the memory
-    /// budget allows). Small values force many slices (tests).
+    /// At most this many input bytes per slice (`None`:
+    /// [`PIPELINE_SLICE_INPUT_BYTES`], or less where the memory budget
+    /// says so). Small values force many slices (tests).
     pub max_slice_input_bytes: Option<u64>,
 }
 
@@ -94,6 +97,10 @@ pub struct OpenClStats {
     /// Device time and volume per kernel (and "upload" / "download" for
     /// transfers), over every device job.
     pub kernels: BTreeMap<String, KernelTime>,
+    /// What the device jobs cost the host, over every device job.
+    pub device: DeviceCounters,
+    /// Device memory kept for the next jobs now (allocated, held by no job).
+    pub kept_device_bytes: u64,
 }
 
 /// The OpenCL executor.
@@ -105,6 +112,12 @@ pub struct OpenClExecutor {
     pool: rayon::ThreadPool,
     stats: Mutex<OpenClStats>,
     injected_failure: Option<session::InjectedFailure>,
+    /// Kernels created by earlier slices, one set per session at a time
+    /// (a kernel's arguments are its own state, so two sessions never
+    /// share one).
+    kernel_sets: Mutex<Vec<session::Kernels>>,
+    /// Device buffers kept between slices and jobs.
+    arena: Arc<arena::DeviceArena>,
 }
 
 impl std::fmt::Debug for OpenClExecutor {
@@ -153,6 +166,7 @@ impl OpenClExecutor {
             .inject_kernel_failure
             .as_deref()
             .map(session::InjectedFailure::parse);
+        let arena = device.new_arena();
         Ok(OpenClExecutor {
             device,
             program,
@@ -161,6 +175,8 @@ impl OpenClExecutor {
             pool,
             stats: Mutex::new(OpenClStats::default()),
             injected_failure,
+            kernel_sets: Mutex::new(Vec::new()),
+            arena,
         })
     }
 
@@ -176,7 +192,9 @@ impl OpenClExecutor {
 
     /// A snapshot of what the executor did.
     pub fn stats(&self) -> OpenClStats {
-        self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        stats.kept_device_bytes = self.arena.free_bytes();
+        stats
     }
 
     fn record(&self, update: impl FnOnce(&mut OpenClStats)) {
@@ -201,9 +219,17 @@ impl OpenClExecutor {
         }
         input.run_first_block.push(input.blocks.len());
         let last = input.last;
+        let kernels = self
+            .kernel_sets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_default();
         let mut session = Session::new(
             &self.device,
+            &self.arena,
             self.program.clone(),
+            kernels,
             self.limits.memory_budget,
             self.injected_failure.clone(),
         )?;
@@ -225,8 +251,14 @@ impl OpenClExecutor {
             stats.pack_secs += t.elapsed().as_secs_f64();
             Ok(packed)
         })();
-        let times = std::mem::take(&mut session.times);
-        let allocated = session.allocated();
+        let finished = session.finish();
+        self.kernel_sets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(finished.kernels);
+        let result = result.and_then(|packed| finished.settled.map(|()| packed));
+        let (times, allocated) = (finished.times, finished.allocated);
+        stats.device.accumulate(&finished.counters);
         for (name, time) in &times {
             stats
                 .kernels
@@ -237,6 +269,7 @@ impl OpenClExecutor {
         self.record(|s| {
             s.peak_job_device_bytes = s.peak_job_device_bytes.max(allocated);
             s.slices += 1;
+            s.device.accumulate(&finished.counters);
             for (name, time) in times {
                 s.kernels
                     .entry(name.to_string())
@@ -266,7 +299,11 @@ impl OpenClExecutor {
                 )))
             }
         };
-        let slice_bytes = slice_bytes.min(self.options.max_slice_input_bytes.unwrap_or(u64::MAX));
+        let slice_bytes = slice_bytes.min(
+            self.options
+                .max_slice_input_bytes
+                .unwrap_or(PIPELINE_SLICE_INPUT_BYTES),
+        );
         let mut stats = PhaseStats::default();
         let (read_sender, read_receiver) = sync_channel::<Result<SliceInput, DeviceError>>(1);
         let (write_sender, write_receiver) = sync_channel::<Vec<FileParts>>(1);

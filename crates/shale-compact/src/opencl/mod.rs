@@ -15,7 +15,9 @@
 //! - `pipeline.rs`: unpack, merge and gc of one slice on the device;
 //!   `pack.rs`: pack. Each file's header says which steps run on the host.
 //! - `session.rs`, `scan.rs`: buffers, two queues and events, launches,
-//!   timing; the device scan.
+//!   timing, the cost counters; the device scan.
+//! - `arena.rs`: device buffers kept between slices and jobs; `wait.rs`:
+//!   waiting for the device by callback, never by spinning.
 //!
 //! **The pipeline** (the GPU paper's, in three stages on three threads): a
 //! reading thread reads and decompresses slice k+1 while the device works
@@ -35,6 +37,8 @@
 //! behind.
 
 #[cfg(feature = "opencl")]
+mod arena;
+#[cfg(feature = "opencl")]
 mod device;
 #[cfg(feature = "opencl")]
 mod executor;
@@ -51,6 +55,8 @@ mod session;
 mod slices;
 #[cfg(all(test, feature = "opencl"))]
 mod tests;
+#[cfg(feature = "opencl")]
+mod wait;
 
 pub use crate::job::KernelTime;
 #[cfg(feature = "opencl")]
@@ -61,7 +67,7 @@ pub use device::{
 pub use placement::{
     estimated_device_bytes, placement, slice_input_bytes, DeviceLimits, DeviceSelector, GcSite,
     Placement, PlacementPolicy, DEFAULT_MAX_DEVICE_FILES, DEVICE_BYTES_PER_INPUT_BYTE,
-    MIN_SLICE_INPUT_BYTES, Q_COMPACTION_MAX_OUTPUT_LEVEL,
+    MIN_SLICE_INPUT_BYTES, PIPELINE_SLICE_INPUT_BYTES, Q_COMPACTION_MAX_OUTPUT_LEVEL,
 };
 
 #[cfg(feature = "opencl")]

@@ -126,6 +126,13 @@ pub fn estimated_device_bytes(job: &CompactionJob) -> u64 {
         .saturating_mul(DEVICE_BYTES_PER_INPUT_BYTE)
 }
 
+/// Input bytes per slice when the memory budget allows more: small enough
+/// that reading slice k+1, the device on slice k and writing slice k-1
+/// overlap within one job (one slice per job leaves nothing to overlap),
+/// large enough that the output file carried from slice to slice (up to
+/// one `max_output_file_size`, 2 MiB by default) is re-packed rarely.
+pub const PIPELINE_SLICE_INPUT_BYTES: u64 = 32 << 20;
+
 /// The smallest slice worth running: below it, per-slice overheads (the
 /// open output file carried into every slice, launches) dominate.
 pub const MIN_SLICE_INPUT_BYTES: u64 = 16 << 10;

@@ -1,31 +1,41 @@
-//! One job's use of the device: a leased command queue, the compiled
-//! kernels, buffers counted against the job's device-memory budget and the
-//! device's largest allocation, transfers, kernel launches (timed with
-//! OpenCL profiling events) and failure injection for tests.
+//! One slice's use of the device: a leased command queue, the compiled
+//! kernels, buffers from the device's arena counted against the job's
+//! device-memory budget and the device's largest allocation, transfers,
+//! kernel launches (timed with OpenCL profiling events), the cost counters
+//! and failure injection for tests.
 //!
 //! Two command queues (the GPU paper's streams): kernels go to the compute
 //! queue, the large transfers to the transfer queue, and OpenCL events say
-//! what waits for what. [`Session::upload_async`] and
-//! [`Session::download_async`] return at once with the event; a launch can
-//! wait on events ([`Session::launch_after`]), so a kernel starts the
-//! moment its input has arrived while the host goes on preparing the next
-//! arguments, and a read-back of finished output runs while later kernels
-//! compute. Launches themselves wait for their kernel: the pipeline needs
-//! most results (sizes, flags) on the host before it can plan the next step.
+//! what waits for what. Nothing is waited for unless the host needs a
+//! result: launches, small uploads and fills are only enqueued (the compute
+//! queue is in order, so each kernel sees what came before it), and a
+//! read-back on the transfer queue waits for a marker of the compute queue
+//! (everything enqueued there before it). The host blocks only to read a
+//! result ([`Session::download`], [`Session::finish_download`], an error
+//! flag), and then sleeps until the device is done (`wait.rs`). Every
+//! block is counted in [`DeviceCounters::host_waits`].
+//!
 //! Pending transfers own their host memory and wait for their event when
 //! dropped, so no transfer can outlive the memory it reads or writes.
+//! Buffers come from the device's arena and go back to it when the session
+//! ends, after both queues are drained.
 
+use std::any::Any;
 use std::collections::HashMap;
-use std::time::Instant;
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::program::Program;
-use opencl3::types::{cl_event, cl_mem, CL_BLOCKING, CL_NON_BLOCKING};
+use opencl3::types::{cl_event, cl_mem, CL_NON_BLOCKING};
 
-use super::device::{DeviceContext, DeviceError, QueueLease};
-use crate::job::KernelTime;
+use super::arena::{only_owner, size_class, DeviceArena, Pooled};
+use super::device::{drain, DeviceContext, DeviceError, QueueLease};
+use super::wait::{wait_for, Waited};
+use crate::job::{DeviceCounters, KernelTime};
+
+/// The kernels of one program, created once and reused by later sessions.
+pub(crate) type Kernels = HashMap<&'static str, Kernel>;
 
 /// Work-group size of kernels launched without one of their own.
 pub(crate) const DEFAULT_GROUP: usize = 64;
@@ -85,7 +95,7 @@ impl<T> Drop for Upload<T> {
     fn drop(&mut self) {
         // The host data must outlive the transfer, whatever happened.
         if let Some(event) = &self.event {
-            let _ = event.wait();
+            let _ = wait_for(event);
         }
     }
 }
@@ -101,7 +111,7 @@ impl<T> Drop for Download<T> {
     fn drop(&mut self) {
         // The device may still be writing into `host`.
         if let Some(event) = &self.event {
-            let _ = event.wait();
+            let _ = wait_for(event);
         }
     }
 }
@@ -131,29 +141,57 @@ impl InjectedFailure {
     }
 }
 
+/// What a session measured, once it is over.
+pub(crate) struct Finished {
+    /// The kernels, for the next session.
+    pub(crate) kernels: Kernels,
+    /// `Err` when a command failed after it was enqueued.
+    pub(crate) settled: Result<(), DeviceError>,
+    /// Per kernel name, and "upload" / "download".
+    pub(crate) times: HashMap<&'static str, KernelTime>,
+    /// What the session cost the host.
+    pub(crate) counters: DeviceCounters,
+    /// Device bytes of the buffers the session held.
+    pub(crate) allocated: u64,
+}
+
 /// A device session for one slice of a job.
 pub(crate) struct Session<'d> {
     device: &'d DeviceContext,
+    /// Where buffers come from and go back to.
+    arena: &'d DeviceArena,
     lease: QueueLease<'d>,
     /// The queue for large transfers, beside the compute queue.
     transfer: QueueLease<'d>,
     program: std::sync::Arc<Program>,
-    kernels: HashMap<&'static str, Kernel>,
+    kernels: Kernels,
     budget: u64,
+    /// Device bytes of the buffers this session holds.
     allocated: u64,
+    /// The buffers this session holds, back to the arena at its end.
+    held: Vec<Pooled>,
     inject_failure: Option<InjectedFailure>,
     /// Per kernel name, and "upload" / "download".
-    pub(crate) times: HashMap<&'static str, KernelTime>,
-    /// Launches not waited for yet: name, items, bytes, event.
-    pending_launches: Vec<(&'static str, u64, u64, Event)>,
+    times: HashMap<&'static str, KernelTime>,
+    /// What the session cost the host.
+    pub(crate) counters: DeviceCounters,
+    /// Commands not waited for yet: name, items, bytes, event.
+    pending: Vec<(&'static str, u64, u64, Event)>,
+    /// Host memory that enqueued uploads read, kept until they are done.
+    keep_alive: Vec<Box<dyn Any>>,
+    /// Whether the compute queue has commands the host has not seen end.
+    compute_busy: bool,
 }
 
 impl<'d> Session<'d> {
-    /// A session on `device` running `program`, allowed `budget` bytes of
-    /// device memory; a launch of kernel `inject_failure` fails (tests).
+    /// A session on `device`, with buffers from `arena`, running `program`
+    /// with `kernels` (created from it before, or empty), allowed `budget` bytes of device memory;
+    /// a launch of kernel `inject_failure` fails (tests).
     pub(crate) fn new(
         device: &'d DeviceContext,
+        arena: &'d DeviceArena,
         program: std::sync::Arc<Program>,
+        kernels: Kernels,
         budget: u64,
         inject_failure: Option<InjectedFailure>,
     ) -> Result<Session<'d>, DeviceError> {
@@ -161,19 +199,39 @@ impl<'d> Session<'d> {
             lease: device.lease_queue()?,
             transfer: device.lease_queue()?,
             device,
+            arena,
             program,
-            kernels: HashMap::new(),
+            kernels,
             budget,
             allocated: 0,
+            held: Vec::new(),
             inject_failure,
             times: HashMap::new(),
-            pending_launches: Vec::new(),
+            counters: DeviceCounters::default(),
+            pending: Vec::new(),
+            keep_alive: Vec::new(),
+            compute_busy: false,
         })
     }
 
-    /// Device bytes allocated so far by this job.
-    pub(crate) fn allocated(&self) -> u64 {
-        self.allocated
+    /// Waits for every command and ends the session: what it measured,
+    /// and the kernels for the next session.
+    pub(crate) fn finish(mut self) -> Finished {
+        let settled = self.settle();
+        Finished {
+            kernels: std::mem::take(&mut self.kernels),
+            settled,
+            times: std::mem::take(&mut self.times),
+            counters: self.counters,
+            allocated: self.allocated,
+        }
+    }
+
+    /// Counts the host waiting for the device, when it did.
+    fn waited(&mut self, waited: Waited) {
+        if waited == Waited::Blocked {
+            self.counters.host_waits += 1;
+        }
     }
 
     /// Checks that `bytes` more fit the job's budget and one allocation.
@@ -196,25 +254,58 @@ impl<'d> Session<'d> {
                 self.allocated, self.budget
             )));
         }
-        self.allocated += bytes;
         Ok(())
     }
 
     /// An uninitialised buffer of `count` elements (at least one: OpenCL
-    /// refuses empty buffers).
+    /// refuses empty buffers): a kept one from the arena when one fits,
+    /// else a new one of the request's size class.
     pub(crate) fn alloc<T>(&mut self, what: &str, count: usize) -> Result<Buffer<T>, DeviceError> {
-        let count = count.max(1);
-        self.reserve(what, (count * size_of::<T>()) as u64)?;
-        // SAFETY: no host pointer is passed; the buffer is sized in elements of T.
-        unsafe {
-            Buffer::<T>::create(
-                self.device.context(),
-                CL_MEM_READ_WRITE,
-                count,
-                std::ptr::null_mut(),
-            )
+        let bytes = (count.max(1) * size_of::<T>()) as u64;
+        let pooled = match self.arena.take(bytes) {
+            Some(pooled) => pooled,
+            None => {
+                // The class, where it fits; the request itself where only it does.
+                let limit = self.device.info().max_allocation.min(u64::from(u32::MAX));
+                let capacity = size_class(bytes).min(limit).max(bytes);
+                self.reserve(what, capacity)?;
+                // SAFETY: no host pointer is passed; the size is in bytes.
+                let buffer = unsafe {
+                    Buffer::<u8>::create(
+                        self.device.context(),
+                        CL_MEM_READ_WRITE,
+                        capacity as usize,
+                        std::ptr::null_mut(),
+                    )
+                };
+                let buffer = match buffer {
+                    Ok(buffer) => buffer,
+                    Err(e) => {
+                        self.device.release(capacity);
+                        return Err(DeviceError::cl(&format!("allocating {what}"), e));
+                    }
+                };
+                self.counters.device_allocations += 1;
+                Pooled {
+                    buffer,
+                    bytes: capacity,
+                }
+            }
+        };
+        // SAFETY: the memory object is valid (the arena holds it); the
+        // retained reference is the returned buffer's, released on its drop.
+        let retained = unsafe { opencl3::memory::retain_mem_object(pooled.buffer.get()) };
+        let typed = Buffer::<T>::new(pooled.buffer.get());
+        self.allocated += pooled.bytes;
+        self.held.push(pooled);
+        if let Err(code) = retained {
+            std::mem::forget(typed);
+            return Err(DeviceError::cl(
+                &format!("allocating {what}"),
+                opencl3::error_codes::ClError(code),
+            ));
         }
-        .map_err(|e| DeviceError::cl(&format!("allocating {what}"), e))
+        Ok(typed)
     }
 
     /// A zero-filled buffer of `count` elements.
@@ -226,41 +317,49 @@ impl<'d> Session<'d> {
         let mut buffer = self.alloc::<T>(what, count)?;
         let pattern = [T::default()];
         let bytes = count.max(1) * size_of::<T>();
-        // SAFETY: the fill covers exactly the buffer; blocking on the event below.
+        // SAFETY: the fill covers exactly the requested part of the buffer;
+        // the pattern is copied at the call.
         let event = unsafe {
             self.lease
                 .queue()
                 .enqueue_fill_buffer(&mut buffer, &pattern, 0, bytes, &[])
         }
         .map_err(|e| DeviceError::cl(&format!("clearing {what}"), e))?;
-        event
-            .wait()
-            .map_err(|e| DeviceError::cl(&format!("clearing {what}"), e))?;
+        self.compute_busy = true;
+        // The queue is in order: what reads the buffer runs after the fill.
+        drop(event);
         Ok(buffer)
     }
 
-    /// A buffer holding a copy of `data`.
-    pub(crate) fn upload<T: Copy>(
+    /// A buffer holding a copy of `data`. The host copies `data` once (the
+    /// transfer reads the copy later), so nothing waits here.
+    pub(crate) fn upload<T: Copy + 'static>(
         &mut self,
         what: &str,
         data: &[T],
     ) -> Result<Buffer<T>, DeviceError> {
         let mut buffer = self.alloc::<T>(what, data.len())?;
         if !data.is_empty() {
-            let started = Instant::now();
-            // SAFETY: `data` fits the buffer, and the write is blocking.
-            unsafe {
-                self.lease
-                    .queue()
-                    .enqueue_write_buffer(&mut buffer, CL_BLOCKING, 0, data, &[])
+            let owned = data.to_vec();
+            let bytes = size_of_val(data) as u64;
+            self.counters.host_bytes_copied += bytes;
+            // SAFETY: `owned` fits the buffer and stays alive in
+            // `keep_alive` until the session has waited for every command.
+            let event = unsafe {
+                self.lease.queue().enqueue_write_buffer(
+                    &mut buffer,
+                    CL_NON_BLOCKING,
+                    0,
+                    &owned,
+                    &[],
+                )
             }
             .map_err(|e| DeviceError::cl(&format!("uploading {what}"), e))?;
-            self.account(
-                "upload",
-                0,
-                size_of_val(data) as u64,
-                started.elapsed().as_secs_f64(),
-            );
+            self.keep_alive.push(Box::new(owned));
+            self.compute_busy = true;
+            self.counters.transfers += 1;
+            self.counters.bytes_uploaded += bytes;
+            self.pending.push(("upload", 0, bytes, event));
         }
         Ok(buffer)
     }
@@ -294,6 +393,8 @@ impl<'d> Session<'d> {
             .queue()
             .flush()
             .map_err(|e| DeviceError::cl(&format!("uploading {what}"), e))?;
+        self.counters.transfers += 1;
+        self.counters.bytes_uploaded += size_of_val(data.as_slice()) as u64;
         Ok(Upload {
             buffer,
             event: Some(event),
@@ -301,19 +402,38 @@ impl<'d> Session<'d> {
         })
     }
 
-    /// Waits for an upload started with [`Session::upload_async`] (a no-op
+    /// Waits for an upload started with [`Session::upload_async`] (at once
     /// when a launch already waited for it) and counts its device time.
     pub(crate) fn finish_upload<T>(&mut self, upload: &Upload<T>) -> Result<(), DeviceError> {
         if let Some(event) = &upload.event {
-            event.wait().map_err(|e| DeviceError::cl("uploading", e))?;
+            let waited = wait_for(event).map_err(|e| DeviceError::cl("uploading", e))?;
+            self.waited(waited);
             let bytes = size_of_val(upload.host.as_slice()) as u64;
             self.account("upload", 0, bytes, event_seconds(event));
         }
         Ok(())
     }
 
+    /// A marker of everything enqueued on the compute queue so far, for a
+    /// command on the transfer queue to wait on; `None` when the host has
+    /// seen it all end.
+    fn compute_marker(&mut self, what: &str) -> Result<Option<Event>, DeviceError> {
+        if !self.compute_busy {
+            return Ok(None);
+        }
+        // SAFETY: a marker with no wait list touches no memory.
+        let marker = unsafe { self.lease.queue().enqueue_marker_with_wait_list(&[]) }
+            .map_err(|e| DeviceError::cl(&format!("ordering {what}"), e))?;
+        self.lease
+            .queue()
+            .flush()
+            .map_err(|e| DeviceError::cl(&format!("ordering {what}"), e))?;
+        Ok(Some(marker))
+    }
+
     /// Starts reading elements `first..first + count` of `buffer` back on
-    /// the transfer queue, after `wait` (events); returns at once.
+    /// the transfer queue, after `wait` (events) and after everything
+    /// enqueued on the compute queue so far; returns at once.
     pub(crate) fn download_async<T: Copy + Default>(
         &mut self,
         what: &str,
@@ -330,6 +450,9 @@ impl<'d> Session<'d> {
                 host,
             });
         }
+        let marker = self.compute_marker(what)?;
+        let mut wait_list = wait.to_vec();
+        wait_list.extend(marker.iter().map(Event::get));
         // SAFETY: `host` has room for `count` elements and moves into the
         // returned Download, which waits for the event before freeing it;
         // the buffer's release is deferred by OpenCL until the read is done.
@@ -339,7 +462,7 @@ impl<'d> Session<'d> {
                 CL_NON_BLOCKING,
                 first * size_of::<T>(),
                 &mut host,
-                wait,
+                &wait_list,
             )
         }
         .map_err(|e| DeviceError::cl(&format!("downloading {what}"), e))?;
@@ -347,6 +470,8 @@ impl<'d> Session<'d> {
             .queue()
             .flush()
             .map_err(|e| DeviceError::cl(&format!("downloading {what}"), e))?;
+        self.counters.transfers += 1;
+        self.counters.bytes_downloaded += size_of_val(host.as_slice()) as u64;
         Ok(Download {
             what: what.to_string(),
             event: Some(event),
@@ -361,9 +486,9 @@ impl<'d> Session<'d> {
     ) -> Result<Vec<T>, DeviceError> {
         let host = std::mem::take(&mut download.host);
         if let Some(event) = download.event.take() {
-            event
-                .wait()
+            let waited = wait_for(&event)
                 .map_err(|e| DeviceError::cl(&format!("downloading {}", download.what), e))?;
+            self.waited(waited);
             let seconds = event_seconds(&event);
             self.account("download", 0, size_of_val(host.as_slice()) as u64, seconds);
         }
@@ -380,7 +505,9 @@ impl<'d> Session<'d> {
         self.download_range(what, buffer, 0, count)
     }
 
-    /// Elements `[first, first + count)` of `buffer`.
+    /// Elements `[first, first + count)` of `buffer`, once every command
+    /// enqueued before on the compute queue is done (the host sleeps
+    /// meanwhile).
     pub(crate) fn download_range<T: Copy + Default>(
         &mut self,
         what: &str,
@@ -390,23 +517,42 @@ impl<'d> Session<'d> {
     ) -> Result<Vec<T>, DeviceError> {
         let mut out = vec![T::default(); count];
         if count > 0 {
-            let started = Instant::now();
-            // SAFETY: `out` has room for `count` elements; the read is blocking.
-            unsafe {
+            // SAFETY: `out` has room for `count` elements and is not touched
+            // until the read's event is complete (waited for below; on an
+            // error the queue is drained before the session ends, and `out`
+            // outlives this call only through the returned value).
+            let event = unsafe {
                 self.lease.queue().enqueue_read_buffer(
                     buffer,
-                    CL_BLOCKING,
+                    CL_NON_BLOCKING,
                     first * size_of::<T>(),
                     &mut out,
                     &[],
                 )
             }
             .map_err(|e| DeviceError::cl(&format!("downloading {what}"), e))?;
+            self.lease
+                .queue()
+                .flush()
+                .map_err(|e| DeviceError::cl(&format!("downloading {what}"), e))?;
+            self.counters.transfers += 1;
+            self.counters.bytes_downloaded += size_of_val(out.as_slice()) as u64;
+            let waited = match wait_for(&event) {
+                Ok(waited) => waited,
+                Err(e) => {
+                    // `out` must not be freed while the read may still run.
+                    let _ = drain(self.lease.queue());
+                    return Err(DeviceError::cl(&format!("downloading {what}"), e));
+                }
+            };
+            self.waited(waited);
+            // The queue is in order: everything before the read is done.
+            self.compute_busy = false;
             self.account(
                 "download",
                 0,
                 size_of_val(out.as_slice()) as u64,
-                started.elapsed().as_secs_f64(),
+                event_seconds(&event),
             );
         }
         Ok(out)
@@ -461,9 +607,11 @@ impl<'d> Session<'d> {
         Ok(size)
     }
 
-    /// Runs kernel `name` over `items` work items (rounded up to a multiple
-    /// of the work-group size; kernels ignore the extra items) and waits for
-    /// it. `bytes` is the volume it processes, for the measurements.
+    /// Enqueues kernel `name` over `items` work items (rounded up to a
+    /// multiple of the work-group size; kernels ignore the extra items)
+    /// without waiting for it: later commands on the compute queue run
+    /// after it, and a read-back waits for it. `bytes` is the volume it
+    /// processes, for the measurements.
     ///
     /// The work-group size is always given (`local`, else
     /// [`DEFAULT_GROUP`] or less): left to the runtime it would follow the
@@ -492,10 +640,7 @@ impl<'d> Session<'d> {
         wait: &[cl_event],
     ) -> Result<(), DeviceError> {
         if let Some(event) = self.enqueue(name, 0, items, local, args, wait)? {
-            event
-                .wait()
-                .map_err(|e| DeviceError::cl(&format!("running {name}"), e))?;
-            self.account(name, items as u64, bytes, event_seconds(&event));
+            self.pending.push((name, items as u64, bytes, event));
         }
         Ok(())
     }
@@ -503,9 +648,7 @@ impl<'d> Session<'d> {
     /// Enqueues kernel `name` over work items `first..first + items` (the
     /// global offset: `get_global_id` starts at `first`) after `wait`, and
     /// returns without waiting: the event to wait on, if anything was
-    /// enqueued. The buffers in `args` must live until
-    /// [`Session::settle`], which waits for every such launch and counts
-    /// its time.
+    /// enqueued.
     pub(crate) fn launch_async(
         &mut self,
         name: &'static str,
@@ -519,19 +662,21 @@ impl<'d> Session<'d> {
             return Ok(None);
         };
         let handle = event.get();
-        self.pending_launches
-            .push((name, items as u64, bytes, event));
+        self.pending.push((name, items as u64, bytes, event));
         Ok(Some(handle))
     }
 
-    /// Waits for every [`Session::launch_async`] launch and counts them.
+    /// Waits for every command enqueued and not waited for, and counts
+    /// their device times.
     pub(crate) fn settle(&mut self) -> Result<(), DeviceError> {
-        for (name, items, bytes, event) in std::mem::take(&mut self.pending_launches) {
-            event
-                .wait()
-                .map_err(|e| DeviceError::cl(&format!("running {name}"), e))?;
+        for (name, items, bytes, event) in std::mem::take(&mut self.pending) {
+            let waited =
+                wait_for(&event).map_err(|e| DeviceError::cl(&format!("running {name}"), e))?;
+            self.waited(waited);
             self.account(name, items, bytes, event_seconds(&event));
         }
+        self.keep_alive.clear();
+        self.compute_busy = false;
         Ok(())
     }
 
@@ -570,8 +715,9 @@ impl<'d> Session<'d> {
             let index = index as u32;
             // SAFETY: each argument has the size and kind the kernel's
             // signature declares (checked by the tests of every kernel);
-            // buffers outlive the launch (blocking, or settled before the
-            // caller drops them).
+            // buffers may be released once enqueued: OpenCL keeps a memory
+            // object until the commands that use it are done, and the
+            // arena takes a buffer back only after the queues are drained.
             let set = unsafe {
                 match arg {
                     Arg::Mem(m) => kernel.set_arg(index, m),
@@ -607,6 +753,8 @@ impl<'d> Session<'d> {
             .queue()
             .flush()
             .map_err(|e| DeviceError::cl(&format!("launching {name}"), e))?;
+        self.compute_busy = true;
+        self.counters.kernel_launches += 1;
         Ok(Some(event))
     }
 
@@ -622,8 +770,25 @@ impl<'d> Session<'d> {
 
 impl Drop for Session<'_> {
     fn drop(&mut self) {
-        // Every buffer of the job is gone by now: they are created by and
-        // dropped within the job, before its session.
-        self.device.release(self.allocated);
+        // Nothing may still run on a buffer that goes back to the arena,
+        // nor read host memory about to be freed.
+        let drained = drain(self.lease.queue()).is_ok() && drain(self.transfer.queue()).is_ok();
+        self.pending.clear();
+        if drained {
+            self.keep_alive.clear();
+        } else {
+            // The device may still read it: leak it rather than free it.
+            std::mem::forget(std::mem::take(&mut self.keep_alive));
+        }
+        let arena = self.arena;
+        for pooled in self.held.drain(..) {
+            // A buffer someone still holds (a kernel argument is not a
+            // reference; a caller's handle is) is freed, not reused.
+            if drained && only_owner(&pooled.buffer) {
+                arena.give_back(pooled);
+            } else {
+                self.device.release(pooled.bytes);
+            }
+        }
     }
 }

@@ -47,7 +47,9 @@ fn test_device() -> Option<Arc<DeviceContext>> {
 fn with_session(body: impl FnOnce(&mut Session<'_>)) {
     let Some(device) = test_device() else { return };
     let program = device.program(&kernel_source(), BUILD_OPTIONS).unwrap();
-    let mut session = Session::new(&device, program, 1 << 30, None).unwrap();
+    let arena = device.new_arena();
+    let mut session =
+        Session::new(&device, &arena, program, Default::default(), 1 << 30, None).unwrap();
     body(&mut session);
 }
 
@@ -1532,4 +1534,62 @@ fn a_device_failure_after_written_files_discards_them() {
             expected_files[&e.number]
         );
     }
+}
+
+#[test]
+fn device_jobs_reuse_memory_and_wait_only_for_results() {
+    // One slice per job, Snappy and Bloom filters: every pack step runs.
+    let (job, files) = make_job(
+        31,
+        4,
+        500,
+        &settings(true, Some(10), 512, 4),
+        settings(true, Some(10), 1024, 8),
+        &small_values,
+    );
+    let Some(executor) = executor(OpenClOptions {
+        policy: PlacementPolicy::AllDevice,
+        ..OpenClOptions::default()
+    }) else {
+        return;
+    };
+    let first = assert_same_as_streaming(&executor, &job, &files).stats;
+    let second = assert_same_as_streaming(&executor, &job, &files).stats;
+    let third = assert_same_as_streaming(&executor, &job, &files).stats;
+    eprintln!("first job: {}", first.device.summary());
+    eprintln!("second job: {}", second.device.summary());
+    let d = first.device;
+    assert!(d.kernel_launches > 10 && d.transfers > 5, "{d:?}");
+    assert!(d.device_allocations > 0, "{d:?}");
+    // The same job again finds every buffer it needs kept from the first.
+    assert_eq!(second.device.device_allocations, 0, "{:?}", second.device);
+    assert_eq!(third.device.device_allocations, 0, "{:?}", third.device);
+    // The host blocks to read results it needs (sizes, error flags, the
+    // tables), not once per kernel.
+    assert!(
+        d.host_waits * 2 <= d.kernel_launches,
+        "{} waits for {} launches",
+        d.host_waits,
+        d.kernel_launches
+    );
+    // What went up and came down is counted, and matches the transfer times.
+    assert!(d.bytes_uploaded >= job.input_bytes(), "{d:?}");
+    assert!(d.bytes_downloaded > 0 && d.host_bytes_copied > 0, "{d:?}");
+    // The same work each time; only allocations (and how often the host
+    // found the device already done) differ.
+    let work = |c: &crate::job::DeviceCounters| {
+        (
+            c.kernel_launches,
+            c.transfers,
+            c.bytes_uploaded,
+            c.bytes_downloaded,
+            c.host_bytes_copied,
+        )
+    };
+    assert_eq!(work(&first.device), work(&second.device));
+    // The executor's totals are the jobs' sums.
+    let total = executor.stats().device;
+    assert_eq!(total.kernel_launches, 3 * d.kernel_launches);
+    assert_eq!(total.device_allocations, d.device_allocations);
+    assert!(executor.stats().kept_device_bytes > 0);
 }

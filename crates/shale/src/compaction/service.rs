@@ -412,11 +412,18 @@ impl Service {
         lane: Lane,
         requested: Option<&'static str>,
     ) -> Placed {
-        let parts = self.parts(scheduled, job, lane, requested);
+        let mut parts = self.parts(scheduled, job, lane, requested);
         let chain = match requested {
             Some(name) => placement::requested(name),
             None => self.chain(job, lane, parts),
         };
+        // The device takes a job whole: its own pipeline overlaps reading,
+        // the device and writing slice by slice, and sub-compactions would
+        // only make several small device jobs compete for one device and
+        // the host (the GPU paper batches small jobs for the same reason).
+        if chain.executors.first() == Some(&OPENCL) {
+            parts = 1;
+        }
         shale_log!(
             self.info_log,
             "Compaction #{}: {}; executor chain {} ({}){}",
