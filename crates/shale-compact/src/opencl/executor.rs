@@ -64,6 +64,8 @@ pub struct OpenClOptions {
     /// At most this many input bytes per slice (`None`: what the memory
     /// budget allows). Small values force many slices (tests).
     pub max_slice_input_bytes: Option<u64>,
+    /// Where compiled kernels are kept between processes.
+    pub program_cache: ProgramCache,
 }
 
 impl Default for OpenClOptions {
@@ -77,6 +79,7 @@ impl Default for OpenClOptions {
             cpu_nice: 0,
             inject_kernel_failure: None,
             max_slice_input_bytes: None,
+            program_cache: ProgramCache::default(),
         }
     }
 }
@@ -100,6 +103,7 @@ pub struct OpenClStats {
 pub struct OpenClExecutor {
     device: Arc<DeviceContext>,
     program: Arc<Program>,
+    program_origin: ProgramOrigin,
     options: OpenClOptions,
     limits: DeviceLimits,
     pool: rayon::ThreadPool,
@@ -123,8 +127,8 @@ impl OpenClExecutor {
     /// device or the kernels do not build for it.
     pub fn new(options: OpenClOptions) -> std::result::Result<OpenClExecutor, Unavailable> {
         let device = device::device(options.device)?;
-        let program = device
-            .program(&kernel_source(), BUILD_OPTIONS)
+        let (program, program_origin) = device
+            .program(&kernel_source(), BUILD_OPTIONS, &options.program_cache)
             .map_err(|e| Unavailable {
                 reason: format!("the kernels do not build for {}: {e}", device.info().name),
             })?;
@@ -156,6 +160,7 @@ impl OpenClExecutor {
         Ok(OpenClExecutor {
             device,
             program,
+            program_origin,
             options,
             limits,
             pool,
@@ -167,6 +172,11 @@ impl OpenClExecutor {
     /// The device jobs run on.
     pub fn device_info(&self) -> &DeviceInfo {
         self.device.info()
+    }
+
+    /// Where the kernels came from when this process first loaded them.
+    pub fn program_origin(&self) -> ProgramOrigin {
+        self.program_origin
     }
 
     /// The limits placement applies.
