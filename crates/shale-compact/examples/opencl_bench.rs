@@ -13,11 +13,18 @@
 //! profiling events), and the host<->device transfer rates. `opencl-sl`
 //! runs the job in slices of `--slice-mib` input MiB and shows what the
 //! pipeline overlapped.
+//!
+//! `opencl_bench open` (or `--open-only`) only opens the executor, as a
+//! process starting up does, and prints one line,
+//! `opencl open: <milliseconds> ms (cache hit|built from source|cache off)`:
+//! run twice, the second shows what the on-disk cache of compiled kernels
+//! saves (`SHALE_OPENCL_CACHE` names its directory; `off` turns it off).
 
 #![allow(clippy::unwrap_used, reason = "benchmark program")]
 #![allow(clippy::print_stdout, reason = "benchmark program")]
 
 use std::collections::BTreeMap;
+use std::process::ExitCode;
 use std::time::Instant;
 
 use shale_compact::job::{CompactionOutput, Executor, TableSettings};
@@ -33,7 +40,33 @@ fn arg(name: &str, default: usize) -> usize {
         .map_or(default, |v| v.parse().expect("a number"))
 }
 
-fn main() {
+/// Opens the executor once and says how long it took and where the
+/// kernels came from.
+fn open_only() -> ExitCode {
+    let started = Instant::now();
+    match OpenClExecutor::new(OpenClOptions::default()) {
+        Ok(executor) => {
+            println!(
+                "opencl open: {} ms ({})",
+                started.elapsed().as_millis(),
+                executor.program_origin()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(reason) => {
+            println!("no OpenCL device: {reason}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    if std::env::args()
+        .skip(1)
+        .any(|a| a == "open" || a == "--open-only")
+    {
+        return open_only();
+    }
     let (runs, entries, value_size, repeats, threads, overwrite) = (
         arg("--runs", 5),
         arg("--entries", 100_000),
@@ -66,7 +99,7 @@ fn main() {
         Ok(executor) => executor,
         Err(reason) => {
             println!("no OpenCL device: {reason}");
-            return;
+            return ExitCode::SUCCESS;
         }
     };
     let info = all_device.device_info().clone();
@@ -176,4 +209,5 @@ fn main() {
             }
         }
     }
+    ExitCode::SUCCESS
 }

@@ -10,8 +10,9 @@
 //! Contexts are created once and never dropped: PoCL fails intermittently
 //! (`CL_INVALID_BUFFER_SIZE`) when several contexts are created and dropped
 //! concurrently, and a context is expensive anyway. Command queues are
-//! leased to one job at a time and returned to a pool; programs are compiled
-//! once per source and kept.
+//! leased to one job at a time and returned to a pool; programs are loaded
+//! once per source and kept, from the on-disk cache of compiled kernels
+//! when it has them (`program_cache.rs`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -20,6 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::arena::DeviceArena;
 use super::placement::DeviceSelector;
+use super::program_cache::{self, ProgramCache, ProgramOrigin};
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
 use opencl3::device::{Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
@@ -104,7 +106,7 @@ pub struct DeviceContext {
     device: Device,
     context: Context,
     queues: Mutex<Vec<CommandQueue>>,
-    programs: Mutex<HashMap<String, Arc<Program>>>,
+    programs: Mutex<HashMap<String, (Arc<Program>, ProgramOrigin)>>,
     /// Bytes allocated on the device: by the jobs running now, and free
     /// buffers kept for the next ones.
     in_use: Arc<AtomicU64>,
@@ -387,26 +389,31 @@ impl DeviceContext {
         })
     }
 
-    /// The program built from `source` with `options`, compiled on first use
-    /// and cached for the life of the process. A build failure carries the
-    /// compiler's log.
-    pub(crate) fn program(&self, source: &str, options: &str) -> Result<Arc<Program>, DeviceError> {
+    /// The program built from `source` with `options`, loaded on first use
+    /// (from the on-disk `cache` when it holds the program for this device,
+    /// else compiled) and kept for the life of the process, with where it
+    /// came from then. A build failure carries the compiler's log.
+    pub(crate) fn program(
+        &self,
+        source: &str,
+        options: &str,
+        cache: &ProgramCache,
+    ) -> Result<(Arc<Program>, ProgramOrigin), DeviceError> {
         let key = format!("{options}\u{0}{source}");
         let mut programs = self.programs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(program) = programs.get(&key) {
-            return Ok(program.clone());
+        if let Some((program, origin)) = programs.get(&key) {
+            return Ok((program.clone(), *origin));
         }
-        let mut program = Program::create_from_source(&self.context, source)
-            .map_err(|e| DeviceError::cl("creating the OpenCL program", e))?;
-        if let Err(e) = program.build(&[self.device.id()], options) {
-            let log = program.get_build_log(self.device.id()).unwrap_or_default();
-            return Err(DeviceError::new(format!(
-                "building the OpenCL program failed: {e}\n{log}"
-            )));
-        }
+        let (program, origin) = program_cache::load_or_build(
+            &self.context,
+            self.device.id(),
+            source,
+            options,
+            cache.directory().as_deref(),
+        )?;
         let program = Arc::new(program);
-        programs.insert(key, program.clone());
-        Ok(program)
+        programs.insert(key, (program.clone(), origin));
+        Ok((program, origin))
     }
 }
 

@@ -67,6 +67,8 @@ pub struct OpenClOptions {
     /// [`PIPELINE_SLICE_INPUT_BYTES`], or less where the memory budget
     /// says so). Small values force many slices (tests).
     pub max_slice_input_bytes: Option<u64>,
+    /// Where compiled kernels are kept between processes.
+    pub program_cache: ProgramCache,
 }
 
 impl Default for OpenClOptions {
@@ -80,6 +82,7 @@ impl Default for OpenClOptions {
             cpu_nice: 0,
             inject_kernel_failure: None,
             max_slice_input_bytes: None,
+            program_cache: ProgramCache::default(),
         }
     }
 }
@@ -107,6 +110,7 @@ pub struct OpenClStats {
 pub struct OpenClExecutor {
     device: Arc<DeviceContext>,
     program: Arc<Program>,
+    program_origin: ProgramOrigin,
     options: OpenClOptions,
     limits: DeviceLimits,
     pool: rayon::ThreadPool,
@@ -136,8 +140,8 @@ impl OpenClExecutor {
     /// device or the kernels do not build for it.
     pub fn new(options: OpenClOptions) -> std::result::Result<OpenClExecutor, Unavailable> {
         let device = device::device(options.device)?;
-        let program = device
-            .program(&kernel_source(), BUILD_OPTIONS)
+        let (program, program_origin) = device
+            .program(&kernel_source(), BUILD_OPTIONS, &options.program_cache)
             .map_err(|e| Unavailable {
                 reason: format!("the kernels do not build for {}: {e}", device.info().name),
             })?;
@@ -170,6 +174,7 @@ impl OpenClExecutor {
         Ok(OpenClExecutor {
             device,
             program,
+            program_origin,
             options,
             limits,
             pool,
@@ -183,6 +188,11 @@ impl OpenClExecutor {
     /// The device jobs run on.
     pub fn device_info(&self) -> &DeviceInfo {
         self.device.info()
+    }
+
+    /// Where the kernels came from when this process first loaded them.
+    pub fn program_origin(&self) -> ProgramOrigin {
+        self.program_origin
     }
 
     /// The limits placement applies.

@@ -9,6 +9,7 @@
 //!
 //! - `device.rs`: finding the device, one long-lived context per process,
 //!   queues, compiled programs, limits; [`Unavailable`] when there is none.
+//! - `program_cache.rs`: compiled kernels kept on disk between processes.
 //! - `placement.rs`: where a job runs ([`placement`], a pure function).
 //! - `slices.rs`: cutting a job into key-range slices that fit the
 //!   device-memory budget, and reading them.
@@ -48,6 +49,8 @@ mod pack;
 mod pipeline;
 mod placement;
 #[cfg(feature = "opencl")]
+mod program_cache;
+#[cfg(feature = "opencl")]
 mod scan;
 #[cfg(feature = "opencl")]
 mod session;
@@ -72,6 +75,8 @@ pub use placement::{
 
 #[cfg(feature = "opencl")]
 pub use executor::{kernel_source, OpenClExecutor, OpenClOptions, OpenClStats};
+#[cfg(feature = "opencl")]
+pub use program_cache::{ProgramCache, ProgramOrigin, PROGRAM_CACHE_VARIABLE};
 
 /// Name of this executor.
 pub const OPENCL: &str = "opencl";

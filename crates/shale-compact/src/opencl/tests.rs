@@ -32,7 +32,7 @@ use crate::testing;
 
 /// The test device, or `None` (with the reason printed) when there is none
 /// and the tests are not required ([`crate::testing::skip`]).
-fn test_device() -> Option<Arc<DeviceContext>> {
+pub(super) fn test_device() -> Option<Arc<DeviceContext>> {
     match device(DeviceSelector::default()) {
         Ok(device) => Some(device),
         Err(e) => {
@@ -46,7 +46,9 @@ fn test_device() -> Option<Arc<DeviceContext>> {
 /// Runs `body` with a session on the test device.
 fn with_session(body: impl FnOnce(&mut Session<'_>)) {
     let Some(device) = test_device() else { return };
-    let program = device.program(&kernel_source(), BUILD_OPTIONS).unwrap();
+    let (program, _) = device
+        .program(&kernel_source(), BUILD_OPTIONS, &ProgramCache::Off)
+        .unwrap();
     let arena = device.new_arena();
     let mut session =
         Session::new(&device, &arena, program, Default::default(), 1 << 30, None).unwrap();
