@@ -79,6 +79,16 @@ class _ExecutorStats(TypedDict):
     pack_seconds: float
     write_seconds: float
     megabytes_per_second: float
+    device: _DeviceCounters
+
+class _DeviceCounters(TypedDict):
+    kernel_launches: int
+    transfers: int
+    bytes_uploaded: int
+    bytes_downloaded: int
+    host_waits: int
+    device_allocations: int
+    host_bytes_copied: int
 
 class _FallbackStats(TypedDict):
     jobs: int

@@ -97,6 +97,10 @@ pub struct ExecutorRow {
     pub write_seconds: f64,
     /// Input [`MB`] per second of its jobs (0 before the first).
     pub megabytes_per_second: f64,
+    /// Device executors: what their jobs cost the host (kernel launches,
+    /// transfers, blocking waits, device allocations, host copies); zeros
+    /// for CPU executors.
+    pub device: shale_compact::job::DeviceCounters,
 }
 
 /// Jobs that did not run on the first executor of their chain.

@@ -515,6 +515,7 @@ impl DB {
                         phases.bytes_read,
                         phases.total_secs,
                     ),
+                    device: phases.device,
                 };
                 (name.to_string(), row)
             })

@@ -216,6 +216,16 @@ fn executor_lines(book: &ExecutorBook) -> String {
             s.overlapped_secs
         );
         out.push_str(&kernel_lines(s));
+        if s.device != shale_compact::job::DeviceCounters::default() {
+            let d = &s.device;
+            let _ = writeln!(
+                out,
+                "  host cost: {}; per job {:.1} waits, {:.1} allocations",
+                d.summary(),
+                d.host_waits as f64 / jobs as f64,
+                d.device_allocations as f64 / jobs as f64,
+            );
+        }
     }
     out
 }
@@ -287,6 +297,15 @@ mod tests {
         );
         stats.stage_busy_secs.insert("read".into(), 1.0);
         stats.stage_busy_secs.insert("device".into(), 1.5);
+        stats.device = shale_compact::job::DeviceCounters {
+            kernel_launches: 60,
+            transfers: 30,
+            bytes_uploaded: 2 << 20,
+            bytes_downloaded: 1 << 20,
+            host_waits: 12,
+            device_allocations: 3,
+            host_bytes_copied: 1 << 19,
+        };
         let mut executors = ExecutorBook::default();
         for _ in 0..3 {
             executors.record_job("opencl", 1 << 20, 0.5, 100);
@@ -304,7 +323,11 @@ mod tests {
             lines[3],
             "  pipeline: stages busy device 1.500 s, read 1.000 s = 2.500 s in 2.000 s wall (0.500 s ran concurrently)"
         );
-        assert_eq!(lines.len(), 4);
+        assert_eq!(
+            lines[4],
+            "  host cost: 60 launches, 30 transfers (2.0 MB up, 1.0 MB down), 12 waits, 3 allocations, 0.5 MB copied on the host; per job 4.0 waits, 1.0 allocations"
+        );
+        assert_eq!(lines.len(), 5);
 
         // CPU executors print no kernel lines.
         let mut executors = ExecutorBook::default();
