@@ -305,6 +305,26 @@ pub struct DbFlags {
         hide_short_help = true
     )]
     pub opencl_max_device_files: Option<usize>,
+    /// OpenCL executor: most sub-compactions a device job is cut into
+    /// (default 1: the device takes a job whole).
+    #[arg(
+        long = "opencl_subcompactions",
+        value_name = "N",
+        allow_negative_numbers = true,
+        hide_short_help = true
+    )]
+    pub opencl_subcompactions: Option<usize>,
+    #[arg(
+        help = size_help!(
+            "OpenCL executor: most input bytes per slice of a device job \
+             (default: 32 MiB, or less where the device memory budget says)."
+        ),
+        long = "opencl_slice_size",
+        value_name = "SIZE",
+        value_parser = parse_size,
+        hide_short_help = true
+    )]
+    pub opencl_slice_size: Option<u64>,
     /// Compactions read and write tables with O_DIRECT (the file system
     /// must support it; tmpfs before Linux 6.6 does not). `shale bench --direct_io=1` sets it.
     #[arg(
@@ -527,6 +547,12 @@ impl DbFlags {
         }
         if let Some(n) = self.opencl_max_device_files {
             options.opencl_max_device_files = n;
+        }
+        if let Some(n) = self.opencl_subcompactions {
+            options.opencl_subcompactions = n;
+        }
+        if let Some(bytes) = self.opencl_slice_size {
+            options.opencl_slice_bytes = bytes;
         }
         if let Some(direct) = self.direct_io_for_compaction {
             options.direct_io_for_compaction = direct;

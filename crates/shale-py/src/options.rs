@@ -121,6 +121,8 @@ pub fn parse_options(
             "seek_compaction" => options.seek_compaction = flag(&value, name)?,
             "direct_io_for_compaction" => options.direct_io_for_compaction = flag(&value, name)?,
             "opencl_max_device_files" => options.opencl_max_device_files = value.extract()?,
+            "opencl_subcompactions" => options.opencl_subcompactions = value.extract()?,
+            "opencl_slice_bytes" => options.opencl_slice_bytes = value.extract()?,
             "opencl_memory_budget" => options.opencl_memory_budget = Some(value.extract()?),
             "opencl_placement" => {
                 let text: String = value.extract()?;
@@ -178,6 +180,8 @@ pub const SHALE_ARGUMENTS: &[&str] = &[
     "seek_compaction",
     "direct_io_for_compaction",
     "opencl_max_device_files",
+    "opencl_subcompactions",
+    "opencl_slice_bytes",
     "opencl_memory_budget",
     "opencl_placement",
     "remote_workers",

@@ -250,6 +250,13 @@ pub struct Options {
     /// `opencl` executor: jobs with more input files than this run on the
     /// CPU (`parallel`), reported as a fallback.
     pub opencl_max_device_files: usize,
+    /// `opencl` executor: most sub-compactions a job placed on the device
+    /// is cut into (default 1: the device takes it whole, and its own
+    /// pipeline overlaps reading, device and writing slice by slice).
+    pub opencl_subcompactions: usize,
+    /// `opencl` executor: most input bytes per slice of a device job (0,
+    /// the default: 32 MiB, or less where the device memory budget says).
+    pub opencl_slice_bytes: u64,
     /// `opencl` executor: how jobs are split between device and host
     /// (`all-device`, the default; `c-compaction`: gc on the host;
     /// `q-compaction`: jobs into L1 and L2 all on the device, deeper jobs
@@ -346,6 +353,8 @@ impl Default for Options {
             compaction_nice: shale_compact::nice::MAX_NICE_INCREMENT,
             compaction_memory_budget: shale_compact::parallel::DEFAULT_MEMORY_BUDGET,
             opencl_max_device_files: shale_compact::opencl::DEFAULT_MAX_DEVICE_FILES,
+            opencl_subcompactions: 1,
+            opencl_slice_bytes: 0,
             opencl_placement: PlacementPolicy::default(),
             opencl_device: DeviceSelector::default(),
             opencl_memory_budget: None,

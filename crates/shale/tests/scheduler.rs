@@ -249,3 +249,43 @@ fn the_scheduler_property_shows_queues_executors_and_counts() {
         assert!(log.contains(needle), "{needle}: {log}");
     }
 }
+
+#[test]
+fn a_device_job_runs_whole_unless_told_to_split() {
+    // PoCL in CI: the opencl executor runs there as on a GPU.
+    for (device_parts, splits) in [(1, false), (3, true)] {
+        let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+        let options = Options {
+            l0_compaction_trigger: 1000,
+            l0_slowdown_writes_trigger: 1000,
+            l0_stop_writes_trigger: 1000,
+            compaction_executor: "opencl".to_string(),
+            opencl_subcompactions: device_parts,
+            ..small_options(&env)
+        };
+        let db = match DB::open("/db", options) {
+            Ok(db) => db,
+            Err(err) => {
+                let why = err.to_string();
+                testing::skip("an opencl database", &why, testing::PROVIDE_OPENCL);
+                return;
+            }
+        };
+        let mut model = BTreeMap::new();
+        write_rounds(&db, 6, &mut model);
+        db.compact_range(None, None).unwrap();
+        let log = String::from_utf8(
+            shale::env::read_file(&*env, std::path::Path::new("/db/LOG")).unwrap(),
+        )
+        .unwrap();
+        let manual = log
+            .lines()
+            .find(|l| l.contains("manual") && l.contains("executor chain opencl"))
+            .unwrap_or_else(|| panic!("no manual device job in {log}"));
+        assert_eq!(manual.contains("sub-compactions"), splits, "{manual}");
+        if splits {
+            assert!(manual.contains("up to 3 sub-compactions"), "{manual}");
+        }
+        assert_eq!(contents(&db), model);
+    }
+}

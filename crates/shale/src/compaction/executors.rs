@@ -152,6 +152,8 @@ pub fn opencl_options(options: &Options) -> OpenClOptions {
         memory_budget: options.opencl_memory_budget,
         cpu_threads: options.compaction_threads,
         cpu_nice: options.compaction_nice,
+        max_slice_input_bytes: (options.opencl_slice_bytes > 0)
+            .then_some(options.opencl_slice_bytes),
         ..OpenClOptions::default()
     }
 }

@@ -417,12 +417,13 @@ impl Service {
             Some(name) => placement::requested(name),
             None => self.chain(job, lane, parts),
         };
-        // The device takes a job whole: its own pipeline overlaps reading,
-        // the device and writing slice by slice, and sub-compactions would
-        // only make several small device jobs compete for one device and
-        // the host (the GPU paper batches small jobs for the same reason).
+        // The device takes few large jobs (by default a job whole): its own
+        // pipeline overlaps reading, the device and writing slice by slice,
+        // and many sub-compactions would only make small device jobs
+        // compete for one device and the host (the GPU paper batches small
+        // jobs for the same reason).
         if chain.executors.first() == Some(&OPENCL) {
-            parts = 1;
+            parts = parts.min(self.options.opencl_subcompactions.max(1));
         }
         shale_log!(
             self.info_log,
