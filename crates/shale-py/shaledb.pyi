@@ -158,6 +158,8 @@ class _Options(TypedDict, total=False):
     seek_compaction: bool | None
     direct_io_for_compaction: bool | None
     opencl_max_device_files: int | None
+    opencl_subcompactions: int | None
+    opencl_slice_bytes: int | None
     opencl_memory_budget: int | None
     opencl_placement: str | None
     remote_workers: Sequence[str] | None
