@@ -4,8 +4,8 @@
 //! | step | where |
 //! | --- | --- |
 //! | open tables (footer, index block), read the slice's blocks, one read per stretch of a file | host (the reading thread) |
-//! | Snappy decompression of compressed input blocks | host (the device has no Snappy) |
-//! | CRC32C check of every input block | device: `check_block_crc` |
+//! | Snappy decompression of compressed input blocks, and their CRC32C check (their bytes are touched there anyway) | host (the device has no Snappy) |
+//! | CRC32C check of every uncompressed input block | device: `check_block_crc` |
 //! | restart arrays → list of restart groups | host (4 bytes per group) |
 //! | parse every restart group into key arena + tuples | device: `unpack_count`, scan, `unpack_parse` |
 //! | merge by rank (Algorithm 1) | device: `check_runs_sorted`, `rank_merge` |
@@ -13,7 +13,9 @@
 //! | grandparent cursor per entry | device: `grandparent_index`; the cut itself is a host scan over integers |
 //! | stream compaction of kept entries | device: scan, `compact_kept` |
 //!
-//! Values are uploaded once with their blocks and never come back until
+//! Only what the device needs goes up: an uncompressed block as stored, a
+//! compressed one as its contents (not also as stored). Values are
+//! uploaded once with their blocks and never come back until
 //! they are inside encoded output blocks (lazy value movement). One slice
 //! is resident on the device at a time; an allocation past the budget
 //! fails the device path (and the job runs on the CPU).
@@ -220,7 +222,8 @@ impl SliceRun<'_, '_, '_> {
             names,
             ..
         } = input;
-        decompress(self.pool, &names, &mut data, &mut blocks)?;
+        session.counters.host_bytes_copied +=
+            decompress(self.pool, &names, &mut data, &mut blocks)?;
         if data.len() > u32::MAX as usize {
             return Err(DeviceError::new(format!(
                 "{} bytes of input blocks: past 32-bit offsets",
@@ -228,31 +231,34 @@ impl SliceRun<'_, '_, '_> {
             )));
         }
         let upload = session.upload_async("input blocks", data)?;
-        let offsets: Vec<u32> = blocks.iter().map(|b| b.raw).collect();
-        let lengths: Vec<u32> = blocks.iter().map(|b| b.handle.size as u32).collect();
+        // The blocks still stored with their trailer: their CRC32C is
+        // checked on the device.
+        let unchecked: Vec<usize> = (0..blocks.len()).filter(|&b| !blocks[b].checked).collect();
+        let offsets: Vec<u32> = unchecked.iter().map(|&b| blocks[b].raw).collect();
+        let lengths: Vec<u32> = unchecked.iter().map(|&b| blocks[b].contents_len).collect();
         let offset_buffer = session.upload("block offsets", &offsets)?;
         let length_buffer = session.upload("block sizes", &lengths)?;
-        let crc_ok = session.alloc::<u32>("checksum results", blocks.len())?;
+        let crc_ok = session.alloc::<u32>("checksum results", unchecked.len())?;
         session.launch_after(
             "check_block_crc",
-            blocks.len(),
+            unchecked.len(),
             None,
             lengths.iter().map(|&l| u64::from(l) + 1).sum(),
             &[
                 mem(&upload.buffer),
                 mem(&offset_buffer),
                 mem(&length_buffer),
-                Arg::U32(blocks.len() as u32),
+                Arg::U32(unchecked.len() as u32),
                 mem(&crc_ok),
             ],
             &upload.wait_list(),
         )?;
         session.finish_upload(&upload)?;
-        let crc_ok = session.download("checksum results", &crc_ok, blocks.len())?;
-        if let Some(b) = crc_ok.iter().position(|&ok| ok == 0) {
+        let crc_ok = session.download("checksum results", &crc_ok, unchecked.len())?;
+        if let Some(i) = crc_ok.iter().position(|&ok| ok == 0) {
             return Err(corrupt(
                 &names,
-                &blocks[b],
+                &blocks[unchecked[i]],
                 "block checksum mismatch (found on the device)",
             ));
         }
@@ -652,44 +658,71 @@ impl SliceRun<'_, '_, '_> {
     }
 }
 
-/// Decompresses Snappy blocks on the host and appends their contents to
-/// `data`.
+/// Decompresses the compressed blocks on the host (in parallel), checking
+/// their CRC32C there, where their bytes are touched anyway, and lays the
+/// slice out again with only what the device needs: an uncompressed block
+/// as stored (the device checks its CRC), a compressed one as its contents.
+/// Returns the bytes the host copied into the new layout.
 fn decompress(
     pool: &rayon::ThreadPool,
     names: &[String],
     data: &mut Vec<u8>,
     blocks: &mut [InputBlock],
-) -> Result<(), DeviceError> {
-    let compressed: Vec<usize> = (0..blocks.len())
-        .filter(|&b| data[(blocks[b].raw + blocks[b].contents_len) as usize] != 0)
+) -> Result<u64, DeviceError> {
+    let compressed: Vec<bool> = blocks
+        .iter()
+        .map(|b| data[(b.raw + b.contents_len) as usize] != 0)
         .collect();
-    if compressed.is_empty() {
-        return Ok(());
+    if !compressed.contains(&true) {
+        return Ok(0);
     }
-    let shared: &Vec<u8> = data;
-    let contents: Vec<Vec<u8>> = pool.install(|| {
-        compressed
+    let stored: &Vec<u8> = data;
+    let contents: Vec<Option<Vec<u8>>> = pool.install(|| {
+        blocks
             .par_iter()
-            .map(|&b| {
-                let block = &blocks[b];
-                let raw = &shared[block.raw as usize
+            .zip(&compressed)
+            .map(|(block, &compressed)| {
+                if !compressed {
+                    return Ok(None);
+                }
+                let raw = &stored[block.raw as usize
                     ..(block.raw + block.contents_len) as usize + BLOCK_TRAILER_LEN];
-                // The CRC is checked on the device; here only decompression.
-                decode_block_slice(raw, &names[block.source], block.handle, false)
+                decode_block_slice(raw, &names[block.source], block.handle, true)
+                    .map(Some)
                     .map_err(input_error)
             })
             .collect::<Result<_, _>>()
     })?;
-    for (b, contents) in compressed.into_iter().zip(contents) {
-        let at = data.len();
-        if at + contents.len() > u32::MAX as usize {
-            return Err(DeviceError::new("decompressed input past 32-bit offsets"));
-        }
-        data.extend_from_slice(&contents);
-        blocks[b].contents = at as u32;
-        blocks[b].contents_len = contents.len() as u32;
+    let size: usize = blocks
+        .iter()
+        .zip(&contents)
+        .map(|(block, contents)| match contents {
+            Some(contents) => contents.len(),
+            None => block.contents_len as usize + BLOCK_TRAILER_LEN,
+        })
+        .sum();
+    if size > u32::MAX as usize {
+        return Err(DeviceError::new("decompressed input past 32-bit offsets"));
     }
-    Ok(())
+    let mut laid_out = Vec::with_capacity(size);
+    for (block, contents) in blocks.iter_mut().zip(contents) {
+        let at = laid_out.len() as u32;
+        match contents {
+            Some(contents) => {
+                laid_out.extend_from_slice(&contents);
+                block.contents_len = contents.len() as u32;
+                block.checked = true;
+            }
+            None => {
+                let end = (block.raw + block.contents_len) as usize + BLOCK_TRAILER_LEN;
+                laid_out.extend_from_slice(&data[block.raw as usize..end]);
+            }
+        }
+        block.raw = at;
+        block.contents = at;
+    }
+    *data = laid_out;
+    Ok(size as u64)
 }
 
 /// The restart groups of every block, as absolute `[start, limit)` offsets

@@ -49,8 +49,13 @@ pub(crate) struct InputBlock {
     pub(crate) source: usize,
     /// Where the block was in its file (size: its stored contents).
     pub(crate) handle: BlockHandle,
-    /// Offset of the block as stored (contents, type byte, CRC).
+    /// Offset of the block as stored (contents, type byte, CRC); once
+    /// `decompress` has replaced a compressed block by its contents, the
+    /// offset of those (`checked` is then set).
     pub(crate) raw: u32,
+    /// Its checksum was verified on the host (where it was decompressed),
+    /// so the slice's buffer holds only its contents, without a trailer.
+    pub(crate) checked: bool,
     /// Offset of its uncompressed contents (`raw` unless compressed).
     pub(crate) contents: u32,
     /// Length of the uncompressed contents.
@@ -92,6 +97,7 @@ impl SliceInput {
             source,
             handle,
             raw: raw as u32,
+            checked: false,
             contents: raw as u32,
             contents_len: (stored.len() - BLOCK_TRAILER_LEN) as u32,
         });

@@ -1447,6 +1447,46 @@ fn corrupt_input_is_reported_by_the_cpu_path() {
 }
 
 #[test]
+fn a_corrupt_compressed_block_is_found_where_it_is_decompressed() {
+    let Some(executor) = executor(OpenClOptions::default()) else {
+        return;
+    };
+    let executor = Arc::new(executor);
+    // Values that compress: every block is stored with Snappy.
+    let repeated = |rng: &mut Rng| Some(vec![b'a' + (rng.below(4) as u8); 40]);
+    let (job, mut files) = make_job(
+        14,
+        2,
+        200,
+        &settings(true, None, 4096, 16),
+        TableSettings::default(),
+        &repeated,
+    );
+    let mut bytes = files[&1].as_ref().clone();
+    bytes[100] ^= 0x40;
+    files.insert(1, Arc::new(bytes));
+    let io = MemIo::new(files.clone());
+    let error = on_cpu_too(&executor).run(&job, &io).unwrap_err();
+    assert!(
+        matches!(error, shale_format::Error::Corruption { .. }),
+        "{error}"
+    );
+    // The host checked it as it decompressed it (compressed blocks go up
+    // as their contents only, without a trailer to check).
+    assert_refused(&executor, &job, &files, "checksum");
+    // Uncorrupted, the same job gives streaming's tables.
+    let (job, files) = make_job(
+        14,
+        2,
+        200,
+        &settings(true, None, 4096, 16),
+        TableSettings::default(),
+        &repeated,
+    );
+    assert_same_as_streaming(executor.as_ref(), &job, &files);
+}
+
+#[test]
 fn slices_give_the_same_tables_and_overlap_reading_with_the_device() {
     // Overlapping runs with Snappy input, Bloom filters, grandparents and
     // 8 KiB output files; slices of 1 to 64 KiB cut through input blocks
