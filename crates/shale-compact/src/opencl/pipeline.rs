@@ -327,21 +327,32 @@ impl SliceRun<'_, '_, '_> {
     ) -> Result<Vec<u32>, DeviceError> {
         let (groups, n) = (counted.groups, counted.entries);
         let runs = checked.run_first_block.len() - 1;
-        let mut run_start = Vec::with_capacity(runs + 1);
+        // One read-back per run, all in flight before the host waits once.
+        let mut reads = Vec::with_capacity(runs);
         for &first_block in &checked.run_first_block[..runs] {
             let first_group = counted
                 .block_first_group
                 .get(first_block)
                 .copied()
                 .unwrap_or(groups);
-            let start = if first_group < groups {
-                self.session
-                    .read_one("entry offsets", &counted.entry_base, first_group)?
-                    as u32
+            reads.push(if first_group < groups {
+                Some(self.session.download_async(
+                    "entry offsets",
+                    &counted.entry_base,
+                    first_group,
+                    1,
+                    &[],
+                )?)
             } else {
-                n as u32
-            };
-            run_start.push(start);
+                None
+            });
+        }
+        let mut run_start = Vec::with_capacity(runs + 1);
+        for read in reads {
+            run_start.push(match read {
+                Some(read) => self.session.finish_download(read)?[0] as u32,
+                None => n as u32,
+            });
         }
         run_start.push(n as u32);
         Ok(run_start)
