@@ -176,16 +176,21 @@ pub(crate) struct Stretch {
     pub(crate) blocks: Vec<(BlockHandle, Range<usize>)>,
 }
 
-/// Reads the blocks `take` ((table, block) pairs in key order), one read per
-/// stretch of consecutive blocks of a table, into buffers from `buffers`
-/// when given; checks that the index's handles are in order, do not
-/// overlap and stay inside the stretch.
-pub(crate) fn read_stretches(
-    tables: &[InputTable],
-    take: &[(usize, usize)],
-    buffers: Option<&Pool<Vec<u8>>>,
-) -> Result<Vec<Stretch>> {
-    let mut stretches = Vec::new();
+/// Where one read goes: a stretch of consecutive blocks of one table.
+struct StretchPlan {
+    table: usize,
+    /// File offsets of its first byte and one past its last.
+    start: u64,
+    end: u64,
+    /// Per block: its handle and its range relative to `start`.
+    blocks: Vec<(BlockHandle, Range<usize>)>,
+}
+
+/// The stretches of `take` ((table, block) pairs in key order): runs of
+/// consecutive blocks of a table. Checks that the index's handles are in
+/// order, do not overlap and stay inside the stretch.
+fn plan_stretches(tables: &[InputTable], take: &[(usize, usize)]) -> Result<Vec<StretchPlan>> {
+    let mut plans = Vec::new();
     let mut i = 0;
     while i < take.len() {
         let table_index = take[i].0;
@@ -204,12 +209,6 @@ pub(crate) fn read_stretches(
             .ok_or_else(|| {
                 Error::corruption(last.offset, "bad block handle in the index").at(&table.name, 0)
             })?;
-        let mut buffer = buffers.map(Pool::take).unwrap_or_default();
-        set_len_for_overwrite(&mut buffer, (end - start) as usize);
-        table
-            .source
-            .read_exact_at(&mut buffer, start)
-            .map_err(|e| Error::io(format!("reading {} at offset {start}", table.name), e))?;
         let mut blocks = Vec::with_capacity(j + 1 - i);
         let mut previous_end = start;
         for &(_, b) in &take[i..=j] {
@@ -229,12 +228,71 @@ pub(crate) fn read_stretches(
                 (handle.offset - start) as usize..(block_end - start) as usize,
             ));
         }
-        stretches.push(Stretch {
+        plans.push(StretchPlan {
             table: table_index,
-            buffer,
+            start,
+            end,
             blocks,
         });
         i = j + 1;
     }
+    Ok(plans)
+}
+
+/// Reads `[start, start + into.len())` of `table` into `into`.
+fn read_at(table: &InputTable, into: &mut [u8], start: u64) -> Result<()> {
+    table
+        .source
+        .read_exact_at(into, start)
+        .map_err(|e| Error::io(format!("reading {} at offset {start}", table.name), e))
+}
+
+/// Reads the blocks `take` ((table, block) pairs in key order), one read per
+/// stretch of consecutive blocks of a table, into buffers from `buffers`
+/// when given; checks that the index's handles are in order, do not
+/// overlap and stay inside the stretch.
+pub(crate) fn read_stretches(
+    tables: &[InputTable],
+    take: &[(usize, usize)],
+    buffers: Option<&Pool<Vec<u8>>>,
+) -> Result<Vec<Stretch>> {
+    let mut stretches = Vec::new();
+    for plan in plan_stretches(tables, take)? {
+        let mut buffer = buffers.map(Pool::take).unwrap_or_default();
+        set_len_for_overwrite(&mut buffer, (plan.end - plan.start) as usize);
+        read_at(&tables[plan.table], &mut buffer, plan.start)?;
+        stretches.push(Stretch {
+            table: plan.table,
+            buffer,
+            blocks: plan.blocks,
+        });
+    }
     Ok(stretches)
+}
+
+/// [`read_stretches`], each stretch read straight onto the end of `dest`
+/// (no buffer of its own, no copy): per stretch, its table and per block
+/// its handle and its range in `dest`.
+#[allow(
+    clippy::type_complexity,
+    reason = "a table index and its blocks, named where it is used"
+)]
+pub(crate) fn read_stretches_into(
+    tables: &[InputTable],
+    take: &[(usize, usize)],
+    dest: &mut Vec<u8>,
+) -> Result<Vec<(usize, Vec<(BlockHandle, Range<usize>)>)>> {
+    let mut read = Vec::new();
+    for plan in plan_stretches(tables, take)? {
+        let base = dest.len();
+        dest.resize(base + (plan.end - plan.start) as usize, 0);
+        read_at(&tables[plan.table], &mut dest[base..], plan.start)?;
+        let blocks = plan
+            .blocks
+            .into_iter()
+            .map(|(handle, range)| (handle, base + range.start..base + range.end))
+            .collect();
+        read.push((plan.table, blocks));
+    }
+    Ok(read)
 }

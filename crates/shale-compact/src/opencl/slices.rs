@@ -34,7 +34,9 @@ use shale_format::format::{block_trailer, BlockHandle, CompressionType, BLOCK_TR
 use shale_format::internal_key::extract_user_key;
 
 use super::device::DeviceError;
-use crate::inputs::{read_stretches, run_blocks_in_range, slice_limit, InputTable};
+use crate::inputs::{
+    read_stretches, read_stretches_into, run_blocks_in_range, slice_limit, InputTable,
+};
 use crate::job::{CompactionJob, JobIo, KeyRange};
 use crate::parallel::unpack::unpack_block;
 
@@ -81,6 +83,29 @@ pub(crate) struct SliceInput {
 }
 
 impl SliceInput {
+    /// Records the block whose stored bytes (contents and trailer) are
+    /// `data[range]` already.
+    fn add_stored(
+        &mut self,
+        source: usize,
+        handle: BlockHandle,
+        range: std::ops::Range<usize>,
+    ) -> Result<(), DeviceError> {
+        // A stretch's blocks are at least a trailer long (read_stretches_into).
+        if range.end > u32::MAX as usize {
+            return Err(DeviceError::new("input blocks past 32-bit offsets"));
+        }
+        self.blocks.push(InputBlock {
+            source,
+            handle,
+            raw: range.start as u32,
+            checked: false,
+            contents: range.start as u32,
+            contents_len: (range.len() - BLOCK_TRAILER_LEN) as u32,
+        });
+        Ok(())
+    }
+
     /// Appends a block given by its stored bytes (contents and trailer).
     fn push_stored(
         &mut self,
@@ -339,10 +364,13 @@ fn read_runs_blocks(
     take: &[(usize, usize)],
     slice: &mut SliceInput,
 ) -> Result<(), DeviceError> {
-    for stretch in read_stretches(tables, take, None).map_err(input_error)? {
-        let source = slice.name(tables[stretch.table].name.clone());
-        for (handle, range) in stretch.blocks {
-            slice.push_stored(source, handle, &stretch.buffer[range])?;
+    // Straight onto the end of the slice's buffer: no copy.
+    for (table, blocks) in
+        read_stretches_into(tables, take, &mut slice.data).map_err(input_error)?
+    {
+        let source = slice.name(tables[table].name.clone());
+        for (handle, range) in blocks {
+            slice.add_stored(source, handle, range)?;
         }
     }
     Ok(())
