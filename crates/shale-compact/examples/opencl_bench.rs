@@ -27,10 +27,26 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use shale_compact::job::{CompactionOutput, Executor, TableSettings};
+use shale_compact::job::{CompactionOutput, DeviceCounters, Executor, TableSettings};
 use shale_compact::opencl::{KernelTime, OpenClExecutor, OpenClOptions, PlacementPolicy};
 use shale_compact::testing::{MemIo, RandomLevel0};
 use shale_compact::ParallelExecutor;
+
+/// MB and GB are 2^20 and 2^30 bytes, as everywhere in ShaleDB.
+const MB: f64 = (1u64 << 20) as f64;
+const GB: f64 = (1u64 << 30) as f64;
+
+/// User and system CPU seconds of this process so far, all threads.
+fn process_cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given; zeroed is a valid start.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage for RUSAGE_SELF.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0.0;
+    }
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
 
 fn arg(name: &str, default: usize) -> usize {
     let argv: Vec<String> = std::env::args().collect();
@@ -105,7 +121,7 @@ fn main() -> ExitCode {
     let info = all_device.device_info().clone();
     println!(
         "job: {runs} runs x {entries} entries, {value_size}-byte values, {overwrite}% overwritten, {:.1} MB of input; device: {} ({}, {} compute units); host threads: {}",
-        input_bytes as f64 / 1e6,
+        input_bytes as f64 / MB,
         info.name,
         info.platform,
         info.compute_units,
@@ -143,6 +159,7 @@ fn main() -> ExitCode {
             "{name} ran where expected"
         );
         let kernels_before = device.map(|d| d.stats().kernels);
+        let cpu_before = process_cpu_seconds();
         let mut times = Vec::new();
         let mut last = warm;
         for _ in 0..repeats {
@@ -151,12 +168,15 @@ fn main() -> ExitCode {
             last = executor.run(&job, &io).unwrap();
             times.push(started.elapsed().as_secs_f64());
         }
+        // The process's CPU time over the measured runs: every thread, the
+        // OpenCL runtime's included (on PoCL that is the kernels too).
+        let cpu_per_run = (process_cpu_seconds() - cpu_before) / repeats as f64;
         times.sort_by(|a, b| a.partial_cmp(b).unwrap());
         let median = times[times.len() / 2];
         let s = &last.stats;
         println!(
             "{name:>9}: {median:.3} s median of {repeats} ({:.1} MB/s of input); last run: read {:.3} unpack {:.3} merge {:.3} gc {:.3} pack {:.3} write {:.3}; {} -> {} entries",
-            input_bytes as f64 / 1e6 / median,
+            input_bytes as f64 / MB / median,
             s.read_secs,
             s.unpack_secs,
             s.merge_secs,
@@ -166,6 +186,13 @@ fn main() -> ExitCode {
             s.entries_in,
             s.entries_out
         );
+        println!(
+            "    host CPU: {cpu_per_run:.3} s per run, {:.2} s per GB of input",
+            cpu_per_run / (input_bytes as f64 / GB)
+        );
+        if s.device != DeviceCounters::default() {
+            println!("    host cost (last run): {}", s.device.summary());
+        }
         if let Some(pipeline) = s.pipeline_summary() {
             println!(
                 "    pipeline (last run): {} slices; {pipeline}; {:.3} s of I/O hidden",
@@ -199,9 +226,9 @@ fn main() -> ExitCode {
                     "    {kernel:<24} {:>9.0} {:>12.2} {:>14.1} {:>10.0}",
                     t.launches as f64 / per_run,
                     t.seconds * 1e3 / per_run,
-                    t.bytes as f64 / 1e6 / per_run,
+                    t.bytes as f64 / MB / per_run,
                     if t.seconds > 0.0 {
-                        t.bytes as f64 / 1e6 / t.seconds
+                        t.bytes as f64 / MB / t.seconds
                     } else {
                         0.0
                     }
