@@ -421,6 +421,40 @@ pub fn decode_block_into(
     Ok(())
 }
 
+/// The length of the contents of block `raw` (contents + trailer) once
+/// decoded, from its trailer and Snappy header; checks its checksum first
+/// when `verify_checksum`. With [`decode_block_to`], a caller lays many
+/// blocks out in one buffer, each decoded straight into its place.
+pub fn decoded_block_len(
+    raw: &[u8],
+    file: &str,
+    handle: BlockHandle,
+    verify_checksum: bool,
+) -> Result<usize> {
+    match check_block(raw, file, handle, verify_checksum)? {
+        (contents, None) => Ok(contents.len()),
+        (_, Some(raw_len)) => Ok(raw_len),
+    }
+}
+
+/// Decodes block `raw` (contents + trailer) into `out`, which is exactly
+/// [`decoded_block_len`] long; the checksum is not checked again.
+pub fn decode_block_to(raw: &[u8], file: &str, handle: BlockHandle, out: &mut [u8]) -> Result<()> {
+    let (contents, raw_len) = check_block(raw, file, handle, false)?;
+    let expected = raw_len.unwrap_or(contents.len());
+    if out.len() != expected {
+        return Err(Error::InvalidArgument(format!(
+            "decoding a block of {expected} bytes into {} bytes",
+            out.len()
+        )));
+    }
+    match raw_len {
+        None => out.copy_from_slice(contents),
+        Some(_) => snappy_decompress(contents, out, file, handle)?,
+    }
+    Ok(())
+}
+
 /// Checks the trailer of `raw` (contents + trailer). Returns the
 /// decompressed contents, or `None` when the contents are stored as is.
 fn check_and_decompress(
@@ -649,5 +683,29 @@ mod tests {
         let handle = BlockHandle::new(0, contents.len() as u64);
         let err = read_block(&file, "t", file.len() as u64, handle, true).unwrap_err();
         assert!(err.is_corruption(), "{err}");
+    }
+
+    #[test]
+    fn blocks_decode_straight_into_their_place() {
+        let contents: Vec<u8> = b"abcdefgh".iter().cycle().take(3000).copied().collect();
+        for compression in [CompressionType::None, CompressionType::Snappy] {
+            let (stored, kind) = maybe_compress_owned(contents.clone(), compression);
+            assert_eq!(kind, compression, "the test data compresses");
+            let mut raw = stored.clone();
+            raw.extend_from_slice(&block_trailer(&stored, kind));
+            let handle = BlockHandle::new(0, stored.len() as u64);
+            let len = decoded_block_len(&raw, "t", handle, true).unwrap();
+            assert_eq!(len, contents.len());
+            let mut place = vec![0u8; len];
+            decode_block_to(&raw, "t", handle, &mut place).unwrap();
+            assert_eq!(place, contents);
+            // A place of the wrong size is refused, not overrun.
+            let mut short = vec![0u8; len - 1];
+            assert!(decode_block_to(&raw, "t", handle, &mut short).is_err());
+            // A flipped bit is found before the size is trusted.
+            raw[3] ^= 1;
+            let err = decoded_block_len(&raw, "t", handle, true).unwrap_err();
+            assert!(err.is_corruption(), "{err}");
+        }
     }
 }

@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use opencl3::memory::Buffer;
 use rayon::prelude::*;
-use shale_format::format::{decode_block_slice, BLOCK_TRAILER_LEN};
+use shale_format::format::{decode_block_to, decoded_block_len, BLOCK_TRAILER_LEN};
 use shale_format::internal_key::ParsedInternalKey;
 
 use super::device::DeviceError;
@@ -672,14 +672,18 @@ impl SliceRun<'_, '_, '_> {
 /// Decompresses the compressed blocks on the host (in parallel), checking
 /// their CRC32C there, where their bytes are touched anyway, and lays the
 /// slice out again with only what the device needs: an uncompressed block
-/// as stored (the device checks its CRC), a compressed one as its contents.
-/// Returns the bytes the host copied into the new layout.
+/// as stored (the device checks its CRC), a compressed one as its contents,
+/// decompressed straight into its place. Returns the bytes the host copied
+/// (the uncompressed blocks'; decompressing is not counted as a copy).
 fn decompress(
     pool: &rayon::ThreadPool,
     names: &[String],
     data: &mut Vec<u8>,
     blocks: &mut [InputBlock],
 ) -> Result<u64, DeviceError> {
+    let stored_of = |block: &InputBlock| {
+        block.raw as usize..(block.raw + block.contents_len) as usize + BLOCK_TRAILER_LEN
+    };
     let compressed: Vec<bool> = blocks
         .iter()
         .map(|b| data[(b.raw + b.contents_len) as usize] != 0)
@@ -687,53 +691,66 @@ fn decompress(
     if !compressed.contains(&true) {
         return Ok(0);
     }
-    let stored: &Vec<u8> = data;
-    let contents: Vec<Option<Vec<u8>>> = pool.install(|| {
+    let stored: &[u8] = data;
+    // Each block's size in the new layout; a compressed block's checksum
+    // is checked here, before its size is trusted.
+    let sizes: Vec<usize> = pool.install(|| {
         blocks
             .par_iter()
             .zip(&compressed)
             .map(|(block, &compressed)| {
                 if !compressed {
-                    return Ok(None);
+                    return Ok(block.contents_len as usize + BLOCK_TRAILER_LEN);
                 }
-                let raw = &stored[block.raw as usize
-                    ..(block.raw + block.contents_len) as usize + BLOCK_TRAILER_LEN];
-                decode_block_slice(raw, &names[block.source], block.handle, true)
-                    .map(Some)
+                let raw = &stored[stored_of(block)];
+                decoded_block_len(raw, &names[block.source], block.handle, true)
                     .map_err(input_error)
             })
             .collect::<Result<_, _>>()
     })?;
-    let size: usize = blocks
-        .iter()
-        .zip(&contents)
-        .map(|(block, contents)| match contents {
-            Some(contents) => contents.len(),
-            None => block.contents_len as usize + BLOCK_TRAILER_LEN,
-        })
-        .sum();
+    let size: usize = sizes.iter().sum();
     if size > u32::MAX as usize {
         return Err(DeviceError::new("decompressed input past 32-bit offsets"));
     }
-    let mut laid_out = Vec::with_capacity(size);
-    for (block, contents) in blocks.iter_mut().zip(contents) {
-        let at = laid_out.len() as u32;
-        match contents {
-            Some(contents) => {
-                laid_out.extend_from_slice(&contents);
-                block.contents_len = contents.len() as u32;
-                block.checked = true;
-            }
-            None => {
-                let end = (block.raw + block.contents_len) as usize + BLOCK_TRAILER_LEN;
-                laid_out.extend_from_slice(&data[block.raw as usize..end]);
-            }
+    let mut laid_out = vec![0u8; size];
+    let mut places = Vec::with_capacity(blocks.len());
+    let mut rest = laid_out.as_mut_slice();
+    for &len in &sizes {
+        let (place, tail) = rest.split_at_mut(len);
+        places.push(place);
+        rest = tail;
+    }
+    pool.install(|| {
+        places
+            .into_par_iter()
+            .zip(blocks.par_iter())
+            .zip(&compressed)
+            .try_for_each(|((place, block), &compressed)| {
+                let raw = &stored[stored_of(block)];
+                if compressed {
+                    decode_block_to(raw, &names[block.source], block.handle, place)
+                        .map_err(input_error)
+                } else {
+                    place.copy_from_slice(raw);
+                    Ok(())
+                }
+            })
+    })?;
+    let mut copied = 0;
+    let mut at = 0u32;
+    for ((block, &compressed), &len) in blocks.iter_mut().zip(&compressed).zip(&sizes) {
+        if compressed {
+            block.contents_len = len as u32;
+            block.checked = true;
+        } else {
+            copied += len as u64;
         }
         block.raw = at;
         block.contents = at;
+        at += len as u32;
     }
     *data = laid_out;
-    Ok(size as u64)
+    Ok(copied)
 }
 
 /// The restart groups of every block, as absolute `[start, limit)` offsets
