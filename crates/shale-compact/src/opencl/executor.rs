@@ -349,6 +349,9 @@ impl OpenClExecutor {
         stats.read_secs += read_busy;
         stats.write_secs += written.busy;
         stats.bytes_written += written.bytes;
+        // Laying a file out copies its blocks into the file's buffer once.
+        stats.device.host_bytes_copied += written.bytes;
+        self.record(|s| s.device.host_bytes_copied += written.bytes);
         stats.entries_out += written.entries;
         stats.total_secs = started.elapsed().as_secs_f64();
         stats.stage_busy_secs.insert("read".into(), read_busy);

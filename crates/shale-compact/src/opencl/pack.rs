@@ -33,13 +33,14 @@
 //! uncompressed block would not be the one written.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use opencl3::memory::Buffer;
 use rayon::prelude::*;
 use shale_format::bloom::{filter_bits, probes_for_bits_per_key};
 use shale_format::coding::varint_length;
 use shale_format::filter_block::{assemble_filters, plan_filters};
-use shale_format::format::{maybe_compress_owned, CompressionType, BLOCK_TRAILER_LEN};
+use shale_format::format::{maybe_compress, CompressionType, BLOCK_TRAILER_LEN};
 use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
 
@@ -437,6 +438,7 @@ impl Packer<'_, '_> {
         open_range: Range<usize>,
     ) -> Result<Vec<Vec<u8>>, DeviceError> {
         let open_bytes = self.session.finish_download(open)?;
+        self.session.counters.host_bytes_copied += open_bytes.len() as u64;
         Ok(plan.layout.blocks[plan.finished_blocks..]
             .iter()
             .map(|range| {
@@ -494,24 +496,31 @@ impl Packer<'_, '_> {
     }
 
     /// Waits for one file's encoded blocks and compresses them (Snappy, on
-    /// the host), blocks in parallel.
+    /// the host), blocks in parallel. A block stored uncompressed stays in
+    /// the downloaded buffer, which its file shares: no copy.
     fn compressed_blocks(
         &mut self,
         plan: &BlockPlan,
         blocks: Range<usize>,
         download: Download<u8>,
-    ) -> Result<Vec<(Vec<u8>, CompressionType)>, DeviceError> {
+    ) -> Result<Vec<(BlockBytes, CompressionType)>, DeviceError> {
         let compression = self.job.table.table_options().compression;
-        let encoded = self.session.finish_download(download)?;
+        let encoded = Arc::new(self.session.finish_download(download)?);
         let base = plan.bytes_of(blocks.clone()).start;
         Ok(self.pool.install(|| {
             plan.layout.blocks[blocks]
                 .par_iter()
                 .map(|range| {
-                    maybe_compress_owned(
-                        encoded[range.start - base..range.end - base].to_vec(),
-                        compression,
-                    )
+                    let range = range.start - base..range.end - base;
+                    let mut scratch = Vec::new();
+                    match maybe_compress(&encoded[range.clone()], compression, &mut scratch) {
+                        (stored, CompressionType::Snappy) => {
+                            let len = stored.len();
+                            scratch.truncate(len);
+                            (BlockBytes::Owned(scratch), CompressionType::Snappy)
+                        }
+                        (_, kind) => (BlockBytes::Shared(encoded.clone(), range), kind),
+                    }
                 })
                 .collect()
         }))
@@ -521,10 +530,31 @@ impl Packer<'_, '_> {
 /// One output data block as stored, with its first and last key.
 #[derive(Debug)]
 pub(crate) struct StoredBlock {
-    contents: Vec<u8>,
+    contents: BlockBytes,
     kind: CompressionType,
     first_key: Vec<u8>,
     last_key: Vec<u8>,
+}
+
+/// A block's bytes as stored: compressed into a buffer of its own, or a
+/// range of its file's downloaded buffer.
+#[derive(Debug)]
+pub(crate) enum BlockBytes {
+    Owned(Vec<u8>),
+    Shared(Arc<Vec<u8>>, Range<usize>),
+}
+
+impl BlockBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            BlockBytes::Owned(bytes) => bytes,
+            BlockBytes::Shared(buffer, range) => &buffer[range.clone()],
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
 }
 
 /// A finished output file in parts: its data blocks (encoded on the
@@ -553,7 +583,7 @@ impl FileParts {
             assembler.write_data_block(
                 &block.first_key,
                 &block.last_key,
-                &block.contents,
+                block.contents.as_slice(),
                 block.kind,
             )?;
         }
