@@ -143,10 +143,12 @@ fn stress_options(target: &Target) -> CliResult<Options> {
     flags.max_background_compactions.get_or_insert(3);
     flags.max_subcompactions.get_or_insert(4);
     flags.compaction_threads.get_or_insert(2);
-    let mut options = flags.to_options().map_err(CliError::Usage)?;
-    // Damage is an error here, never skipped.
-    options.paranoid_checks = true;
-    Ok(options)
+    // Damage is an error here, never skipped, unless the caller says
+    // otherwise: after a power loss that tore the unsynced tail of the
+    // newest log, `--paranoid_checks=false` verifies recovery as LevelDB's
+    // default does it (the torn records skipped).
+    flags.paranoid_checks.get_or_insert(true);
+    flags.to_options().map_err(CliError::Usage)
 }
 
 /// Runs the stress test, or with `--verify_only` only verifies.
