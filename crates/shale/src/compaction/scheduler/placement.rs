@@ -219,12 +219,56 @@ pub fn chain(
     match placement(job, device.policy, &device.limits) {
         Placement::Cpu { reason } => off_device(reason),
         Placement::Device { gc } => {
+            let measured = match choice {
+                ExecutorChoice::Auto => device_measured(book, cpu, load),
+                ExecutorChoice::Forced(_) => Ok(String::new()),
+            };
+            let why = match measured {
+                Ok(why) => why,
+                Err(why) => return off_device(why),
+            };
             let mut executors = vec![OPENCL];
             executors.extend(cpu_chain(cpu));
             Chain {
                 executors,
-                reason: format!("on the device (gc on the {gc:?} side)").to_lowercase(),
+                reason: format!("on the device (gc on the {gc:?} side){why}").to_lowercase(),
                 kept_off_device: None,
+            }
+        }
+    }
+}
+
+/// Under `auto`, whether the device's measured throughput earns it a job
+/// that placement allows it: `Ok` with what was measured (for the reason),
+/// or `Err` saying why the job goes to `cpu` instead. The device runs its
+/// jobs until both are measured; then the faster one runs them, and every
+/// [`EXPLORE_EVERY`]th job goes to the other, so that its measurement
+/// follows the machine's load (as `choose_cpu` does between the CPU
+/// executors).
+fn device_measured(
+    book: &ExecutorBook,
+    cpu: &'static str,
+    load: &Load,
+) -> std::result::Result<String, String> {
+    let mb = |bytes_per_second: f64| bytes_per_second / crate::units::MB;
+    let explore = load.job_sequence % EXPLORE_EVERY == 0;
+    match (book.throughput(OPENCL), book.throughput(cpu)) {
+        (None, _) => Ok(String::new()),
+        (Some(_), None) if explore => Err(format!(
+            "measuring {cpu} once beside the device (every {EXPLORE_EVERY}th job)"
+        )),
+        (Some(_), None) => Ok(String::new()),
+        (Some(device), Some(host)) => {
+            let measured = format!("opencl {:.0} MB/s, {cpu} {:.0} MB/s", mb(device), mb(host));
+            match (device >= host, explore) {
+                (true, false) => Ok(format!("; measured faster: {measured}")),
+                (true, true) => Err(format!(
+                    "re-measuring {cpu} (every {EXPLORE_EVERY}th job): {measured}"
+                )),
+                (false, false) => Err(format!("measured slower: {measured}")),
+                (false, true) => Ok(format!(
+                    "; re-measuring the device (every {EXPLORE_EVERY}th job): {measured}"
+                )),
             }
         }
     }
@@ -458,6 +502,80 @@ mod tests {
         );
         assert_eq!(fine.executors, vec![OPENCL, STREAMING]);
         assert!(fine.reason.contains("device"), "{}", fine.reason);
+    }
+
+    #[test]
+    fn auto_gives_the_device_jobs_while_it_measures_faster() {
+        let at = |sequence: u64| Load {
+            job_sequence: sequence,
+            ..load(2)
+        };
+        let place = |book: &ExecutorBook, sequence: u64| {
+            chain(
+                &job(2, 1000),
+                &ExecutorChoice::Auto,
+                Some(&DEVICE),
+                book,
+                &at(sequence),
+            )
+        };
+        // Nothing measured: the device first.
+        let mut book = ExecutorBook::default();
+        assert_eq!(place(&book, 1).executors[0], OPENCL);
+        // The device measured, the CPU not: one job in EXPLORE_EVERY
+        // measures the CPU.
+        book.record_job(OPENCL, 100 << 20, 1.0, 1_000_000);
+        assert_eq!(place(&book, 1).executors[0], OPENCL);
+        let measuring = place(&book, EXPLORE_EVERY);
+        assert_eq!(measuring.executors, vec![STREAMING]);
+        assert!(
+            measuring
+                .kept_off_device
+                .unwrap()
+                .contains("measuring streaming"),
+            "{}",
+            measuring.reason
+        );
+        // The device faster: it keeps the jobs, saying what was measured.
+        book.record_job(STREAMING, 50 << 20, 1.0, 1_000_000);
+        let faster = place(&book, 1);
+        assert_eq!(faster.executors[0], OPENCL);
+        assert!(
+            faster
+                .reason
+                .contains("measured faster: opencl 100 mb/s, streaming 50 mb/s"),
+            "{}",
+            faster.reason
+        );
+        assert_eq!(place(&book, EXPLORE_EVERY).executors, vec![STREAMING]);
+        // The device slower: the CPU takes the jobs, the device one in
+        // EXPLORE_EVERY.
+        let mut book = ExecutorBook::default();
+        book.record_job(OPENCL, 20 << 20, 1.0, 1_000_000);
+        book.record_job(STREAMING, 50 << 20, 1.0, 1_000_000);
+        let slower = place(&book, 1);
+        assert_eq!(slower.executors, vec![STREAMING]);
+        assert!(
+            slower.kept_off_device.unwrap().contains("measured slower"),
+            "{}",
+            slower.reason
+        );
+        let again = place(&book, EXPLORE_EVERY);
+        assert_eq!(again.executors[0], OPENCL);
+        assert!(
+            again.reason.contains("re-measuring the device"),
+            "{}",
+            again.reason
+        );
+        // A named device ignores the measurements.
+        let forced = chain(
+            &job(2, 1000),
+            &ExecutorChoice::Forced(OPENCL),
+            Some(&DEVICE),
+            &book,
+            &at(1),
+        );
+        assert_eq!(forced.executors[0], OPENCL);
     }
 
     #[test]
