@@ -122,6 +122,8 @@ pub struct OpenClExecutor {
     kernel_sets: Mutex<Vec<session::Kernels>>,
     /// Device buffers kept between slices and jobs.
     arena: Arc<arena::DeviceArena>,
+    /// Pinned host buffers that input goes up from.
+    staging: Arc<staging::StagingPool>,
 }
 
 impl std::fmt::Debug for OpenClExecutor {
@@ -171,6 +173,7 @@ impl OpenClExecutor {
             .as_deref()
             .map(session::InjectedFailure::parse);
         let arena = device.new_arena();
+        let staging = staging::StagingPool::new(device.clone());
         Ok(OpenClExecutor {
             device,
             program,
@@ -182,6 +185,7 @@ impl OpenClExecutor {
             injected_failure,
             kernel_sets: Mutex::new(Vec::new()),
             arena,
+            staging,
         })
     }
 
@@ -247,6 +251,7 @@ impl OpenClExecutor {
             let slice = pipeline::SliceRun {
                 session: &mut session,
                 pool: &self.pool,
+                staging: &self.staging,
                 job,
                 carried: carried.open_entries,
                 gc,

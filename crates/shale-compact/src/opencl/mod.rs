@@ -17,7 +17,8 @@
 //!   `pack.rs`: pack. Each file's header says which steps run on the host.
 //! - `session.rs`, `scan.rs`: buffers, two queues and events, launches,
 //!   timing, the cost counters; the device scan.
-//! - `arena.rs`: device buffers kept between slices and jobs; `wait.rs`:
+//! - `arena.rs`: device buffers kept between slices and jobs;
+//!   `staging.rs`: pinned host buffers that input goes up from; `wait.rs`:
 //!   waiting for the device by callback, never by spinning.
 //!
 //! **The pipeline** (the GPU paper's, in three stages on three threads): a
@@ -56,6 +57,8 @@ mod scan;
 mod session;
 #[cfg(feature = "opencl")]
 mod slices;
+#[cfg(feature = "opencl")]
+mod staging;
 #[cfg(all(test, feature = "opencl"))]
 mod tests;
 #[cfg(feature = "opencl")]

@@ -31,6 +31,7 @@
 //! smallest snapshot just before it, and kept entries have none). The
 //! grandparent cutter, which carries over between slices, skips them.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use opencl3::memory::Buffer;
@@ -43,6 +44,7 @@ use super::placement::GcSite;
 use super::scan::exclusive_scan_u32;
 use super::session::{mem, Arg, Session, Upload};
 use super::slices::{InputBlock, SliceInput};
+use super::staging::{Pinned, StagingPool};
 use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::inputs::shared_user_key_prefix;
@@ -90,6 +92,8 @@ pub(crate) struct GcCarry<'j> {
 pub(crate) struct SliceRun<'a, 's, 'c> {
     pub(crate) session: &'a mut Session<'s>,
     pub(crate) pool: &'a rayon::ThreadPool,
+    /// Pinned host memory that compressed input is decompressed into.
+    pub(crate) staging: &'a Arc<StagingPool>,
     pub(crate) job: &'a CompactionJob,
     /// Entries of the open output file, the slice's last run.
     pub(crate) carried: usize,
@@ -216,21 +220,26 @@ impl SliceRun<'_, '_, '_> {
     fn upload_and_check(&mut self, input: SliceInput) -> Result<CheckedBlocks, DeviceError> {
         let session = &mut *self.session;
         let SliceInput {
-            mut data,
+            data,
             mut blocks,
             run_first_block,
             names,
             ..
         } = input;
-        session.counters.host_bytes_copied +=
-            decompress(self.pool, &names, &mut data, &mut blocks)?;
         if data.len() > u32::MAX as usize {
             return Err(DeviceError::new(format!(
                 "{} bytes of input blocks: past 32-bit offsets",
                 data.len()
             )));
         }
-        let upload = session.upload_async("input blocks", data)?;
+        let upload = match decompress(self.pool, self.staging, &names, &data, &mut blocks)? {
+            Some((pinned, copied)) => {
+                session.counters.host_bytes_copied += copied;
+                drop(data);
+                session.upload_pinned("input blocks", pinned)?
+            }
+            None => session.upload_async("input blocks", data)?,
+        };
         // The blocks still stored with their trailer: their CRC32C is
         // checked on the device.
         let unchecked: Vec<usize> = (0..blocks.len()).filter(|&b| !blocks[b].checked).collect();
@@ -276,7 +285,7 @@ impl SliceRun<'_, '_, '_> {
         let session = &mut *self.session;
         let blocks = &checked.blocks;
         let (group_start, group_limit, block_first_group) =
-            restart_groups(self.pool, &checked.names, checked.upload.host(), blocks)?;
+            restart_groups(self.pool, &checked.names, checked.upload.bytes(), blocks)?;
         let groups = group_start.len();
         let group_start = session.upload("restart groups", &group_start)?;
         let group_limit = session.upload("restart groups", &group_limit)?;
@@ -673,14 +682,17 @@ impl SliceRun<'_, '_, '_> {
 /// their CRC32C there, where their bytes are touched anyway, and lays the
 /// slice out again with only what the device needs: an uncompressed block
 /// as stored (the device checks its CRC), a compressed one as its contents,
-/// decompressed straight into its place. Returns the bytes the host copied
-/// (the uncompressed blocks'; decompressing is not counted as a copy).
+/// decompressed straight into its place, in pinned memory from `staging`.
+/// Returns that buffer and the bytes the host copied into it (the
+/// uncompressed blocks'; decompressing is not counted as a copy), or `None`
+/// when no block is compressed (`data` then goes up as it is).
 fn decompress(
     pool: &rayon::ThreadPool,
+    staging: &Arc<StagingPool>,
     names: &[String],
-    data: &mut Vec<u8>,
+    data: &[u8],
     blocks: &mut [InputBlock],
-) -> Result<u64, DeviceError> {
+) -> Result<Option<(Pinned, u64)>, DeviceError> {
     let stored_of = |block: &InputBlock| {
         block.raw as usize..(block.raw + block.contents_len) as usize + BLOCK_TRAILER_LEN
     };
@@ -689,7 +701,7 @@ fn decompress(
         .map(|b| data[(b.raw + b.contents_len) as usize] != 0)
         .collect();
     if !compressed.contains(&true) {
-        return Ok(0);
+        return Ok(None);
     }
     let stored: &[u8] = data;
     // Each block's size in the new layout; a compressed block's checksum
@@ -712,9 +724,9 @@ fn decompress(
     if size > u32::MAX as usize {
         return Err(DeviceError::new("decompressed input past 32-bit offsets"));
     }
-    let mut laid_out = vec![0u8; size];
+    let mut laid_out = staging.take(size)?;
     let mut places = Vec::with_capacity(blocks.len());
-    let mut rest = laid_out.as_mut_slice();
+    let mut rest = laid_out.bytes_mut();
     for &len in &sizes {
         let (place, tail) = rest.split_at_mut(len);
         places.push(place);
@@ -749,8 +761,7 @@ fn decompress(
         block.contents = at;
         at += len as u32;
     }
-    *data = laid_out;
-    Ok(copied)
+    Ok(Some((laid_out, copied)))
 }
 
 /// The restart groups of every block, as absolute `[start, limit)` offsets

@@ -31,6 +31,7 @@ use opencl3::types::{cl_event, cl_mem, CL_NON_BLOCKING};
 
 use super::arena::{only_owner, size_class, DeviceArena, Pooled};
 use super::device::{drain, DeviceContext, DeviceError, QueueLease};
+use super::staging::Pinned;
 use super::wait::{wait_for, Waited};
 use crate::job::{DeviceCounters, KernelTime};
 
@@ -77,14 +78,23 @@ pub(crate) struct Upload<T> {
     /// `None` when there was nothing to copy.
     event: Option<Event>,
     host: Vec<T>,
+    /// Where the bytes come from instead of `host`, when they are pinned.
+    pinned: Option<Pinned>,
+    /// Bytes copied.
+    bytes: u64,
+}
+
+impl Upload<u8> {
+    /// The bytes being uploaded (the host may read them meanwhile).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match &self.pinned {
+            Some(pinned) => pinned.bytes(),
+            None => &self.host,
+        }
+    }
 }
 
 impl<T> Upload<T> {
-    /// The data being uploaded (the host may read it meanwhile).
-    pub(crate) fn host(&self) -> &[T] {
-        &self.host
-    }
-
     /// The events to wait on before a kernel reads the buffer.
     pub(crate) fn wait_list(&self) -> Vec<cl_event> {
         self.event.iter().map(Event::get).collect()
@@ -373,11 +383,14 @@ impl<'d> Session<'d> {
         data: Vec<T>,
     ) -> Result<Upload<T>, DeviceError> {
         let mut buffer = self.alloc::<T>(what, data.len())?;
+        let bytes = size_of_val(data.as_slice()) as u64;
         if data.is_empty() {
             return Ok(Upload {
                 buffer,
                 event: None,
                 host: data,
+                pinned: None,
+                bytes,
             });
         }
         // SAFETY: `data` fits the buffer; it moves into the returned Upload,
@@ -394,11 +407,58 @@ impl<'d> Session<'d> {
             .flush()
             .map_err(|e| DeviceError::cl(&format!("uploading {what}"), e))?;
         self.counters.transfers += 1;
-        self.counters.bytes_uploaded += size_of_val(data.as_slice()) as u64;
+        self.counters.bytes_uploaded += bytes;
         Ok(Upload {
             buffer,
             event: Some(event),
             host: data,
+            pinned: None,
+            bytes,
+        })
+    }
+
+    /// [`Session::upload_async`] from pinned host memory: the device reads
+    /// it directly, with no staging copy by the driver.
+    pub(crate) fn upload_pinned(
+        &mut self,
+        what: &str,
+        pinned: Pinned,
+    ) -> Result<Upload<u8>, DeviceError> {
+        let mut buffer = self.alloc::<u8>(what, pinned.bytes().len())?;
+        let bytes = pinned.bytes().len() as u64;
+        if bytes == 0 {
+            return Ok(Upload {
+                buffer,
+                event: None,
+                host: Vec::new(),
+                pinned: Some(pinned),
+                bytes,
+            });
+        }
+        // SAFETY: the pinned bytes fit the buffer; they move into the
+        // returned Upload, which waits for the event before it lets them go.
+        let event = unsafe {
+            self.transfer.queue().enqueue_write_buffer(
+                &mut buffer,
+                CL_NON_BLOCKING,
+                0,
+                pinned.bytes(),
+                &[],
+            )
+        }
+        .map_err(|e| DeviceError::cl(&format!("uploading {what}"), e))?;
+        self.transfer
+            .queue()
+            .flush()
+            .map_err(|e| DeviceError::cl(&format!("uploading {what}"), e))?;
+        self.counters.transfers += 1;
+        self.counters.bytes_uploaded += bytes;
+        Ok(Upload {
+            buffer,
+            event: Some(event),
+            host: Vec::new(),
+            pinned: Some(pinned),
+            bytes,
         })
     }
 
@@ -408,8 +468,7 @@ impl<'d> Session<'d> {
         if let Some(event) = &upload.event {
             let waited = wait_for(event).map_err(|e| DeviceError::cl("uploading", e))?;
             self.waited(waited);
-            let bytes = size_of_val(upload.host.as_slice()) as u64;
-            self.account("upload", 0, bytes, event_seconds(event));
+            self.account("upload", 0, upload.bytes, event_seconds(event));
         }
         Ok(())
     }

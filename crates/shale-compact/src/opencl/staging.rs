@@ -1,0 +1,210 @@
+//! Pinned host memory for uploads: the GPU's DMA engine reads it directly.
+//!
+//! An upload from an ordinary (pageable) buffer is two copies: the driver
+//! first copies it into pinned memory of its own, on the calling host
+//! thread, then the device copies that across the bus. A buffer made with
+//! `CL_MEM_ALLOC_HOST_PTR` is pinned by the driver, and mapped once its
+//! pointer stays valid: the host writes the data there in the first place
+//! (the input blocks are decompressed straight into it), and the upload
+//! from it is the device's copy alone (NVIDIA's OpenCL best practices, on
+//! pinned staging buffers). On a CPU device (PoCL) it is ordinary memory,
+//! and nothing changes but the path.
+//!
+//! Buffers are kept in a pool per executor and handed out by size; one is
+//! unmapped and freed only when the pool goes.
+
+use std::sync::{Arc, Mutex};
+
+use opencl3::memory::{Buffer, ClMem, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_ALLOC_HOST_PTR};
+use opencl3::types::CL_BLOCKING;
+
+use super::device::{DeviceContext, DeviceError};
+
+/// One pinned, mapped host buffer.
+struct Mapped {
+    buffer: Buffer<u8>,
+    pointer: *mut u8,
+    capacity: usize,
+}
+
+// SAFETY: the mapping is plain host memory owned by this value alone; the
+// OpenCL buffer may be used from any thread.
+unsafe impl Send for Mapped {}
+
+/// The pinned buffers of one executor.
+pub(crate) struct StagingPool {
+    device: Arc<DeviceContext>,
+    free: Mutex<Vec<Mapped>>,
+}
+
+impl StagingPool {
+    /// An empty pool on `device`.
+    pub(crate) fn new(device: Arc<DeviceContext>) -> Arc<StagingPool> {
+        Arc::new(StagingPool {
+            device,
+            free: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A pinned buffer of at least `len` bytes, from the pool or new (the
+    /// new one a little larger, so that the next slices fit it too); its
+    /// first `len` bytes are what [`Pinned::bytes`] shows.
+    pub(crate) fn take(self: &Arc<Self>, len: usize) -> Result<Pinned, DeviceError> {
+        let kept = {
+            let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+            let best = free
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.capacity >= len)
+                .min_by_key(|(_, m)| m.capacity)
+                .map(|(index, _)| index);
+            best.map(|index| free.swap_remove(index))
+        };
+        let mapped = match kept {
+            Some(mapped) => mapped,
+            None => self.map_new(len + len / 4 + 4096)?,
+        };
+        Ok(Pinned {
+            mapped: Some(mapped),
+            len,
+            pool: self.clone(),
+        })
+    }
+
+    fn map_new(&self, capacity: usize) -> Result<Mapped, DeviceError> {
+        // SAFETY: no host pointer is given; the runtime allocates it.
+        let buffer = unsafe {
+            Buffer::<u8>::create(
+                self.device.context(),
+                CL_MEM_ALLOC_HOST_PTR,
+                capacity,
+                std::ptr::null_mut(),
+            )
+        }
+        .map_err(|e| DeviceError::cl("allocating pinned host memory", e))?;
+        let lease = self.device.lease_queue()?;
+        let mut pointer: opencl3::types::cl_mem = std::ptr::null_mut();
+        // SAFETY: a blocking map of the whole buffer; the pointer stays
+        // valid until it is unmapped (when the pool drops it).
+        unsafe {
+            lease.queue().enqueue_map_buffer(
+                &buffer,
+                CL_BLOCKING,
+                CL_MAP_READ | CL_MAP_WRITE,
+                0,
+                capacity,
+                &mut pointer,
+                &[],
+            )
+        }
+        .map_err(|e| DeviceError::cl("mapping pinned host memory", e))?;
+        if pointer.is_null() {
+            return Err(DeviceError::new(
+                "mapping pinned host memory gave no pointer",
+            ));
+        }
+        // SAFETY: the mapping is `capacity` writable bytes. Zeroed once, so
+        // that no byte of it is ever read uninitialised.
+        unsafe { std::ptr::write_bytes(pointer.cast::<u8>(), 0, capacity) };
+        Ok(Mapped {
+            buffer,
+            pointer: pointer.cast(),
+            capacity,
+        })
+    }
+
+    /// Unmaps and frees `mapped`.
+    fn unmap(&self, mapped: Mapped) {
+        if let Ok(lease) = self.device.lease_queue() {
+            // SAFETY: `pointer` is the mapping of `buffer`, used by no one
+            // now; the queue is drained before the buffer is released.
+            let unmapped = unsafe {
+                lease.queue().enqueue_unmap_mem_object(
+                    mapped.buffer.get(),
+                    mapped.pointer.cast(),
+                    &[],
+                )
+            };
+            if unmapped.is_ok() {
+                let _ = super::device::drain(lease.queue());
+            }
+        }
+        drop(mapped);
+    }
+}
+
+impl Drop for StagingPool {
+    fn drop(&mut self) {
+        let free = std::mem::take(self.free.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for mapped in free {
+            self.unmap(mapped);
+        }
+    }
+}
+
+/// A pinned buffer lent by a [`StagingPool`], back to it when dropped.
+pub(crate) struct Pinned {
+    mapped: Option<Mapped>,
+    len: usize,
+    pool: Arc<StagingPool>,
+}
+
+impl Pinned {
+    /// Its first `len` bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match &self.mapped {
+            // SAFETY: the mapping holds `capacity >= len` initialised bytes
+            // (zeroed when mapped).
+            Some(m) => unsafe { std::slice::from_raw_parts(m.pointer, self.len) },
+            None => &[],
+        }
+    }
+
+    /// Its first `len` bytes, to write.
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        match &mut self.mapped {
+            // SAFETY: as in `bytes`, and `&mut self` makes it exclusive.
+            Some(m) => unsafe { std::slice::from_raw_parts_mut(m.pointer, self.len) },
+            None => &mut [],
+        }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(mapped) = self.mapped.take() {
+            self.pool
+                .free
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(mapped);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StagingPool;
+
+    #[test]
+    fn pinned_buffers_are_written_read_and_kept_for_the_next_slice() {
+        let Some(device) = super::super::tests::test_device() else {
+            return;
+        };
+        let pool = StagingPool::new(device);
+        let mut first = pool.take(10_000).unwrap();
+        assert_eq!(first.bytes().len(), 10_000);
+        first.bytes_mut().fill(7);
+        assert!(first.bytes().iter().all(|&b| b == 7));
+        let address = first.bytes().as_ptr();
+        drop(first);
+        // A smaller request takes the kept buffer, contents and all.
+        let again = pool.take(9_000).unwrap();
+        assert_eq!(again.bytes().as_ptr(), address);
+        assert_eq!(again.bytes().len(), 9_000);
+        // While it is lent, a second request maps a new one.
+        let other = pool.take(100).unwrap();
+        assert_ne!(other.bytes().as_ptr(), address);
+        assert!(other.bytes().iter().all(|&b| b == 0), "new mappings start zeroed");
+    }
+}
