@@ -293,14 +293,15 @@ fn compact_prints_executor_lines_and_one_summary() {
         "{text}"
     );
 
-    // compact: read <bytes> bytes, wrote <bytes> bytes, <s> s, <x> MB/s, executor <name>
+    // compact: read <bytes> bytes, wrote <bytes> bytes, <s> s, <x> MB/s,
+    //   host CPU <s> s, <x> CPU-s/GB, executor <name>
     let summary = summaries[0];
     let fields: Vec<&str> = summary
         .strip_prefix("compact: ")
         .unwrap()
         .split(", ")
         .collect();
-    assert_eq!(fields.len(), 5, "{summary}");
+    assert_eq!(fields.len(), 7, "{summary}");
     // A number between `prefix` and `suffix` in `field`.
     let number = |field: &str, prefix: &str, suffix: &str| -> f64 {
         field
@@ -314,10 +315,15 @@ fn compact_prints_executor_lines_and_one_summary() {
     let written = number(fields[1], "wrote ", " bytes");
     let seconds = number(fields[2], "", " s");
     let speed = number(fields[3], "", " MB/s");
-    assert_eq!(fields[4], "executor streaming");
+    let cpu = number(fields[4], "host CPU ", " s");
+    let cpu_per_gb = number(fields[5], "", " CPU-s/GB");
+    assert_eq!(fields[6], "executor streaming");
     assert!(read > 0.0 && written > 0.0, "{summary}");
     assert_eq!(read.fract(), 0.0);
     assert!(seconds >= 0.0 && speed >= 0.0, "{summary}");
+    // The whole process's CPU time, and that time per GB of input.
+    assert!(cpu > 0.0 && cpu.is_finite(), "{summary}");
+    assert!(cpu_per_gb > 0.0 && cpu_per_gb.is_finite(), "{summary}");
 
     // The line before it counts from the open on, so at least as much.
     let whole = lines[lines.len() - 2];
@@ -335,15 +341,81 @@ fn compact_prints_executor_lines_and_one_summary() {
     // Everything is still there.
     let scan = shale(&["scan", "--db", &db]);
     assert_eq!(stdout(&scan).lines().count(), 5000);
-    // A second compaction has nothing left to read but still prints one line.
+    // A second compaction has nothing left to read but still prints one
+    // line, with no CPU per GB of nothing.
     let again = shale(&["compact", "--db", &db]);
     assert_ok(&again);
-    assert_eq!(
-        stdout(&again)
-            .lines()
-            .filter(|l| l.starts_with("compact:"))
-            .count(),
-        1
+    let text = stdout(&again);
+    let summaries: Vec<&str> = text.lines().filter(|l| l.starts_with("compact:")).collect();
+    assert_eq!(summaries.len(), 1, "{text}");
+    assert!(
+        summaries[0].contains(", - CPU-s/GB, executor auto"),
+        "{text}"
+    );
+}
+
+#[test]
+fn compact_json_has_the_summary_and_host_cpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = db_of_5000_keys(&tmp);
+    let path = tmp.path().join("compact.json");
+    let compact = shale(&[
+        "compact",
+        "--db",
+        &db,
+        "--executor",
+        "parallel",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert_ok(&compact);
+    let body = std::fs::read_to_string(&path).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert_eq!(json["schema"], 1, "{json}");
+    assert_eq!(json["engine"], "ShaleDB", "{json}");
+    assert_eq!(json["executor"], "parallel", "{json}");
+    assert!(json["compression"].is_string(), "{json}");
+    let number = |span: &str, field: &str| -> f64 {
+        json[span][field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{span}.{field} is not a number in {json}"))
+    };
+    for span in ["compaction", "open_included"] {
+        assert!(number(span, "read_bytes") > 0.0, "{json}");
+        assert!(number(span, "written_bytes") > 0.0, "{json}");
+        for field in ["host_cpu_seconds", "cpu_seconds_per_gb"] {
+            let value = number(span, field);
+            assert!(value > 0.0 && value.is_finite(), "{span}.{field} in {json}");
+        }
+        let (user, system) = (
+            number(span, "host_cpu_user_seconds"),
+            number(span, "host_cpu_system_seconds"),
+        );
+        assert!(user >= 0.0 && system >= 0.0, "{json}");
+        assert!((user + system - number(span, "host_cpu_seconds")).abs() < 1e-6);
+        assert!(number(span, "seconds") >= 0.0 && number(span, "mb_per_second") >= 0.0);
+    }
+    // The same figures as the text line.
+    let text = stdout(&compact);
+    let line = text.lines().find(|l| l.starts_with("compact:")).unwrap();
+    let read = json["compaction"]["read_bytes"].as_u64().unwrap();
+    assert!(
+        line.starts_with(&format!("compact: read {read} bytes, ")),
+        "{line}"
+    );
+    assert!(
+        json["executors"]["parallel"]["jobs"].as_u64().unwrap() > 0,
+        "{json}"
+    );
+
+    // A path that cannot be written fails before anything is compacted.
+    let bad = shale(&["compact", "--db", &db, "--json", "/nonexistent/dir/c.json"]);
+    assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("--json /nonexistent/dir/c.json"),
+        "{}",
+        stderr(&bad)
     );
 }
 

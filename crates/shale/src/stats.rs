@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-pub use crate::units::{megabytes_per_second, MB};
+pub use crate::units::{megabytes_per_second, GB, MB};
 
 /// Everything the engine counts, since open (levels' files and bytes: now).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -233,8 +233,9 @@ impl JsonFile {
         })
     }
 
-    /// Writes `report` (pretty-printed, one final newline).
-    pub fn write(self, report: &RunReport) -> CliResult {
+    /// Writes `report` (pretty-printed, one final newline): a
+    /// [`RunReport`], or `shale compact --json`'s document.
+    pub fn write<T: Serialize>(self, report: &T) -> CliResult {
         let failed = |e: &dyn std::fmt::Display| {
             CliError::Failed(format!("--json {}: {e}", self.path.display()))
         };
