@@ -205,6 +205,9 @@ mod tests {
         // While it is lent, a second request maps a new one.
         let other = pool.take(100).unwrap();
         assert_ne!(other.bytes().as_ptr(), address);
-        assert!(other.bytes().iter().all(|&b| b == 0), "new mappings start zeroed");
+        assert!(
+            other.bytes().iter().all(|&b| b == 0),
+            "new mappings start zeroed"
+        );
     }
 }
