@@ -195,6 +195,11 @@ impl Benchmark {
         options.set_max_background_jobs(shape.max_background_jobs);
         options.set_max_write_buffer_number(shape.max_write_buffer_number);
         options.set_allow_mmap_reads(flags.mmap_read);
+        let write_path = &flags.write_path;
+        options.set_allow_concurrent_memtable_write(write_path.allow_concurrent_memtable_write);
+        options.set_enable_pipelined_write(write_path.enable_pipelined_write);
+        options
+            .set_enable_write_thread_adaptive_yield(write_path.enable_write_thread_adaptive_yield);
         match DB::open(&options, &flags.db) {
             Ok(db) => self.db = Some(db),
             Err(error) => die(&format!("open error: {error}")),

@@ -1,7 +1,7 @@
 //! The command line: leveldb_bench's flags (db_bench spellings, `--name=value`
 //! only), plus the RocksDB options that scripts/compare sets to give RocksDB
-//! LevelDB's LSM shape. A bad flag is an error message and exit status 2,
-//! never a panic.
+//! LevelDB's LSM shape and the write-path options that scripts/writers-bench
+//! compares. A bad flag is an error message and exit status 2, never a panic.
 
 use std::fmt;
 
@@ -35,6 +35,7 @@ pub struct Flags {
     /// default, although LevelDB 1.23 and ShaleDB read tables through mmap.
     pub mmap_read: bool,
     pub shape: LsmShape,
+    pub write_path: WritePath,
 }
 
 /// The compressions leveldb_bench accepts.
@@ -59,6 +60,25 @@ pub struct LsmShape {
     pub level_compaction_dynamic_level_bytes: bool,
     pub max_background_jobs: i32,
     pub max_write_buffer_number: i32,
+}
+
+/// How concurrent writers get into the WAL and the memtable: RocksDB's
+/// `DBOptions` of `db/write_thread.cc`, with db_bench's flag names and
+/// defaults (which are RocksDB's). Set explicitly at every open, so that a
+/// log says which write path ran whatever a RocksDB release defaults to.
+#[derive(Debug, Clone)]
+pub struct WritePath {
+    /// Followers of a write group insert their own batches into the
+    /// memtable in parallel (the leader only writes the WAL); off, the
+    /// leader inserts the whole group alone, as LevelDB does.
+    pub allow_concurrent_memtable_write: bool,
+    /// A second queue: a group leaves the WAL queue once its WAL write is
+    /// done and inserts into the memtable while the next group writes the
+    /// WAL.
+    pub enable_pipelined_write: bool,
+    /// A waiting writer spins and yields for a while before it blocks on a
+    /// mutex.
+    pub enable_write_thread_adaptive_yield: bool,
 }
 
 impl Default for Flags {
@@ -95,6 +115,11 @@ impl Default for Flags {
                 level_compaction_dynamic_level_bytes: false,
                 max_background_jobs: 2,
                 max_write_buffer_number: 2,
+            },
+            write_path: WritePath {
+                allow_concurrent_memtable_write: true,
+                enable_pipelined_write: false,
+                enable_write_thread_adaptive_yield: true,
             },
         }
     }
@@ -146,6 +171,7 @@ impl Flags {
                 )));
             };
             let shape = &mut flags.shape;
+            let write_path = &mut flags.write_path;
             match name {
                 "benchmarks" => flags.benchmarks = value.to_string(),
                 "num" => flags.num = integer(name, value)?,
@@ -201,6 +227,15 @@ impl Flags {
                 }
                 "max_background_jobs" => shape.max_background_jobs = integer(name, value)?,
                 "max_write_buffer_number" => shape.max_write_buffer_number = integer(name, value)?,
+                "allow_concurrent_memtable_write" => {
+                    write_path.allow_concurrent_memtable_write = boolean(name, value)?
+                }
+                "enable_pipelined_write" => {
+                    write_path.enable_pipelined_write = boolean(name, value)?
+                }
+                "enable_write_thread_adaptive_yield" => {
+                    write_path.enable_write_thread_adaptive_yield = boolean(name, value)?
+                }
                 _ => return Err(FlagError(format!("unknown flag --{name}"))),
             }
         }
@@ -270,5 +305,34 @@ mod tests {
         assert!(parse(&["--num=10"]).is_err());
         assert!(parse(&["-db", "/tmp/x"]).is_err());
         assert!(parse(&["--db=/tmp/x", "--num=0"]).is_err());
+    }
+
+    #[test]
+    fn write_path_defaults_are_rocksdbs() {
+        let flags = parse(&["--db=/tmp/x"]).expect("valid flags");
+        assert!(flags.write_path.allow_concurrent_memtable_write);
+        assert!(!flags.write_path.enable_pipelined_write);
+        assert!(flags.write_path.enable_write_thread_adaptive_yield);
+    }
+
+    #[test]
+    fn write_path_flags_parse() {
+        let flags = parse(&[
+            "--db=/tmp/x",
+            "--allow_concurrent_memtable_write=0",
+            "--enable_pipelined_write=1",
+            "--enable_write_thread_adaptive_yield=false",
+        ])
+        .expect("valid flags");
+        assert!(!flags.write_path.allow_concurrent_memtable_write);
+        assert!(flags.write_path.enable_pipelined_write);
+        assert!(!flags.write_path.enable_write_thread_adaptive_yield);
+        assert_eq!(
+            parse(&["--db=/tmp/x", "--enable_pipelined_write=yes"]).err(),
+            Some(FlagError(
+                "invalid value 'yes' for --enable_pipelined_write (0 or 1)".into()
+            ))
+        );
+        assert!(parse(&["--db=/tmp/x", "--allow_concurrent_memtable_write="]).is_err());
     }
 }

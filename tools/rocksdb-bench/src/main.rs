@@ -1,4 +1,4 @@
-//! rocksdb-bench: the RocksDB side of scripts/compare.
+//! rocksdb-bench: the RocksDB side of scripts/compare and scripts/writers-bench.
 //!
 //! A db_bench-compatible driver over RocksDB built from source in release
 //! mode (the `rocksdb` crate; librocksdb-sys compiles RocksDB with
@@ -15,8 +15,14 @@
 //! `table_file_creation` events, over the bytes of keys and values written)
 //! and the CPU time used.
 //!
+//! Beside LevelDB's flags: the LSM shape options that scripts/compare sets
+//! (flags.rs, `LsmShape`) and the write path that scripts/writers-bench
+//! compares (`--allow_concurrent_memtable_write`, `--enable_pipelined_write`,
+//! `--enable_write_thread_adaptive_yield`; flags.rs, `WritePath`).
+//!
 //! Build (scripts/compare does it on first use; many minutes, RocksDB is
-//! C++): `cd tools/rocksdb-bench && cargo build --release`.
+//! C++): `cd tools/rocksdb-bench && cargo build --release`;
+//! `scripts/writers-bench prepare` copies the result.
 
 mod benchmark;
 mod flags;
@@ -51,6 +57,13 @@ fn main() {
         (flags.value_size as f64 * flags.compression_ratio + 0.5) as i64
     );
     println!("Entries:    {}", flags.num);
+    let write_path = &flags.write_path;
+    println!(
+        "Writes:     allow_concurrent_memtable_write={} enable_pipelined_write={} enable_write_thread_adaptive_yield={}",
+        u8::from(write_path.allow_concurrent_memtable_write),
+        u8::from(write_path.enable_pipelined_write),
+        u8::from(write_path.enable_write_thread_adaptive_yield)
+    );
     println!("------------------------------------------------");
     let db = flags.db.clone();
     let mut benchmark = Benchmark::new(flags);
