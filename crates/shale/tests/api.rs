@@ -139,6 +139,105 @@ fn batches_inserted_in_parallel_are_seen_whole() {
     }
 }
 
+/// A snapshot never sees a later write without an earlier one. Writer `t`
+/// writes `w{t}/{i}` in order, and before each write reads how far writer
+/// `t + 1` has been acknowledged, and records that in the value: that
+/// write happened before this one. A reader's snapshot, scanned whole, must
+/// hold a prefix of each writer's keys, and with every key it holds, the
+/// key of the other writer its value names. Many writers share write
+/// groups and insert into the memtable in parallel, and the memtable is
+/// small, so that flushes and compactions run beneath.
+#[test]
+fn a_snapshot_never_sees_a_later_write_without_an_earlier_one() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    const WRITERS: usize = 4;
+    const WRITES: i64 = 1500;
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let db = DB::open("/causal", options(&env)).unwrap();
+    let acknowledged: Vec<AtomicI64> = (0..WRITERS).map(|_| AtomicI64::new(-1)).collect();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let key = |t: usize, i: i64| format!("w{t}/{i:06}").into_bytes();
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let mut checks = 0u64;
+            while !done.load(Ordering::Acquire) || checks == 0 {
+                let snapshot = db.snapshot();
+                let read = ReadOptions {
+                    snapshot: Some(snapshot),
+                    ..ReadOptions::new()
+                };
+                let mut seen: Vec<Vec<(i64, usize, i64)>> = vec![Vec::new(); WRITERS];
+                let mut iter = db.iter(&read).unwrap();
+                iter.seek_to_first();
+                while iter.valid() {
+                    let name = std::str::from_utf8(iter.key()).unwrap();
+                    let (writer, index) = name[1..].split_once('/').unwrap();
+                    let value = std::str::from_utf8(iter.value()).unwrap();
+                    let (other, before) = value.split_once(':').unwrap();
+                    seen[writer.parse::<usize>().unwrap()].push((
+                        index.parse().unwrap(),
+                        other.parse().unwrap(),
+                        before.parse().unwrap(),
+                    ));
+                    iter.next();
+                }
+                iter.status().unwrap();
+                let count: Vec<i64> = seen.iter().map(|s| s.len() as i64).collect();
+                for (t, writes) in seen.iter().enumerate() {
+                    for (n, &(index, other, before)) in writes.iter().enumerate() {
+                        assert_eq!(index, n as i64, "writer {t}: not a prefix: {writes:?}");
+                        assert!(
+                            before < count[other],
+                            "w{t}/{index} is seen, but not w{other}/{before}, written before it"
+                        );
+                    }
+                }
+                checks += 1;
+            }
+            checks
+        });
+        let (key, acknowledged) = (&key, &acknowledged);
+        for t in 0..WRITERS {
+            let db = &db;
+            scope.spawn(move || {
+                let other = (t + 1) % WRITERS;
+                for i in 0..WRITES {
+                    let before = acknowledged[other].load(Ordering::Acquire);
+                    if before < 0 {
+                        // Nothing of the other writer yet: name nothing.
+                        db.put(
+                            &WriteOptions::default(),
+                            &key(t, i),
+                            format!("{t}:-1").as_bytes(),
+                        )
+                        .unwrap();
+                    } else {
+                        db.put(
+                            &WriteOptions::default(),
+                            &key(t, i),
+                            format!("{other}:{before}").as_bytes(),
+                        )
+                        .unwrap();
+                    }
+                    acknowledged[t].store(i, Ordering::Release);
+                }
+            });
+        }
+        while acknowledged
+            .iter()
+            .any(|a| a.load(Ordering::Acquire) < WRITES - 1)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        done.store(true, Ordering::Release);
+        assert!(reader.join().unwrap() > 0);
+    });
+    let read = ReadOptions::new();
+    for t in 0..WRITERS {
+        assert!(db.get(&read, &key(t, WRITES - 1)).unwrap().is_some());
+    }
+}
+
 /// The keys `read` sees, counted by a scan.
 fn count_keys(db: &DB, read: &ReadOptions) -> usize {
     let mut iter = db.iter(read).unwrap();
