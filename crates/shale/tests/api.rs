@@ -151,7 +151,7 @@ fn batches_inserted_in_parallel_are_seen_whole() {
 fn a_snapshot_never_sees_a_later_write_without_an_earlier_one() {
     use std::sync::atomic::{AtomicI64, Ordering};
     const WRITERS: usize = 4;
-    const WRITES: i64 = 1500;
+    const WRITES: i64 = 5_000;
     let env: Arc<dyn Env> = Arc::new(MemEnv::new());
     let db = DB::open("/causal", options(&env)).unwrap();
     let acknowledged: Vec<AtomicI64> = (0..WRITERS).map(|_| AtomicI64::new(-1)).collect();
