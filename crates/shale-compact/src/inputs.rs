@@ -270,6 +270,26 @@ pub(crate) fn read_stretches(
     Ok(stretches)
 }
 
+/// A buffer that stretches are read onto the end of.
+pub(crate) trait GrowingBytes {
+    /// Bytes in it.
+    fn len(&self) -> usize;
+    /// `extra` more bytes at its end, to be overwritten.
+    fn grow(&mut self, extra: usize) -> &mut [u8];
+}
+
+impl GrowingBytes for Vec<u8> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn grow(&mut self, extra: usize) -> &mut [u8] {
+        let base = Vec::len(self);
+        self.resize(base + extra, 0);
+        &mut self[base..]
+    }
+}
+
 /// [`read_stretches`], each stretch read straight onto the end of `dest`
 /// (no buffer of its own, no copy): per stretch, its table and per block
 /// its handle and its range in `dest`.
@@ -280,13 +300,13 @@ pub(crate) fn read_stretches(
 pub(crate) fn read_stretches_into(
     tables: &[InputTable],
     take: &[(usize, usize)],
-    dest: &mut Vec<u8>,
+    dest: &mut impl GrowingBytes,
 ) -> Result<Vec<(usize, Vec<(BlockHandle, Range<usize>)>)>> {
     let mut read = Vec::new();
     for plan in plan_stretches(tables, take)? {
         let base = dest.len();
-        dest.resize(base + (plan.end - plan.start) as usize, 0);
-        read_at(&tables[plan.table], &mut dest[base..], plan.start)?;
+        let into = dest.grow((plan.end - plan.start) as usize);
+        read_at(&tables[plan.table], into, plan.start)?;
         let blocks = plan
             .blocks
             .into_iter()

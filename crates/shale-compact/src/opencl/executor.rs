@@ -323,7 +323,9 @@ impl OpenClExecutor {
         let (read_sender, read_receiver) = sync_channel::<Result<SliceInput, DeviceError>>(1);
         let (write_sender, write_receiver) = sync_channel::<Vec<FileParts>>(1);
         let (device_result, read_busy, written) = std::thread::scope(|scope| {
-            let reader = scope.spawn(move || read_slices(job, io, slice_bytes, read_sender));
+            let staging = self.staging.clone();
+            let reader =
+                scope.spawn(move || read_slices(job, io, slice_bytes, staging, read_sender));
             let writer = scope.spawn(move || write_files(io, write_receiver));
             let device_result = self.device_stage(job, gc, read_receiver, write_sender, &mut stats);
             // Both channels are closed now (moved into device_stage): the
@@ -428,10 +430,11 @@ fn read_slices(
     job: &CompactionJob,
     io: &dyn JobIo,
     slice_bytes: u64,
+    staging: Arc<staging::StagingPool>,
     slices: SyncSender<Result<SliceInput, DeviceError>>,
 ) -> f64 {
     let t = Instant::now();
-    let mut planner = match SlicePlanner::new(job, io, slice_bytes) {
+    let mut planner = match SlicePlanner::new(job, io, slice_bytes, Some(staging)) {
         Ok(planner) => planner,
         Err(error) => {
             let _ = slices.send(Err(error));

@@ -44,7 +44,7 @@ use super::placement::GcSite;
 use super::scan::exclusive_scan_u32;
 use super::session::{mem, Arg, Session, Upload};
 use super::slices::{InputBlock, SliceInput};
-use super::staging::{Pinned, StagingPool};
+use super::staging::{Pinned, SliceBytes, StagingPool};
 use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::inputs::shared_user_key_prefix;
@@ -226,19 +226,23 @@ impl SliceRun<'_, '_, '_> {
             names,
             ..
         } = input;
-        if data.len() > u32::MAX as usize {
+        let stored = data.as_slice();
+        if stored.len() > u32::MAX as usize {
             return Err(DeviceError::new(format!(
                 "{} bytes of input blocks: past 32-bit offsets",
-                data.len()
+                stored.len()
             )));
         }
-        let upload = match decompress(self.pool, self.staging, &names, &data, &mut blocks)? {
+        let upload = match decompress(self.pool, self.staging, &names, stored, &mut blocks)? {
             Some((pinned, copied)) => {
                 session.counters.host_bytes_copied += copied;
                 drop(data);
                 session.upload_pinned("input blocks", pinned)?
             }
-            None => session.upload_async("input blocks", data)?,
+            None => match data {
+                SliceBytes::Pinned(pinned) => session.upload_pinned("input blocks", pinned)?,
+                SliceBytes::Heap(bytes) => session.upload_async("input blocks", bytes)?,
+            },
         };
         // The blocks still stored with their trailer: their CRC32C is
         // checked on the device.

@@ -28,17 +28,23 @@
 //! output file still open at the end of a slice, as uncompressed blocks,
 //! and the grandparent cutter.
 
+use std::sync::Arc;
+
 use shale_format::block_builder::BlockBuilder;
 use shale_format::comparator::compare_internal_keys;
 use shale_format::format::{block_trailer, BlockHandle, CompressionType, BLOCK_TRAILER_LEN};
 use shale_format::internal_key::extract_user_key;
 
 use super::device::DeviceError;
+use super::staging::{SliceBytes, StagingPool};
 use crate::inputs::{
     read_stretches, read_stretches_into, run_blocks_in_range, slice_limit, InputTable,
 };
 use crate::job::{CompactionJob, JobIo, KeyRange};
 use crate::parallel::unpack::unpack_block;
+
+/// The most pinned memory a slice starts with; one larger grows into it.
+const MAX_PINNED_SLICE_GUESS: u64 = 256 << 20;
 
 /// Restart interval of the blocks the host re-encodes (split input blocks,
 /// carried output blocks); any interval parses the same.
@@ -69,7 +75,7 @@ pub(crate) struct InputBlock {
 pub(crate) struct SliceInput {
     /// The blocks as stored, then the decompressed contents of compressed
     /// ones (appended by `decompress`).
-    pub(crate) data: Vec<u8>,
+    pub(crate) data: SliceBytes,
     /// The blocks, run after run, each run in key order.
     pub(crate) blocks: Vec<InputBlock>,
     /// Index in `blocks` of each run's first block, then `blocks.len()`.
@@ -113,7 +119,7 @@ impl SliceInput {
         handle: BlockHandle,
         stored: &[u8],
     ) -> Result<(), DeviceError> {
-        let raw = self.data.len();
+        let raw = self.data.as_slice().len();
         if raw + stored.len() > u32::MAX as usize {
             return Err(DeviceError::new("input blocks past 32-bit offsets"));
         }
@@ -180,6 +186,8 @@ struct RunCursor {
 
 /// Cuts a job's input into slices of about `slice_input_bytes`.
 pub(crate) struct SlicePlanner {
+    /// Pinned memory that slices are read into, when there is a device.
+    staging: Option<Arc<StagingPool>>,
     tables: Vec<InputTable>,
     /// The job's key range.
     range: KeyRange,
@@ -199,6 +207,7 @@ impl SlicePlanner {
         job: &CompactionJob,
         io: &dyn JobIo,
         slice_input_bytes: u64,
+        staging: Option<Arc<StagingPool>>,
     ) -> Result<SlicePlanner, DeviceError> {
         let mut tables = Vec::new();
         let mut runs = Vec::new();
@@ -212,6 +221,7 @@ impl SlicePlanner {
             });
         }
         Ok(SlicePlanner {
+            staging,
             tables,
             range: job.range.clone(),
             runs,
@@ -250,7 +260,17 @@ impl SlicePlanner {
             return Ok(None);
         }
         let limit = self.next_limit();
+        // Read straight into pinned memory, which goes up as it is when no
+        // block needs decompressing; sized for a slice and its margin.
+        let data = match &self.staging {
+            Some(pool) => {
+                let expected = self.slice_input_bytes.min(MAX_PINNED_SLICE_GUESS);
+                SliceBytes::pinned(pool, (expected + expected / 4) as usize)
+            }
+            None => SliceBytes::default(),
+        };
         let mut slice = SliceInput {
+            data,
             last: limit.is_none(),
             ..SliceInput::default()
         };
@@ -346,7 +366,7 @@ impl SlicePlanner {
             read_runs_blocks(tables, &take, &mut slice)?;
         }
         slice.run_first_block.push(slice.blocks.len());
-        slice.bytes_read = slice.data.len() as u64;
+        slice.bytes_read = slice.data.as_slice().len() as u64;
         Ok(Some(slice))
     }
 }

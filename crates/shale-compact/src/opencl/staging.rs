@@ -170,6 +170,99 @@ impl Pinned {
     }
 }
 
+impl Pinned {
+    /// Bytes the buffer can hold.
+    fn capacity(&self) -> usize {
+        self.mapped.as_ref().map_or(0, |m| m.capacity)
+    }
+}
+
+/// A slice's bytes as they are read: in a pinned buffer that grows (from
+/// the pool) as needed, or, where pinned memory cannot be had, in ordinary
+/// memory.
+pub(crate) enum SliceBytes {
+    /// Ordinary memory (the default; tests, and no pinned memory).
+    Heap(Vec<u8>),
+    /// Pinned memory.
+    Pinned(Pinned),
+}
+
+impl std::fmt::Debug for SliceBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (kind, len) = match self {
+            SliceBytes::Heap(bytes) => ("heap", bytes.len()),
+            SliceBytes::Pinned(pinned) => ("pinned", pinned.len),
+        };
+        write!(f, "SliceBytes({kind}, {len} bytes)")
+    }
+}
+
+impl Default for SliceBytes {
+    fn default() -> SliceBytes {
+        SliceBytes::Heap(Vec::new())
+    }
+}
+
+impl SliceBytes {
+    /// Empty, in a pinned buffer of about `capacity` bytes from `pool` when
+    /// one can be had.
+    pub(crate) fn pinned(pool: &Arc<StagingPool>, capacity: usize) -> SliceBytes {
+        match pool.take(capacity) {
+            Ok(mut pinned) => {
+                pinned.len = 0;
+                SliceBytes::Pinned(pinned)
+            }
+            Err(_) => SliceBytes::default(),
+        }
+    }
+
+    /// The bytes.
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            SliceBytes::Heap(bytes) => bytes,
+            SliceBytes::Pinned(pinned) => pinned.bytes(),
+        }
+    }
+
+    /// Appends `bytes`.
+    pub(crate) fn extend_from_slice(&mut self, bytes: &[u8]) {
+        crate::inputs::GrowingBytes::grow(self, bytes.len()).copy_from_slice(bytes);
+    }
+}
+
+impl crate::inputs::GrowingBytes for SliceBytes {
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn grow(&mut self, extra: usize) -> &mut [u8] {
+        if let SliceBytes::Pinned(pinned) = self {
+            let len = pinned.len;
+            if len + extra > pinned.capacity() {
+                // Into a larger pinned buffer, or into ordinary memory.
+                let wanted = (2 * pinned.capacity()).max(len + extra);
+                let moved = match pinned.pool.take(wanted) {
+                    Ok(mut larger) => {
+                        larger.bytes_mut()[..len].copy_from_slice(pinned.bytes());
+                        larger.len = len;
+                        SliceBytes::Pinned(larger)
+                    }
+                    Err(_) => SliceBytes::Heap(pinned.bytes().to_vec()),
+                };
+                *self = moved;
+            }
+        }
+        match self {
+            SliceBytes::Heap(bytes) => bytes.grow(extra),
+            SliceBytes::Pinned(pinned) => {
+                let base = pinned.len;
+                pinned.len += extra;
+                &mut pinned.bytes_mut()[base..]
+            }
+        }
+    }
+}
+
 impl Drop for Pinned {
     fn drop(&mut self) {
         if let Some(mapped) = self.mapped.take() {
@@ -209,5 +302,27 @@ mod tests {
             other.bytes().iter().all(|&b| b == 0),
             "new mappings start zeroed"
         );
+    }
+
+    #[test]
+    fn slice_bytes_grow_into_larger_pinned_buffers() {
+        use super::SliceBytes;
+        let Some(device) = super::super::tests::test_device() else {
+            return;
+        };
+        let pool = StagingPool::new(device);
+        let mut bytes = SliceBytes::pinned(&pool, 100);
+        let mut expected = Vec::new();
+        for round in 0..50u8 {
+            let chunk = vec![round; 37 + usize::from(round) * 11];
+            bytes.extend_from_slice(&chunk);
+            expected.extend_from_slice(&chunk);
+        }
+        assert!(matches!(bytes, SliceBytes::Pinned(_)), "{bytes:?}");
+        assert_eq!(bytes.as_slice(), expected.as_slice());
+        // Ordinary memory grows the same way.
+        let mut heap = SliceBytes::default();
+        heap.extend_from_slice(&expected);
+        assert_eq!(heap.as_slice(), expected.as_slice());
     }
 }
