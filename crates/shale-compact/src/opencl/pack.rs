@@ -9,7 +9,8 @@
 //! | first/last keys of each block (index entries, file bounds) | device: `gather_keys` |
 //! | Snappy compression | host (the device has no Snappy) |
 //! | Bloom filters: byte vector, then folded into bits (Algorithm 2) | device: `bloom_set`, `bloom_fold` |
-//! | index block, filter block layout, metaindex, footer, block trailers (CRC32C) | host: `TableAssembler`, as every executor |
+//! | block trailers (masked CRC32C) of blocks stored uncompressed | device: `block_checksum` |
+//! | index block, filter block layout, metaindex, footer, trailers of Snappy blocks | host: `TableAssembler`, as every executor |
 //!
 //! The encoded blocks come back file by file on the transfer queue while
 //! the compute queue gathers the blocks' first and last keys; then, per
@@ -26,11 +27,11 @@
 //! block and file boundaries are then decided from the open file's first
 //! entry, exactly as one pass over the whole job decides them.
 //!
-//! The device has a `block_checksum` kernel for output trailers, tested
-//! against `block_checksum`, but the pipeline does not use it:
-//! `TableAssembler::write_data_block` computes the trailer of the block as
-//! stored (compressed by the host or not), so a device CRC of the
-//! uncompressed block would not be the one written.
+//! Output trailers (masked CRC32C of the block as stored and its type
+//! byte) come from the device (`block_checksum`) when the table stores
+//! blocks uncompressed: the block the device encoded is the block stored.
+//! With Snappy the trailer covers the compressed bytes, which only the
+//! host has, so `TableAssembler` computes it there.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -146,10 +147,11 @@ pub(crate) fn pack_on_device(
     let sizes = packer.kept_sizes()?;
     let plan = packer.plan_blocks(&sizes.host, last)?;
     let out = packer.encode(&sizes, &plan)?;
+    let checksums = packer.start_checksums(&plan, &out)?;
     let downloads = packer.start_downloads(&plan, &out)?;
     let boundary_keys = packer.boundary_keys(&sizes.host, &plan)?;
     let open_blocks = packer.open_blocks(&plan, downloads.open, downloads.open_range)?;
-    let files = packer.finish_files(&plan, downloads.files, &boundary_keys)?;
+    let files = packer.finish_files(&plan, downloads.files, &boundary_keys, checksums)?;
     drop(out);
     Ok(PackedSlice {
         files,
@@ -352,6 +354,49 @@ impl Packer<'_, '_> {
         Ok(out)
     }
 
+    /// When blocks are stored uncompressed, starts computing every finished
+    /// block's trailer checksum on the device and reading them back.
+    fn start_checksums(
+        &mut self,
+        plan: &BlockPlan,
+        out: &Buffer<u8>,
+    ) -> Result<Option<Download<u32>>, DeviceError> {
+        let blocks = plan.finished_blocks;
+        if self.job.table.table_options().compression != CompressionType::None || blocks == 0 {
+            return Ok(None);
+        }
+        let session = &mut *self.session;
+        let finished = &plan.layout.blocks[..blocks];
+        let offsets: Vec<u32> = finished.iter().map(|b| b.start as u32).collect();
+        let lengths: Vec<u32> = finished.iter().map(|b| b.len() as u32).collect();
+        let kinds = vec![CompressionType::None as u8; blocks];
+        let offsets = session.upload("block offsets", &offsets)?;
+        let lengths = session.upload("block sizes", &lengths)?;
+        let kinds = session.upload("block types", &kinds)?;
+        let sums = session.alloc::<u32>("block checksums", blocks)?;
+        session.launch(
+            "block_checksum",
+            blocks,
+            None,
+            plan.bytes_of(0..blocks).len() as u64,
+            &[
+                mem(out),
+                mem(&offsets),
+                mem(&lengths),
+                mem(&kinds),
+                Arg::U32(blocks as u32),
+                mem(&sums),
+            ],
+        )?;
+        Ok(Some(session.download_async(
+            "block checksums",
+            &sums,
+            0,
+            blocks,
+            &[],
+        )?))
+    }
+
     /// Starts reading the encoded blocks back file by file on the transfer
     /// queue, while the compute queue gathers the boundary keys and later
     /// builds the filters of one file while the host compresses the next.
@@ -455,8 +500,13 @@ impl Packer<'_, '_> {
         plan: &BlockPlan,
         downloads: Vec<Download<u8>>,
         boundary_keys: &BoundaryKeys,
+        checksums: Option<Download<u32>>,
     ) -> Result<Vec<FileParts>, DeviceError> {
         let options = self.job.table.table_options();
+        let checksums = match checksums {
+            Some(download) => Some(self.session.finish_download(download)?),
+            None => None,
+        };
         let mut files = Vec::with_capacity(plan.file_blocks.len());
         let mut pending_filters = Vec::with_capacity(plan.file_blocks.len());
         for (blocks, download) in plan.file_blocks.iter().zip(downloads) {
@@ -477,6 +527,12 @@ impl Packer<'_, '_> {
                     .clone()
                     .zip(compressed)
                     .map(|(b, (contents, kind))| StoredBlock {
+                        trailer: checksums.as_ref().map(|sums| {
+                            let mut trailer = [0u8; BLOCK_TRAILER_LEN];
+                            trailer[0] = kind as u8;
+                            trailer[1..].copy_from_slice(&sums[b].to_le_bytes());
+                            trailer
+                        }),
                         contents,
                         kind,
                         first_key: boundary_keys.key(2 * b).to_vec(),
@@ -531,6 +587,9 @@ impl Packer<'_, '_> {
 #[derive(Debug)]
 pub(crate) struct StoredBlock {
     contents: BlockBytes,
+    /// Its trailer, when the device computed it (blocks stored
+    /// uncompressed); else the host computes it as it lays the file out.
+    trailer: Option<[u8; BLOCK_TRAILER_LEN]>,
     kind: CompressionType,
     first_key: Vec<u8>,
     last_key: Vec<u8>,
@@ -580,12 +639,20 @@ impl FileParts {
         let (smallest, largest) = (first.first_key.clone(), last.last_key.clone());
         let mut assembler = TableAssembler::new(self.options, Vec::new());
         for block in &self.blocks {
-            assembler.write_data_block(
-                &block.first_key,
-                &block.last_key,
-                block.contents.as_slice(),
-                block.kind,
-            )?;
+            match &block.trailer {
+                Some(trailer) => assembler.write_data_block_with_trailer(
+                    &block.first_key,
+                    &block.last_key,
+                    block.contents.as_slice(),
+                    trailer,
+                )?,
+                None => assembler.write_data_block(
+                    &block.first_key,
+                    &block.last_key,
+                    block.contents.as_slice(),
+                    block.kind,
+                )?,
+            };
         }
         let filter = self.filters.as_deref().map(assemble_filters);
         let (bytes, _) = assembler.finish_with_filter_block(filter)?;

@@ -1635,3 +1635,35 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     assert_eq!(total.device_allocations, d.device_allocations);
     assert!(executor.stats().kept_device_bytes > 0);
 }
+
+#[test]
+fn uncompressed_output_blocks_get_their_checksums_from_the_device() {
+    let Some(executor) = executor(OpenClOptions {
+        policy: PlacementPolicy::AllDevice,
+        ..OpenClOptions::default()
+    }) else {
+        return;
+    };
+    for (output, on_device) in [
+        (settings(false, Some(10), 1024, 8), true),
+        (settings(true, Some(10), 1024, 8), false),
+    ] {
+        let (job, files) = make_job(
+            33,
+            3,
+            400,
+            &settings(true, None, 512, 4),
+            output,
+            &small_values,
+        );
+        // Byte for byte: every trailer the device computed is the one
+        // streaming writes.
+        let stats = assert_same_as_streaming(&executor, &job, &files).stats;
+        assert_eq!(
+            stats.kernels.contains_key("block_checksum"),
+            on_device,
+            "{:?}",
+            stats.kernels.keys().collect::<Vec<_>>()
+        );
+    }
+}
