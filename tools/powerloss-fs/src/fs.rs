@@ -232,6 +232,21 @@ impl State {
         ino
     }
 
+    /// Removes `name` in `parent` from the backing directory with `remove`
+    /// (a file's or an empty directory's), at once: a metadata operation.
+    fn remove_child(
+        &mut self,
+        parent: INodeNo,
+        name: &OsStr,
+        remove: fn(&Path) -> io::Result<()>,
+    ) -> Result<()> {
+        let path = self.child_path(parent, name)?;
+        let meta = std::fs::symlink_metadata(&path)?;
+        remove(&path)?;
+        self.unlinked(&meta);
+        Ok(())
+    }
+
     /// The backing file `meta` describes lost its last name: forget what
     /// was pending for it (nothing can read it after a crash) and let its
     /// backing inode number stand for a new file.
@@ -521,13 +536,7 @@ impl Filesystem for PowerLossFs {
         serve!(
             self,
             reply,
-            |state| {
-                let path = state.child_path(parent, name)?;
-                let meta = std::fs::symlink_metadata(&path)?;
-                std::fs::remove_file(&path)?;
-                state.unlinked(&meta);
-                Ok(())
-            },
+            |state| state.remove_child(parent, name, |path| std::fs::remove_file(path)),
             |_done| reply.ok()
         );
     }
@@ -536,13 +545,7 @@ impl Filesystem for PowerLossFs {
         serve!(
             self,
             reply,
-            |state| {
-                let path = state.child_path(parent, name)?;
-                let meta = std::fs::symlink_metadata(&path)?;
-                std::fs::remove_dir(&path)?;
-                state.unlinked(&meta);
-                Ok(())
-            },
+            |state| state.remove_child(parent, name, |path| std::fs::remove_dir(path)),
             |_done| reply.ok()
         );
     }

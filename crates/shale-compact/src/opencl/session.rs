@@ -383,37 +383,15 @@ impl<'d> Session<'d> {
         data: Vec<T>,
     ) -> Result<Upload<T>, DeviceError> {
         let mut buffer = self.alloc::<T>(what, data.len())?;
-        let bytes = size_of_val(data.as_slice()) as u64;
-        if data.is_empty() {
-            return Ok(Upload {
-                buffer,
-                event: None,
-                host: data,
-                pinned: None,
-                bytes,
-            });
-        }
-        // SAFETY: `data` fits the buffer; it moves into the returned Upload,
-        // which waits for the event before it frees the data.
-        let event = unsafe {
-            self.transfer
-                .queue()
-                .enqueue_write_buffer(&mut buffer, CL_NON_BLOCKING, 0, &data, &[])
-        }
-        .map_err(|e| DeviceError::cl(&format!("uploading {what}"), e))?;
-        // Start it now rather than at the next blocking call.
-        self.transfer
-            .queue()
-            .flush()
-            .map_err(|e| DeviceError::cl(&format!("uploading {what}"), e))?;
-        self.counters.transfers += 1;
-        self.counters.bytes_uploaded += bytes;
+        // SAFETY: `data` moves into the returned Upload, which waits for
+        // the event before it frees the data; moving a Vec moves no bytes.
+        let event = unsafe { self.enqueue_upload(what, &mut buffer, &data) }?;
         Ok(Upload {
             buffer,
-            event: Some(event),
+            event,
+            bytes: size_of_val(data.as_slice()) as u64,
             host: data,
             pinned: None,
-            bytes,
         })
     }
 
@@ -425,41 +403,49 @@ impl<'d> Session<'d> {
         pinned: Pinned,
     ) -> Result<Upload<u8>, DeviceError> {
         let mut buffer = self.alloc::<u8>(what, pinned.bytes().len())?;
-        let bytes = pinned.bytes().len() as u64;
-        if bytes == 0 {
-            return Ok(Upload {
-                buffer,
-                event: None,
-                host: Vec::new(),
-                pinned: Some(pinned),
-                bytes,
-            });
+        // SAFETY: `pinned` moves into the returned Upload, which waits for
+        // the event before it lets the mapping go back to its pool.
+        let event = unsafe { self.enqueue_upload(what, &mut buffer, pinned.bytes()) }?;
+        Ok(Upload {
+            buffer,
+            event,
+            bytes: pinned.bytes().len() as u64,
+            host: Vec::new(),
+            pinned: Some(pinned),
+        })
+    }
+
+    /// Enqueues copying `data` into `buffer` on the transfer queue, starts
+    /// it and counts it; `None` when there is nothing to copy.
+    ///
+    /// # Safety
+    /// `data` must stay where it is, alive, until the returned event is
+    /// complete.
+    unsafe fn enqueue_upload<T>(
+        &mut self,
+        what: &str,
+        buffer: &mut Buffer<T>,
+        data: &[T],
+    ) -> Result<Option<Event>, DeviceError> {
+        if data.is_empty() {
+            return Ok(None);
         }
-        // SAFETY: the pinned bytes fit the buffer; they move into the
-        // returned Upload, which waits for the event before it lets them go.
+        // SAFETY: `data` fits the buffer (allocated for it), and the caller
+        // keeps it until the event completes.
         let event = unsafe {
-            self.transfer.queue().enqueue_write_buffer(
-                &mut buffer,
-                CL_NON_BLOCKING,
-                0,
-                pinned.bytes(),
-                &[],
-            )
+            self.transfer
+                .queue()
+                .enqueue_write_buffer(buffer, CL_NON_BLOCKING, 0, data, &[])
         }
         .map_err(|e| DeviceError::cl(&format!("uploading {what}"), e))?;
+        // Start it now rather than at the next blocking call.
         self.transfer
             .queue()
             .flush()
             .map_err(|e| DeviceError::cl(&format!("uploading {what}"), e))?;
         self.counters.transfers += 1;
-        self.counters.bytes_uploaded += bytes;
-        Ok(Upload {
-            buffer,
-            event: Some(event),
-            host: Vec::new(),
-            pinned: Some(pinned),
-            bytes,
-        })
+        self.counters.bytes_uploaded += size_of_val(data) as u64;
+        Ok(Some(event))
     }
 
     /// Waits for an upload started with [`Session::upload_async`] (at once

@@ -1419,71 +1419,43 @@ fn running_past_the_budget_hands_the_job_to_the_cpu() {
     assert!(fallback.contains("the device failed") && fallback.contains("budget"));
 }
 
-#[test]
-fn corrupt_input_is_reported_by_the_cpu_path() {
+/// A job whose first input file has one byte flipped (at offset 100, in
+/// its first block): run with the CPU behind it, the corruption is
+/// reported; run on the device alone, the job is refused for a bad
+/// checksum and leaves no file. Undamaged, it gives streaming's tables.
+fn assert_corruption_caught(seed: u64, input: &TableSettings, value: &ValueMaker) {
     let Some(executor) = executor(OpenClOptions::default()) else {
         return;
     };
     let executor = Arc::new(executor);
-    let (job, mut files) = make_job(
-        13,
-        2,
-        200,
-        &settings(false, None, 4096, 16),
-        TableSettings::default(),
-        &small_values,
-    );
+    let (job, files) = make_job(seed, 2, 200, input, TableSettings::default(), value);
+    let mut damaged = files.clone();
     let mut bytes = files[&1].as_ref().clone();
     bytes[100] ^= 0x40;
-    files.insert(1, Arc::new(bytes));
-    let io = MemIo::new(files.clone());
-    let error = on_cpu_too(&executor).run(&job, &io).unwrap_err();
+    damaged.insert(1, Arc::new(bytes));
+    let error = on_cpu_too(&executor)
+        .run(&job, &MemIo::new(damaged.clone()))
+        .unwrap_err();
     assert!(
         matches!(error, shale_format::Error::Corruption { .. }),
         "{error}"
     );
-    // The device saw the bad block first, and refused the job for it.
-    assert_refused(&executor, &job, &files, "checksum");
+    assert_refused(&executor, &job, &damaged, "checksum");
+    assert_same_as_streaming(executor.as_ref(), &job, &files);
+}
+
+#[test]
+fn corrupt_input_is_reported_by_the_cpu_path() {
+    // Uncompressed input: the device's CRC check sees the bad block first.
+    assert_corruption_caught(13, &settings(false, None, 4096, 16), &small_values);
 }
 
 #[test]
 fn a_corrupt_compressed_block_is_found_where_it_is_decompressed() {
-    let Some(executor) = executor(OpenClOptions::default()) else {
-        return;
-    };
-    let executor = Arc::new(executor);
-    // Values that compress: every block is stored with Snappy.
+    // Values that compress: every block is stored with Snappy, goes up as
+    // its contents only, and the host checks it as it decompresses it.
     let repeated = |rng: &mut Rng| Some(vec![b'a' + (rng.below(4) as u8); 40]);
-    let (job, mut files) = make_job(
-        14,
-        2,
-        200,
-        &settings(true, None, 4096, 16),
-        TableSettings::default(),
-        &repeated,
-    );
-    let mut bytes = files[&1].as_ref().clone();
-    bytes[100] ^= 0x40;
-    files.insert(1, Arc::new(bytes));
-    let io = MemIo::new(files.clone());
-    let error = on_cpu_too(&executor).run(&job, &io).unwrap_err();
-    assert!(
-        matches!(error, shale_format::Error::Corruption { .. }),
-        "{error}"
-    );
-    // The host checked it as it decompressed it (compressed blocks go up
-    // as their contents only, without a trailer to check).
-    assert_refused(&executor, &job, &files, "checksum");
-    // Uncorrupted, the same job gives streaming's tables.
-    let (job, files) = make_job(
-        14,
-        2,
-        200,
-        &settings(true, None, 4096, 16),
-        TableSettings::default(),
-        &repeated,
-    );
-    assert_same_as_streaming(executor.as_ref(), &job, &files);
+    assert_corruption_caught(14, &settings(true, None, 4096, 16), &repeated);
 }
 
 #[test]
