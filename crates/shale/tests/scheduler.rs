@@ -261,6 +261,9 @@ fn a_device_job_runs_whole_unless_told_to_split() {
             l0_stop_writes_trigger: 1000,
             compaction_executor: "opencl".to_string(),
             opencl_subcompactions: device_parts,
+            // However many L0 files the flushes left, the job stays on the
+            // device (the default limit is 40 files).
+            opencl_max_device_files: 10_000,
             ..small_options(&env)
         };
         let db = match DB::open("/db", options) {
