@@ -145,6 +145,7 @@ class _Options(TypedDict, total=False):
     cross_level_compaction: bool | None
     concurrent_memtable_writes: bool | None
     pipelined_write: bool | None
+    direct_writes: bool | None
     write_thread_max_yield_usec: int | None
     write_thread_slow_yield_usec: int | None
     compaction_pick: str | None

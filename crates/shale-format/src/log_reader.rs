@@ -55,6 +55,10 @@ enum Physical {
     },
     /// Bytes that cannot form a fragment were skipped.
     Bad,
+    /// A zero header with data after it in the file: the rest of its block
+    /// was skipped, unreported (preallocated space, or a record a writer
+    /// had claimed and not yet copied when a crash came).
+    Zero,
     /// The end of the log.
     Eof,
 }
@@ -140,7 +144,7 @@ impl<R: Read, P: Reporter> LogReader<R, P> {
             };
             let fragment_len = match physical {
                 Physical::Fragment { len, .. } => len,
-                Physical::Bad | Physical::Eof => 0,
+                Physical::Bad | Physical::Zero | Physical::Eof => 0,
             };
             // Where this fragment's header started. Only meaningful for a
             // fragment; LevelDB's unsigned arithmetic wraps otherwise.
@@ -151,7 +155,7 @@ impl<R: Read, P: Reporter> LogReader<R, P> {
                 .wrapping_sub(fragment_len as u64);
             let record_type = match physical {
                 Physical::Fragment { type_byte, .. } => RecordType::from_u8(type_byte),
-                Physical::Bad | Physical::Eof => None,
+                Physical::Bad | Physical::Zero | Physical::Eof => None,
             };
 
             if self.resyncing {
@@ -172,7 +176,15 @@ impl<R: Read, P: Reporter> LogReader<R, P> {
                     record.clear();
                     return Ok(false);
                 }
-                Physical::Bad => {
+                Physical::Zero if !in_fragmented_record => {
+                    // A record whose first fragment lay in the skipped
+                    // space, never finished (writers copy a record's first
+                    // header last), may go on in the next block: skip its
+                    // other fragments too, as after an initial offset.
+                    self.resyncing = true;
+                    continue;
+                }
+                Physical::Bad | Physical::Zero => {
                     if in_fragmented_record {
                         self.report_corruption(record.len() as u64, "error in middle of record");
                         in_fragmented_record = false;
@@ -349,7 +361,7 @@ impl<R: Read, P: Reporter> LogReader<R, P> {
                 if self.only_zeros_remain()? {
                     return Ok(Physical::Eof);
                 }
-                return Ok(Physical::Bad);
+                return Ok(Physical::Zero);
             }
 
             if self.verify_checksums {

@@ -61,15 +61,8 @@ impl<W: Write + ?Sized> LogSink for W {
 #[derive(Debug)]
 pub struct LogWriter<W: LogSink> {
     dest: W,
-    /// Offset of the next byte within the current block.
-    block_offset: usize,
     /// Length of the log, counting bytes that were in it before this writer.
     file_len: u64,
-    /// CRC-32C of each record type's byte, which every fragment's checksum
-    /// starts with (LevelDB's `type_crc_`): one call to the CRC code per
-    /// fragment instead of two, in a small `Put` where the record is a few
-    /// dozen bytes.
-    type_crc: [u32; RecordType::Last as usize + 1],
 }
 
 impl<W: LogSink> LogWriter<W> {
@@ -82,13 +75,9 @@ impl<W: LogSink> LogWriter<W> {
     /// (`dest` must be positioned at its end), so fragments keep to the
     /// block boundaries of the whole file.
     pub fn with_offset(dest: W, existing_len: u64) -> LogWriter<W> {
-        // The remainder is below BLOCK_SIZE, so it fits any usize.
-        let block_offset = (existing_len % BLOCK_SIZE as u64) as usize;
         LogWriter {
             dest,
-            block_offset,
             file_len: existing_len,
-            type_crc: std::array::from_fn(|type_byte| crc::value(&[type_byte as u8])),
         }
     }
 
@@ -99,40 +88,31 @@ impl<W: LogSink> LogWriter<W> {
             .reserve(physical_len_bound(record.len()))
             .map_err(|err| Error::io("reserving log space", err))?;
         let mut left = record;
-        let mut begin = true;
-        // An empty record still gets one (empty) fragment: the loop runs once.
-        loop {
-            let leftover = BLOCK_SIZE - self.block_offset;
-            if leftover < HEADER_SIZE {
+        for fragment in Fragments::new(self.file_len, record.len()) {
+            if fragment.trailer > 0 {
                 // Too short for a header: fill with zeros, switch blocks.
-                if leftover > 0 {
-                    self.dest
-                        .append_zeros(leftover)
-                        .map_err(|err| Error::io("appending to log", err))?;
-                    self.file_len += leftover as u64;
-                }
-                self.block_offset = 0;
+                self.dest
+                    .append_zeros(fragment.trailer)
+                    .map_err(|err| Error::io("appending to log", err))?;
+                self.file_len += fragment.trailer as u64;
             }
-
-            let available = BLOCK_SIZE - self.block_offset - HEADER_SIZE;
-            let (fragment, rest) = left.split_at(left.len().min(available));
-            let end = rest.is_empty();
-            let record_type = match (begin, end) {
-                (true, true) => RecordType::Full,
-                (true, false) => RecordType::First,
-                (false, true) => RecordType::Last,
-                (false, false) => RecordType::Middle,
-            };
-            self.emit_physical_record(record_type, fragment)?;
+            let (payload, rest) = left.split_at(fragment.len);
+            self.emit_physical_record(fragment.record_type, payload)?;
             left = rest;
-            begin = false;
-            if end {
-                break;
-            }
         }
         self.dest
             .end_record()
             .map_err(|err| Error::io("flushing log", err))
+    }
+
+    /// Takes note that `len - file_len()` bytes were written to the log
+    /// without this writer, by [`write_record_at`] (the engine's writers
+    /// each copy their own record into the mapped WAL): the next record
+    /// starts at `len`. REQUIRES: `len >= file_len()`, and the bytes up to
+    /// `len` are whole records.
+    pub fn skip_to(&mut self, len: u64) {
+        debug_assert!(len >= self.file_len);
+        self.file_len = len;
     }
 
     /// Sends buffered bytes to the file (not an `fsync`).
@@ -166,26 +146,146 @@ impl<W: LogSink> LogWriter<W> {
 
     /// REQUIRES: the fragment fits in the current block after its header.
     fn emit_physical_record(&mut self, record_type: RecordType, fragment: &[u8]) -> Result<()> {
-        debug_assert!(self.block_offset + HEADER_SIZE + fragment.len() <= BLOCK_SIZE);
-        // Fragments are below BLOCK_SIZE, so the length fits in 16 bits.
-        let length = fragment.len() as u16;
-        let type_byte = record_type as u8;
-        let checksum = crc::mask(crc::extend(self.type_crc[type_byte as usize], fragment));
-
-        let mut header = [0u8; HEADER_SIZE];
-        header[..4].copy_from_slice(&checksum.to_le_bytes());
-        header[4..6].copy_from_slice(&length.to_le_bytes());
-        header[6] = type_byte;
-
-        // Advance before writing, as LevelDB does, so a failed write leaves
-        // the writer at the block position it would have reached.
-        self.block_offset += HEADER_SIZE + fragment.len();
+        let header = fragment_header(record_type, fragment);
         self.dest
             .append_fragment(&header, fragment)
             .map_err(|err| Error::io("appending to log", err))?;
         self.file_len += (HEADER_SIZE + fragment.len()) as u64;
         Ok(())
     }
+}
+
+/// One fragment of a record: the zeros that end the block before it, if
+/// any, its type and its payload's length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fragment {
+    trailer: usize,
+    record_type: RecordType,
+    len: usize,
+}
+
+/// The fragments of a record of `len` bytes that starts at log offset
+/// `start`: LevelDB's framing depends on nothing else, which is what lets
+/// each writer frame its own record at the place it reserved.
+struct Fragments {
+    /// Offset of the next byte within the current block.
+    block_offset: usize,
+    left: usize,
+    begin: bool,
+    done: bool,
+}
+
+impl Fragments {
+    fn new(start: u64, len: usize) -> Fragments {
+        Fragments {
+            block_offset: (start % BLOCK_SIZE as u64) as usize,
+            left: len,
+            begin: true,
+            done: false,
+        }
+    }
+}
+
+impl Iterator for Fragments {
+    type Item = Fragment;
+
+    fn next(&mut self) -> Option<Fragment> {
+        // An empty record still gets one (empty) fragment.
+        if self.done {
+            return None;
+        }
+        let mut trailer = 0;
+        if BLOCK_SIZE - self.block_offset < HEADER_SIZE {
+            trailer = BLOCK_SIZE - self.block_offset;
+            self.block_offset = 0;
+        }
+        let available = BLOCK_SIZE - self.block_offset - HEADER_SIZE;
+        let len = self.left.min(available);
+        self.left -= len;
+        let end = self.left == 0;
+        let record_type = match (self.begin, end) {
+            (true, true) => RecordType::Full,
+            (true, false) => RecordType::First,
+            (false, true) => RecordType::Last,
+            (false, false) => RecordType::Middle,
+        };
+        self.begin = false;
+        self.done = end;
+        self.block_offset += HEADER_SIZE + len;
+        Some(Fragment {
+            trailer,
+            record_type,
+            len,
+        })
+    }
+}
+
+/// Where a record of `len` bytes that starts at log offset `start` ends:
+/// what [`LogWriter::add_record`] would append, trailers included.
+pub fn record_end(start: u64, len: usize) -> u64 {
+    Fragments::new(start, len).fold(start, |end, fragment| {
+        end + (fragment.trailer + HEADER_SIZE + fragment.len) as u64
+    })
+}
+
+/// Writes `record` as [`LogWriter::add_record`] would if the log were
+/// `start` bytes long, into `dst`, which covers the log from `start` to
+/// [`record_end`]. Where `dst` was zeros (preallocated log space), a copy
+/// a crash cuts short leaves the record's first header zero: each
+/// fragment's payload is written before its header, and the first
+/// fragment's header after everything else. Readers skip a zero header
+/// and the rest of its block, and the record's later fragments with it
+/// (`docs/format/log.md`), so an unfinished record is never read, whatever
+/// other writers copied after it.
+pub fn write_record_at(dst: &mut [u8], start: u64, record: &[u8]) {
+    debug_assert_eq!(dst.len() as u64, record_end(start, record.len()) - start);
+    let mut at = 0;
+    let mut left = record;
+    let mut first_header = None;
+    for fragment in Fragments::new(start, record.len()) {
+        dst[at..at + fragment.trailer].fill(0);
+        at += fragment.trailer;
+        let (payload, rest) = left.split_at(fragment.len);
+        let header = fragment_header(fragment.record_type, payload);
+        dst[at + HEADER_SIZE..at + HEADER_SIZE + payload.len()].copy_from_slice(payload);
+        // Headers after payloads, in program order (see above); the CPU
+        // stores in program order up to the instruction a signal stops.
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::Release);
+        match first_header {
+            None => first_header = Some((at, header)),
+            Some(_) => dst[at..at + HEADER_SIZE].copy_from_slice(&header),
+        }
+        at += HEADER_SIZE + payload.len();
+        left = rest;
+    }
+    if let Some((at, header)) = first_header {
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::Release);
+        dst[at..at + HEADER_SIZE].copy_from_slice(&header);
+    }
+}
+
+/// CRC-32C of a record type's byte, which every fragment's checksum starts
+/// with (LevelDB's `type_crc_`), computed once: one call to the CRC code
+/// per fragment instead of two, in a small `Put` where the record is a few
+/// dozen bytes.
+fn type_crc(record_type: RecordType) -> u32 {
+    static TYPE_CRC: std::sync::OnceLock<[u32; RecordType::Last as usize + 1]> =
+        std::sync::OnceLock::new();
+    TYPE_CRC.get_or_init(|| std::array::from_fn(|type_byte| crc::value(&[type_byte as u8])))
+        [record_type as usize]
+}
+
+/// A fragment's header: masked checksum of its type and payload, its
+/// length, its type.
+fn fragment_header(record_type: RecordType, payload: &[u8]) -> [u8; HEADER_SIZE] {
+    // Fragments are below BLOCK_SIZE, so the length fits in 16 bits.
+    let length = payload.len() as u16;
+    let checksum = crc::mask(crc::extend(type_crc(record_type), payload));
+    let mut header = [0u8; HEADER_SIZE];
+    header[..4].copy_from_slice(&checksum.to_le_bytes());
+    header[4..6].copy_from_slice(&length.to_le_bytes());
+    header[6] = record_type as u8;
+    header
 }
 
 /// At least the bytes a record of `len` bytes takes in the log, wherever it
@@ -261,5 +361,49 @@ mod tests {
         assert_eq!(reopened.file_len(), whole.len() as u64);
         let suffix = reopened.into_inner();
         assert_eq!(&whole[prefix_len as usize..], &suffix[..]);
+    }
+
+    #[test]
+    fn a_record_written_in_place_equals_the_writers() {
+        // Starts all over a block, near its end (trailers), lengths from
+        // empty to several blocks.
+        let starts = [
+            0,
+            1,
+            100,
+            BLOCK_SIZE - HEADER_SIZE - 1,
+            BLOCK_SIZE - HEADER_SIZE,
+            BLOCK_SIZE - 3,
+            BLOCK_SIZE - 1,
+        ];
+        let lens = [
+            0,
+            1,
+            7,
+            1000,
+            BLOCK_SIZE - HEADER_SIZE,
+            BLOCK_SIZE,
+            3 * BLOCK_SIZE + 5,
+        ];
+        for block in [0u64, 5] {
+            for &start in &starts {
+                let start = block * BLOCK_SIZE as u64 + start as u64;
+                for &len in &lens {
+                    let record: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+                    let mut writer = LogWriter::with_offset(Vec::new(), start);
+                    writer.add_record(&record).expect("write");
+                    let expected = writer.into_inner();
+                    let end = record_end(start, len);
+                    assert_eq!(
+                        end - start,
+                        expected.len() as u64,
+                        "start {start}, len {len}"
+                    );
+                    let mut dst = vec![0xAA; expected.len()];
+                    write_record_at(&mut dst, start, &record);
+                    assert_eq!(dst, expected, "start {start}, len {len}");
+                }
+            }
+        }
     }
 }

@@ -115,7 +115,7 @@ impl DbInner {
             }
             edit.log_number = Some(log_number);
             edit.prev_log_number = Some(0);
-            let last_sequence = self.lock_state().last_sequence;
+            let last_sequence = self.visible_sequence();
             manifest_attempted = true;
             let version = versions.log_and_apply(&mut edit, last_sequence)?;
             let mut state = self.lock_state();

@@ -123,9 +123,13 @@ pub(crate) struct DbInner {
     pub(crate) compaction: Runner,
     pub(super) file_numbers: Arc<AtomicU64>,
     pub(super) shutting_down: AtomicBool,
-    /// `State::last_sequence`, stored with it: a pipelined write group
-    /// waits for the groups before it to publish without the state lock.
+    /// The last sequence number published: what readers and snapshots
+    /// see. `State::last_sequence` is stored with it by the write queue;
+    /// direct writes (`direct.rs`) publish here alone, and the queue's
+    /// next leader takes their numbers into the state.
     pub(super) published_sequence: AtomicU64,
+    /// The claim of direct writes (`direct.rs`).
+    pub(super) direct: super::direct::DirectWrites,
     /// Opened with `DB::open_read_only`: nothing is written, no thread
     /// runs, and writes are refused.
     pub(super) read_only: bool,
@@ -162,8 +166,16 @@ impl DbInner {
     }
 
     /// Smallest sequence a live snapshot (or the present) can read.
-    pub(super) fn smallest_snapshot(&self, state: &State) -> SequenceNumber {
-        self.snapshots.oldest().unwrap_or(state.last_sequence)
+    /// Taken under the state lock, with the version it reads.
+    pub(super) fn smallest_snapshot(&self) -> SequenceNumber {
+        self.snapshots
+            .oldest()
+            .unwrap_or_else(|| self.visible_sequence())
+    }
+
+    /// The last sequence number published: the writes a read sees.
+    pub(super) fn visible_sequence(&self) -> SequenceNumber {
+        self.published_sequence.load(Ordering::Acquire)
     }
 
     /// Installs `version` as current. REQUIRES: the version-set lock is held
@@ -171,6 +183,10 @@ impl DbInner {
     pub(super) fn install_version(&self, state: &mut State, version: Arc<Version>) {
         state.live_versions.retain(|v| v.strong_count() > 0);
         state.live_versions.push(Arc::downgrade(&version));
+        if version.num_files(0) >= self.options.l0_slowdown_writes_trigger {
+            // Writes meet the throttle in the queue.
+            self.direct.close();
+        }
         state.current = version;
         self.work_cv.notify_all();
         self.service().work_available();

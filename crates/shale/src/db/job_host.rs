@@ -32,7 +32,7 @@ impl JobHost for DbInner {
 
     fn version_and_snapshot_floor(&self) -> (Arc<Version>, SequenceNumber) {
         let state = self.lock_state();
-        (state.current.clone(), self.smallest_snapshot(&state))
+        (state.current.clone(), self.smallest_snapshot())
     }
 
     fn job_io(&self) -> Box<dyn OutputIo + '_> {
@@ -139,7 +139,7 @@ impl DbInner {
     /// pending for good.
     fn apply_compaction_edit(&self, mut edit: VersionEdit, outputs: &[u64]) -> Result<String> {
         let mut versions = self.lock_versions();
-        let last_sequence = self.lock_state().last_sequence;
+        let last_sequence = self.visible_sequence();
         let version = match versions.log_and_apply(&mut edit, last_sequence) {
             Ok(version) => version,
             Err(err) => {

@@ -24,6 +24,7 @@
 //! checked in debug builds (`crate::lock_order`). The WAL writer is owned
 //! by whichever writer leads the current write group (see `write.rs`).
 
+mod direct;
 mod files;
 mod flush;
 mod inner;
@@ -125,6 +126,9 @@ impl Drop for Closer {
         for thread in threads {
             let _ = thread.join();
         }
+        // No writer is left: the WAL's end moves past the direct writes,
+        // so that closing it trims nothing they wrote.
+        self.inner.settle_direct(&mut self.inner.lock_state());
         // A cleanup after an install skips files that a version held at
         // that moment still names (a compaction thread's look at the tree,
         // a reader), and none may follow. With every background thread
@@ -275,6 +279,7 @@ impl DB {
             file_numbers,
             shutting_down: AtomicBool::new(false),
             published_sequence: AtomicU64::new(0),
+            direct: direct::DirectWrites::default(),
             options,
             read_only,
             _lock: lock,
@@ -341,8 +346,9 @@ impl DB {
 
     /// A consistent point-in-time view; pass it in [`ReadOptions::snapshot`].
     pub fn snapshot(&self) -> Snapshot {
-        let state = self.inner.lock_state();
-        self.inner.snapshots.acquire(state.last_sequence)
+        // Under the state lock, as compactions read the oldest snapshot.
+        let _state = self.inner.lock_state();
+        self.inner.snapshots.acquire(self.inner.visible_sequence())
     }
 
     /// A cursor over the database as of the snapshot in `options` (or now).

@@ -50,7 +50,7 @@ impl DbInner {
             sequence: options
                 .snapshot
                 .as_ref()
-                .map_or(state.last_sequence, Snapshot::sequence),
+                .map_or_else(|| self.visible_sequence(), Snapshot::sequence),
         }
     }
 

@@ -58,6 +58,8 @@ impl DbInner {
             );
         }
         state.bg_error = Some(shown);
+        // Writes meet the error in the queue.
+        self.direct.close();
         self.signal_done(state);
         self.service().error_recorded();
         // The flush thread plans the attempt.
@@ -110,7 +112,7 @@ impl DbInner {
             if !versions.has_manifest_writer() {
                 // A failed MANIFEST write closed it (LevelDB's rule): the
                 // next edit starts a new one; write it now, with no change.
-                let last_sequence = self.lock_state().last_sequence;
+                let last_sequence = self.visible_sequence();
                 let version = versions
                     .log_and_apply(&mut VersionEdit::default(), last_sequence)
                     .map_err(|e| e.during("writing a new MANIFEST"))?;
@@ -139,6 +141,7 @@ impl DbInner {
             // A pipelined group logged before the failure may still be
             // inserting into the memtable being retired.
             let mut state = self.wait_for_inserts(self.lock_state());
+            self.settle_direct(&mut state);
             self.switch_memtable(&mut state, number, file);
             state.resume.wal_broken = false;
             drop(state);
@@ -173,6 +176,7 @@ impl DbInner {
         }
         state.resume.next_attempt = None;
         state.resume.resumed += 1;
+        self.open_direct(&mut state);
         self.work_cv.notify_all();
         self.signal_done(&mut state);
         drop(state);

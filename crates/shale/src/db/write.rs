@@ -73,6 +73,13 @@ impl DbInner {
                 self.dir.display()
             )));
         }
+        let batch = match batch {
+            Some(batch) if !options.sync => match self.write_direct(batch) {
+                Ok(result) => return result,
+                Err(batch) => Some(batch),
+            },
+            batch => batch,
+        };
         let mut state = self.lock_state();
         let batch = match batch {
             Some(batch) if !options.sync && self.may_write_alone(&state) => {
@@ -103,8 +110,10 @@ impl DbInner {
             state = self.lock_state();
         }
 
-        // This writer leads: it is at the front of the queue.
+        // This writer leads: it is at the front of the queue, and the
+        // queue owns the log and the memtable (`direct.rs`).
         state.write_queue.leading = true;
+        self.settle_direct(&mut state);
         let (guard, room) = self.make_room_for_write(state, force_switch, write_bytes);
         state = guard;
         if let Err(err) = room {
@@ -143,6 +152,7 @@ impl DbInner {
         if group.iter().all(|w| w.batch.is_none()) {
             // A memtable switch: nothing to write.
             wake_next_leader(&mut state);
+            self.open_direct(&mut state);
             return Ok(());
         }
         let published = state.last_sequence;
@@ -195,6 +205,7 @@ impl DbInner {
             wake_next_leader(&mut state);
         }
         self.tell_publish_waiters(&state);
+        self.open_direct(&mut state);
         result
     }
 
@@ -217,6 +228,7 @@ impl DbInner {
     /// REQUIRES: [`DbInner::may_write_alone`].
     fn write_alone<'a>(&'a self, mut state: StateGuard<'a>, mut batch: WriteBatch) -> Result<()> {
         state.write_queue.leading = true;
+        self.settle_direct(&mut state);
         let published = state.last_sequence;
         let (first_sequence, last_sequence) = state
             .write_queue
@@ -234,6 +246,7 @@ impl DbInner {
         self.return_wal(&mut state, log, false, &result);
         wake_next_leader(&mut state);
         self.tell_publish_waiters(&state);
+        self.open_direct(&mut state);
         result
     }
 

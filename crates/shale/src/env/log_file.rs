@@ -63,6 +63,49 @@ impl LogFile {
     }
 }
 
+impl LogFile {
+    /// The mapped stretch of log that writers may copy whole records into
+    /// themselves, at least `want` bytes reserved from the end of the log
+    /// on (`None` for a log that is not mapped). See [`DirectRegion`].
+    pub fn direct_region(&mut self, want: u64) -> io::Result<Option<DirectRegion>> {
+        match self {
+            LogFile::Mapped(log) => log.direct_region(want).map(Some),
+            LogFile::Buffered(_) => Ok(None),
+        }
+    }
+
+    /// Takes note that records were copied into the region
+    /// [`LogFile::direct_region`] gave, up to `len`.
+    pub fn advance_to(&mut self, len: u64) -> io::Result<()> {
+        match self {
+            LogFile::Mapped(log) => log.advance_to(len),
+            LogFile::Buffered(_) => Err(io::Error::other("a buffered log has no direct region")),
+        }
+    }
+}
+
+/// A stretch of a mapped log, `start..end` in the file, that writers copy
+/// records into themselves, each at the place it reserved (`db/direct.rs`).
+/// `base` points at the byte of the mapping at file offset `base_offset`
+/// (at or before `start`). It stays valid until the log is next used
+/// through `&mut` ([`LogFile::advance_to`] and every append or unmapping
+/// take that).
+#[derive(Debug, Clone, Copy)]
+pub struct DirectRegion {
+    /// The mapping's byte at `base_offset`.
+    pub base: *mut u8,
+    /// The file offset `base` maps.
+    pub base_offset: u64,
+    /// The end of the log when the region was taken.
+    pub start: u64,
+    /// The end of the mapped window: no record may go past it.
+    pub end: u64,
+}
+
+// SAFETY: a region is an address range of a shared file mapping; whoever
+// copies into it keeps to the protocol above, on any thread.
+unsafe impl Send for DirectRegion {}
+
 impl LogSink for LogFile {
     fn reserve(&mut self, bytes: usize) -> io::Result<()> {
         match self {
@@ -278,6 +321,35 @@ impl MappedLog {
             .as_mut()
             .ok_or_else(|| io::Error::other("log window not mapped"))?;
         Ok((self.window_start, window))
+    }
+
+    /// The rest of the mapped window that holds the end of the log, with
+    /// at least `want` bytes reserved past that end (fewer may lie in the
+    /// window). See [`DirectRegion`].
+    fn direct_region(&mut self, want: u64) -> io::Result<DirectRegion> {
+        self.reserve(want.max(1))?;
+        let start = self.len;
+        let (base_offset, window) = self.window_at(start)?;
+        let end = base_offset + window.len() as u64;
+        Ok(DirectRegion {
+            base: window.as_mut_ptr(),
+            base_offset,
+            start,
+            end,
+        })
+    }
+
+    /// Moves the end of the log to `len`: records were copied there
+    /// through a [`DirectRegion`].
+    fn advance_to(&mut self, len: u64) -> io::Result<()> {
+        if len < self.len || len > self.reserved || self.finished {
+            return Err(io::Error::other(format!(
+                "log end {len} outside {}..={} (or the log is finished)",
+                self.len, self.reserved
+            )));
+        }
+        self.len = len;
+        Ok(())
     }
 
     /// `fdatasync`: on Linux it writes back pages dirtied through a

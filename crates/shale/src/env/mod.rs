@@ -25,7 +25,7 @@ mod posix;
 
 pub use direct::{probe_direct_io, DIRECT_IO_ALIGNMENT};
 pub use fault::FaultInjectionEnv;
-pub use log_file::{LogFile, MappedLog};
+pub use log_file::{DirectRegion, LogFile, MappedLog};
 pub use mem::MemEnv;
 pub use posix::PosixEnv;
 

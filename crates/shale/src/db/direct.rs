@@ -1,0 +1,420 @@
+//! Direct writes: a writer that does its own work.
+//!
+//! A write that needs nothing but room (no sync, no memtable switch, no
+//! throttle, no background error, a memory-mapped WAL) does not queue
+//! behind a leader. Under a short lock of its own (the claim, never the
+//! state lock) it takes its sequence numbers and its place in the mapped
+//! log: LevelDB's framing depends only on where a record starts and how
+//! long it is ([`record_end`]), so the next record's place is known before
+//! this one is copied. Then, with no lock held, the writer frames its own
+//! record into its place ([`write_record_at`]), inserts its own batch into
+//! the memtable (the skip list takes concurrent inserts) and publishes its
+//! sequence numbers once every earlier write has published its own, so a
+//! reader or a snapshot never sees a later write without an earlier one.
+//! Each write's data and state stay on its writer's core; what writers
+//! share is the claim (two counters) and the published sequence.
+//!
+//! A writer returns after it publishes, and it publishes after every
+//! earlier write is copied and inserted: an acknowledged write has no hole
+//! before it in the log. A crash can leave holes only after the last
+//! acknowledged write: a record claimed and not yet copied reads as a zero
+//! header, which LevelDB's reader and ours skip to the end of its block,
+//! and a later record in that block, never acknowledged, is skipped with
+//! it (`docs/format/log.md`).
+//!
+//! Everything else takes the write queue of `write.rs`: synced writes
+//! (their group sync is there), memtable switches, throttled writes, a log
+//! that is not mapped. A writer that leads a group first closes the claim
+//! and *settles*: it waits until every direct write has published, and
+//! moves the WAL writer's end past their records. The queue's writers then
+//! own the log and the memtable as before; when the last group leaves the
+//! queue with room to spare, it opens the claim again, at the log's new
+//! end. The claim is also closed by a background error and by a version
+//! that puts L0 at the slowdown trigger (`install_version`), so that such
+//! writes meet the error or the throttle in the queue.
+//!
+//! RocksDB keeps a leader that writes the WAL for its group, even with
+//! pipelined or unordered writes (`WriteThread`): its log is a file
+//! written with `write(2)`, whose offset only one writer may advance.
+//! LevelDB's one writer copies every batch of its group into one record.
+//! A mapped, preallocated log lets each writer copy its own record at an
+//! offset it reserved, as a ring buffer does.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use shale_format::internal_key::SequenceNumber;
+use shale_format::log_format::BLOCK_SIZE;
+use shale_format::log_writer::{record_end, write_record_at};
+use shale_format::write_batch::WriteBatch;
+use shale_format::{Error, Result};
+
+use super::inner::{DbInner, State};
+use super::insert::insert_caught;
+use super::writer_queue::{stays_awake, Patience, SPINS};
+use crate::env::DirectRegion;
+use crate::kill_point;
+use crate::memtable::MemTable;
+
+/// The log space a claim opens with at least: two blocks. A record that
+/// does not fit what the mapped window has left takes the queue, which
+/// maps the next window.
+const MIN_OPEN_BYTES: u64 = 2 * BLOCK_SIZE as u64;
+
+/// How many times a direct writer yields the processor, waiting for an
+/// earlier write to publish, before it sleeps, on a machine without a core
+/// to spare for each writer: the earlier writer is most likely preempted
+/// in the middle of its copy or insert, and a yield lets it run.
+const YIELDS_BEFORE_SLEEP: u32 = 4;
+
+/// The claim and the wait for publishing, shared by the direct writers.
+#[derive(Default)]
+pub(crate) struct DirectWrites {
+    /// A leaf lock: nothing is taken while it is held.
+    claim: Mutex<Claim>,
+    /// Direct writers asleep until an earlier write publishes.
+    sleepers: AtomicUsize,
+    sleep: Mutex<()>,
+    published: Condvar,
+}
+
+/// What the next direct write takes: its sequence numbers, its place in
+/// the log. Open only while the write queue is idle.
+#[derive(Default)]
+struct Claim {
+    open: bool,
+    /// The memtable the writes go to (`State::mem` while open).
+    mem: Option<Arc<MemTable>>,
+    /// The mapped log space writes are copied into.
+    region: Option<DirectRegion>,
+    /// Where the next record starts in the log.
+    offset: u64,
+    /// The last sequence number given out.
+    last_sequence: SequenceNumber,
+    /// Something was claimed since the claim was opened.
+    claimed: bool,
+    /// Writes claimed since the database opened.
+    writes: u64,
+}
+
+/// A write's claim: its first sequence number and its place.
+struct Claimed {
+    first: SequenceNumber,
+    start: u64,
+    end: u64,
+    region: DirectRegion,
+    mem: *const MemTable,
+}
+
+impl DirectWrites {
+    fn lock(&self) -> MutexGuard<'_, Claim> {
+        self.claim.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Closes the claim: writes take the queue until it is opened again.
+    /// Writes claimed already go on; the next leader settles them.
+    pub(super) fn close(&self) {
+        self.lock().open = false;
+    }
+
+    /// Claims `count` sequence numbers and room for a record of `len`
+    /// bytes, if the claim is open, the memtable has room and the record
+    /// fits the mapped log space.
+    fn claim(&self, len: usize, count: u64, memtable_limit: usize) -> Option<Claimed> {
+        let mut claim = self.lock();
+        if !claim.open {
+            return None;
+        }
+        let mem = claim.mem.as_ref()?;
+        if mem.approximate_memory_usage() > memtable_limit {
+            return None;
+        }
+        let mem: *const MemTable = Arc::as_ptr(mem);
+        let region = claim.region?;
+        let start = claim.offset;
+        let end = record_end(start, len);
+        if end > region.end {
+            return None;
+        }
+        let first = claim.last_sequence + 1;
+        claim.last_sequence += count;
+        claim.offset = end;
+        claim.claimed = true;
+        claim.writes += 1;
+        Some(Claimed {
+            first,
+            start,
+            end,
+            region,
+            mem,
+        })
+    }
+
+    /// Waits until the writes up to `sequence` are published: spins, then
+    /// yields as `patience` allows, then sleeps until a publish wakes it.
+    fn await_published(&self, published: &AtomicU64, sequence: SequenceNumber, patience: Patience) {
+        let done = || published.load(Ordering::Acquire) >= sequence;
+        for _ in 0..SPINS {
+            if done() {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        let mut yielded = (0, 0, None);
+        while !done() {
+            if !patience.yield_once(&mut yielded) {
+                break;
+            }
+        }
+        let mut guard = self.sleep.lock().unwrap_or_else(PoisonError::into_inner);
+        // Counted before looking again, and looked at after the count
+        // (both sequentially consistent): a publisher that finds no
+        // sleeper stored its sequence before this look.
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        while published.load(Ordering::SeqCst) < sequence {
+            guard = self
+                .published
+                .wait(guard)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Publishes `first..=last` once every earlier write has published.
+    fn publish(
+        &self,
+        published: &AtomicU64,
+        first: SequenceNumber,
+        last: SequenceNumber,
+        patience: Patience,
+    ) {
+        self.await_published(published, first - 1, patience);
+        published.store(last, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            let _guard = self.sleep.lock().unwrap_or_else(PoisonError::into_inner);
+            self.published.notify_all();
+        }
+    }
+}
+
+impl DbInner {
+    /// Writes `batch` directly if the claim is open and it fits (see the
+    /// module comment): `Ok` with the write's result, or the batch back
+    /// for the write queue.
+    pub(super) fn write_direct(
+        &self,
+        mut batch: WriteBatch,
+    ) -> std::result::Result<Result<()>, WriteBatch> {
+        let count = u64::from(batch.count());
+        if count == 0 {
+            // Takes no sequence number: the queue logs it.
+            return Err(batch);
+        }
+        let Some(claimed) =
+            self.direct
+                .claim(batch.data().len(), count, self.options.write_buffer_size)
+        else {
+            return Err(batch);
+        };
+        batch.set_sequence(claimed.first);
+        let region = claimed.region;
+        // SAFETY: `start..end` lies in the region (`claim` checked `end`;
+        // `start` is at or past the region's start, where the claim opened),
+        // and no other writer claimed any byte of it. The mapping stays in
+        // place, and the memtable alive, until the claim is settled, which
+        // waits for this write to publish.
+        let (dst, mem) = unsafe {
+            let at = region
+                .base
+                .add((claimed.start - region.base_offset) as usize);
+            let dst = std::slice::from_raw_parts_mut(at, (claimed.end - claimed.start) as usize);
+            (dst, &*claimed.mem)
+        };
+        write_record_at(dst, claimed.start, batch.data());
+        kill_point::maybe_kill(kill_point::WAL_WRITTEN_BEFORE_MEMTABLE);
+        let result = insert_caught(mem, &batch);
+        let last = claimed.first + count - 1;
+        self.direct.publish(
+            &self.published_sequence,
+            claimed.first,
+            last,
+            self.direct_patience(),
+        );
+        if let Err(err) = &result {
+            // Logged but not in the memtable: writes stop.
+            self.record_wal_error(&mut self.lock_state(), err);
+        }
+        Ok(result)
+    }
+
+    /// How a direct writer waits for an earlier one: awake where the
+    /// machine has cores to spare, else a few yields and then sleep.
+    fn direct_patience(&self) -> Patience {
+        if stays_awake(1, &self.options) {
+            Patience::StayAwake {
+                most: Duration::from_micros(self.options.write_thread_max_yield_usec),
+                slow: Duration::from_micros(self.options.write_thread_slow_yield_usec),
+            }
+        } else {
+            Patience::Yields(YIELDS_BEFORE_SLEEP)
+        }
+    }
+
+    /// Closes the claim and settles the direct writes: waits until each
+    /// has published, then takes their sequence numbers and records into
+    /// the state and the WAL writer. After this the write queue owns the
+    /// log and the memtable. REQUIRES: the state lock (held throughout:
+    /// direct writers never take it before they publish).
+    pub(super) fn settle_direct(&self, state: &mut State) {
+        let (claimed, offset, last) = {
+            let mut claim = self.direct.lock();
+            claim.open = false;
+            claim.mem = None;
+            claim.region = None;
+            let claimed = std::mem::take(&mut claim.claimed);
+            (claimed, claim.offset, claim.last_sequence)
+        };
+        if !claimed {
+            return;
+        }
+        self.direct
+            .await_published(&self.published_sequence, last, self.direct_patience());
+        state.last_sequence = state.last_sequence.max(last);
+        state.write_queue.allocated = state.write_queue.allocated.max(last);
+        let moved = match state.log.as_mut() {
+            Some(log) => log
+                .get_mut()
+                .advance_to(offset)
+                .map(|()| log.skip_to(offset)),
+            None => Err(std::io::Error::other(
+                "no WAL while direct writes were open",
+            )),
+        };
+        if let Err(err) = moved {
+            let err = Error::Internal(format!("settling direct writes: {err}"));
+            self.record_wal_error(state, &err);
+        }
+    }
+
+    /// Opens the claim at the WAL's end, if writes may go direct: the
+    /// option is on, the queue is idle, the memtable has room with nothing
+    /// to wait for, and the WAL is mapped. REQUIRES: the state lock, and
+    /// the direct writes settled since the claim last closed.
+    pub(super) fn open_direct(&self, state: &mut State) {
+        let queue = &state.write_queue;
+        if !self.options.direct_writes
+            || self.read_only
+            || self.shutting_down()
+            || queue.leading
+            || !queue.writers.is_empty()
+            || queue.in_flight > 0
+            || !self.has_room_now(state)
+        {
+            return;
+        }
+        let last_sequence = state.last_sequence.max(queue.allocated);
+        let Some(log) = state.log.as_mut() else {
+            return;
+        };
+        // A log that cannot reserve the room (a full disk) or is not
+        // mapped: the queue writes, and reports what it finds.
+        let Ok(Some(region)) = log.get_mut().direct_region(MIN_OPEN_BYTES) else {
+            return;
+        };
+        debug_assert_eq!(region.start, log.file_len());
+        let mut claim = self.direct.lock();
+        *claim = Claim {
+            open: true,
+            mem: Some(state.mem.clone()),
+            region: Some(region),
+            offset: region.start,
+            last_sequence,
+            claimed: false,
+            writes: claim.writes,
+        };
+    }
+
+    /// Writes written directly since the database opened.
+    pub(crate) fn direct_writes(&self) -> u64 {
+        self.direct.lock().writes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
+
+    fn key(thread: usize, i: usize) -> Vec<u8> {
+        format!("{thread:02}-{i:06}").into_bytes()
+    }
+
+    /// Writers on several threads, with synced writes, deletes and empty
+    /// batches among them (those take the queue) and memtables small
+    /// enough to switch dozens of times: every write is read back, also
+    /// after a reopen, and the directory verifies.
+    fn write_and_check(direct_writes: bool) -> u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let options = Options {
+            create_if_missing: true,
+            write_buffer_size: 64 << 10,
+            direct_writes,
+            ..Options::default()
+        };
+        let db = Arc::new(DB::open(&path, options.clone()).unwrap());
+        let threads: Vec<_> = (0..4)
+            .map(|thread| {
+                let db = db.clone();
+                std::thread::spawn(move || {
+                    for i in 0..3_000 {
+                        let sync = WriteOptions { sync: i % 500 == 0 };
+                        let value = vec![thread as u8; 10 + i % 90];
+                        db.put(&sync, &key(thread, i), &value).unwrap();
+                        if i % 7 == 0 {
+                            db.delete(&WriteOptions::default(), &key(thread, i))
+                                .unwrap();
+                        }
+                        if i % 1_000 == 0 {
+                            db.write(&WriteOptions::default(), WriteBatch::new())
+                                .unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        let direct = db.inner.direct_writes();
+        let check = |db: &DB| {
+            for thread in 0..4 {
+                for i in 0..3_000 {
+                    let expected = (i % 7 != 0).then(|| vec![thread as u8; 10 + i % 90]);
+                    let got = db.get(&ReadOptions::new(), &key(thread, i)).unwrap();
+                    assert_eq!(got, expected, "thread {thread}, write {i}");
+                }
+            }
+        };
+        check(&db);
+        drop(db);
+        crate::verify::verify_db(&path, &options).unwrap();
+        check(&DB::open(&path, options).unwrap());
+        direct
+    }
+
+    #[test]
+    fn direct_writes_are_read_back_after_switches_and_a_reopen() {
+        let direct = write_and_check(true);
+        // Most of the 12,000 puts and 1,716 deletes; synced writes and
+        // the writes that meet a full memtable take the queue.
+        assert!(direct > 6_000, "{direct} writes went direct");
+    }
+
+    #[test]
+    fn with_direct_writes_off_every_write_takes_the_queue() {
+        assert_eq!(write_and_check(false), 0);
+    }
+}
