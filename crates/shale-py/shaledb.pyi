@@ -114,12 +114,16 @@ class _StallStats(TypedDict):
     stop_count: int
     stop_seconds: float
 
+class _WriteStats(TypedDict):
+    direct: int
+
 class _Stats(TypedDict):
     levels: list[_LevelStats]
     executors: dict[str, _ExecutorStats]
     fallbacks: _FallbackStats
     scheduler: _SchedulerStats
     stalls: _StallStats
+    writes: _WriteStats
 
 # The keyword arguments of DB(...) and repair_db(...): plyvel's, then
 # ShaleDB's (README.md, "ShaleDB extras"). Each may be None or left out:
@@ -145,7 +149,7 @@ class _Options(TypedDict, total=False):
     cross_level_compaction: bool | None
     concurrent_memtable_writes: bool | None
     pipelined_write: bool | None
-    direct_writes: bool | None
+    direct_writers: int | None
     write_thread_max_yield_usec: int | None
     write_thread_slow_yield_usec: int | None
     compaction_pick: str | None

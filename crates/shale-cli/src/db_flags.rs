@@ -204,18 +204,11 @@ pub struct DbFlags {
         hide_short_help = true
     )]
     pub pipelined_write: Option<bool>,
-    /// A write that needs only room is written by its own writer, not by a
-    /// leader for its group (default on).
-    #[arg(
-        long = "direct_writes",
-        value_name = "BOOL",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = BoolishValueParser::new(),
-        hide_short_help = true
-    )]
-    pub direct_writes: Option<bool>,
+    /// While at most this many writers write, a write that needs only
+    /// room is written by its own writer, not by a queue leader for its
+    /// group (default: the cores less two, at least 1; 0: never).
+    #[arg(long = "direct_writers", value_name = "N", hide_short_help = true)]
+    pub direct_writers: Option<usize>,
     /// Microseconds a waiting writer stays awake (yielding) before it
     /// sleeps, on a machine with a core to spare (default 100; 0: sleep
     /// after a short spin).
@@ -530,8 +523,8 @@ impl DbFlags {
         if let Some(on) = self.pipelined_write {
             options.pipelined_write = on;
         }
-        if let Some(on) = self.direct_writes {
-            options.direct_writes = on;
+        if let Some(writers) = self.direct_writers {
+            options.direct_writers = writers;
         }
         if let Some(micros) = self.write_thread_max_yield_usec {
             options.write_thread_max_yield_usec = micros;

@@ -136,7 +136,7 @@ fn json_describes_the_run_and_its_benchmarks() {
     for (index, level) in levels.iter().enumerate() {
         assert_eq!(level["level"], index, "{level}");
     }
-    for field in ["executors", "fallbacks", "scheduler", "stalls"] {
+    for field in ["executors", "fallbacks", "scheduler", "stalls", "writes"] {
         assert!(statistics[field].is_object(), "{field}: {statistics}");
     }
 

@@ -101,7 +101,7 @@ pub fn parse_options(
                 options.concurrent_memtable_writes = flag(&value, name)?
             }
             "pipelined_write" => options.pipelined_write = flag(&value, name)?,
-            "direct_writes" => options.direct_writes = flag(&value, name)?,
+            "direct_writers" => options.direct_writers = value.extract()?,
             "write_thread_max_yield_usec" => {
                 options.write_thread_max_yield_usec = value.extract()?
             }
@@ -168,7 +168,7 @@ pub const SHALE_ARGUMENTS: &[&str] = &[
     "cross_level_compaction",
     "concurrent_memtable_writes",
     "pipelined_write",
-    "direct_writes",
+    "direct_writers",
     "write_thread_max_yield_usec",
     "write_thread_slow_yield_usec",
     "compaction_pick",

@@ -224,7 +224,7 @@ def test_stats_is_the_document_shale_stats_json_prints(db_path):
     theirs = json.loads(printed)
     assert theirs == ours
     assert sum(level["files"] for level in ours["levels"]) > 0
-    assert set(ours) == {"levels", "executors", "fallbacks", "scheduler", "stalls"}
+    assert set(ours) == {"levels", "executors", "fallbacks", "scheduler", "stalls", "writes"}
 
 
 def test_get_property(db):

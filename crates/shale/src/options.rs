@@ -177,14 +177,18 @@ pub struct Options {
     /// insert, so there is little to overlap (`docs/benchmarks.md`,
     /// "Pipelined write groups").
     pub pipelined_write: bool,
-    /// A write that needs only room (not synced, the memtable not full, no
-    /// throttle, a memory-mapped WAL) is written by its own writer: it
-    /// claims its sequence numbers and its place in the log under a short
-    /// lock, copies its record there, inserts its batch and publishes in
+    /// While at most this many writers are in a write, one that needs only
+    /// room (not synced, the memtable not full, no throttle, a
+    /// memory-mapped WAL) is written by its own writer: it claims its
+    /// sequence numbers and its place in the log under a short lock,
+    /// copies its record there, inserts its batch and publishes in
     /// sequence order, instead of queueing behind a leader that writes for
-    /// its group (`db/direct.rs`). Default on; off, every write takes the
-    /// queue, as before.
-    pub direct_writes: bool,
+    /// its group (`db/direct.rs`). Past that many, writers take the queue,
+    /// whose leader writes for the writers the scheduler is not running.
+    /// Default: the cores less two (one for the flush and compactions, one
+    /// to spare), at least 1: a lone writer always goes direct. 0: every
+    /// write takes the queue.
+    pub direct_writers: usize,
     /// How long a writer that waits for its turn stays awake, yielding the
     /// processor, before it sleeps, in microseconds; only on a machine with
     /// a core to spare for it (more cores than the writers queued plus two;
@@ -346,7 +350,7 @@ impl Default for Options {
             l0_stop_writes_trigger: 12,
             concurrent_memtable_writes: true,
             pipelined_write: false,
-            direct_writes: true,
+            direct_writers: available_cores().saturating_sub(2).max(1),
             write_thread_max_yield_usec: 100,
             write_thread_slow_yield_usec: 3,
             max_bytes_for_level_base: 10 << 20,

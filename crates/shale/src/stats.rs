@@ -19,7 +19,8 @@
 //!                 "cross_level", "split_jobs", "subcompactions",
 //!                 "executor_bytes_per_second": {NAME: number or null}},
 //!   "stalls": {"slowdown_count", "slowdown_seconds", "stop_count",
-//!              "stop_seconds"}
+//!              "stop_seconds"},
+//!   "writes": {"direct"}
 //! }
 //! ```
 
@@ -42,6 +43,16 @@ pub struct Statistics {
     pub scheduler: SchedulerRow,
     /// Time writers were held back.
     pub stalls: Stalls,
+    /// How writes were written.
+    pub writes: Writes,
+}
+
+/// How writes were written, since open.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Writes {
+    /// Writes their own writers wrote, without the write queue
+    /// (`Options::direct_writers`).
+    pub direct: u64,
 }
 
 /// One level: its files now, and the flushes and compactions that wrote

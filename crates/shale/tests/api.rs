@@ -19,6 +19,28 @@ fn options(env: &Arc<dyn Env>) -> Options {
     }
 }
 
+/// The two write paths the concurrency tests run on, with a database
+/// name: the write queue alone (an in-memory env, whose WAL is not
+/// mapped), and direct writes (a real directory, its WAL mapped, and more
+/// direct writers allowed than the tests start, whatever the cores).
+fn write_paths(name: &str) -> Vec<(std::path::PathBuf, Options, Option<tempfile::TempDir>)> {
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let dir = tempfile::tempdir().unwrap();
+    let direct = Options {
+        env: Arc::new(shale::env::PosixEnv),
+        direct_writers: 64,
+        ..options(&env)
+    };
+    vec![
+        (
+            std::path::PathBuf::from(format!("/{name}")),
+            options(&env),
+            None,
+        ),
+        (dir.path().join(name), direct, Some(dir)),
+    ]
+}
+
 #[test]
 fn db_is_send_sync_and_cheap_to_share() {
     fn assert_send_sync<T: Send + Sync + Clone>() {}
@@ -27,17 +49,22 @@ fn db_is_send_sync_and_cheap_to_share() {
 
 #[test]
 fn concurrent_writers_all_land() {
-    for pipelined_write in [true, false] {
-        let env: Arc<dyn Env> = Arc::new(MemEnv::new());
-        writers_all_land(Options {
-            pipelined_write,
-            ..options(&env)
-        });
+    for (path, options, _dir) in write_paths("concurrent") {
+        for pipelined_write in [true, false] {
+            let _ = shale::destroy(&path, &options);
+            writers_all_land(
+                &path,
+                Options {
+                    pipelined_write,
+                    ..options.clone()
+                },
+            );
+        }
     }
 }
 
-fn writers_all_land(options: Options) {
-    let db = DB::open("/concurrent", options).unwrap();
+fn writers_all_land(path: &std::path::Path, options: Options) {
+    let db = DB::open(path, options).unwrap();
     std::thread::scope(|scope| {
         for t in 0..8u32 {
             let db = db.clone();
@@ -72,11 +99,19 @@ fn writers_all_land(options: Options) {
 /// never some keys of a batch and not the others.
 #[test]
 fn batches_inserted_in_parallel_are_seen_whole() {
+    assert!(Options::default().concurrent_memtable_writes);
+    for (path, options, dir) in write_paths("whole") {
+        let db = DB::open(path, options).unwrap();
+        batches_are_seen_whole(&db);
+        // On the real directory most writes went direct.
+        let direct = db.statistics().writes.direct;
+        assert_eq!(direct > 1_000, dir.is_some(), "{direct} writes went direct");
+    }
+}
+
+fn batches_are_seen_whole(db: &DB) {
     const WRITERS: u32 = 6;
     const KEYS: u32 = 64;
-    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
-    let db = DB::open("/whole", options(&env)).unwrap();
-    assert!(Options::default().concurrent_memtable_writes);
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         let reader = scope.spawn(|| {
@@ -149,11 +184,18 @@ fn batches_inserted_in_parallel_are_seen_whole() {
 /// small, so that flushes and compactions run beneath.
 #[test]
 fn a_snapshot_never_sees_a_later_write_without_an_earlier_one() {
+    for (path, options, dir) in write_paths("causal") {
+        let db = DB::open(path, options).unwrap();
+        later_writes_are_never_seen_first(&db);
+        let direct = db.statistics().writes.direct;
+        assert_eq!(direct > 10_000, dir.is_some(), "{direct} writes went direct");
+    }
+}
+
+fn later_writes_are_never_seen_first(db: &DB) {
     use std::sync::atomic::{AtomicI64, Ordering};
     const WRITERS: usize = 4;
     const WRITES: i64 = 5_000;
-    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
-    let db = DB::open("/causal", options(&env)).unwrap();
     let acknowledged: Vec<AtomicI64> = (0..WRITERS).map(|_| AtomicI64::new(-1)).collect();
     let done = std::sync::atomic::AtomicBool::new(false);
     let key = |t: usize, i: i64| format!("w{t}/{i:06}").into_bytes();

@@ -549,6 +549,9 @@ impl DB {
                 stop_count: stalls.stop_count,
                 stop_seconds: stalls.stop_micros as f64 / 1e6,
             },
+            writes: crate::stats::Writes {
+                direct: self.inner.direct_writes(),
+            },
         }
     }
 

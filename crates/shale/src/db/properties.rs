@@ -55,6 +55,7 @@ impl DbInner {
                     stalls.stop_count,
                     stalls.stop_micros as f64 / 1e6
                 );
+                let _ = writeln!(out, "Writes: {} direct", self.direct_writes());
                 drop(state);
                 self.service().with_scheduler(|scheduler| {
                     out.push_str(&executor_lines(&scheduler.book));

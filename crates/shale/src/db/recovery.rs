@@ -90,7 +90,6 @@ impl DbInner {
             self.published_sequence
                 .store(last_sequence, std::sync::atomic::Ordering::Release);
             self.install_version(&mut state, version);
-            self.open_direct(&mut state);
         }
         env.sync_dir(&self.dir)?;
         let obsolete = self.obsolete_files(&versions);

@@ -176,7 +176,6 @@ impl DbInner {
         }
         state.resume.next_attempt = None;
         state.resume.resumed += 1;
-        self.open_direct(&mut state);
         self.work_cv.notify_all();
         self.signal_done(&mut state);
         drop(state);

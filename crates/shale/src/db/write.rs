@@ -1,5 +1,8 @@
 //! The write path: group commit, the memtable switch and write throttling.
 //!
+//! A write that needs only room, while few writers write, is written by
+//! its own writer without the queue (`direct.rs`); the rest queue here.
+//!
 //! Writers queue up; the one at the front leads a group: it makes room
 //! (maybe switching to a new memtable and WAL), takes the batches of the
 //! writers queued behind it, gives them consecutive sequence numbers, takes
@@ -73,14 +76,32 @@ impl DbInner {
                 self.dir.display()
             )));
         }
+        let (_active, may_go_direct) = self.direct.enter(self.options.direct_writers);
+        let may_go_direct = may_go_direct && !options.sync;
         let batch = match batch {
-            Some(batch) if !options.sync => match self.write_direct(batch) {
+            Some(batch) if may_go_direct => match self.write_direct(batch) {
                 Ok(result) => return result,
                 Err(batch) => Some(batch),
             },
             batch => batch,
         };
         let mut state = self.lock_state();
+        // The claim is opened by the first writer that may write directly
+        // and finds the queue idle, not by every group that leaves it
+        // idle: with more writers than cores, writes go direct rarely.
+        let batch = match batch {
+            Some(batch) if may_go_direct && self.open_direct(&mut state) => {
+                drop(state);
+                match self.write_direct(batch) {
+                    Ok(result) => return result,
+                    Err(batch) => {
+                        state = self.lock_state();
+                        Some(batch)
+                    }
+                }
+            }
+            batch => batch,
+        };
         let batch = match batch {
             Some(batch) if !options.sync && self.may_write_alone(&state) => {
                 return self.write_alone(state, batch);
@@ -152,7 +173,6 @@ impl DbInner {
         if group.iter().all(|w| w.batch.is_none()) {
             // A memtable switch: nothing to write.
             wake_next_leader(&mut state);
-            self.open_direct(&mut state);
             return Ok(());
         }
         let published = state.last_sequence;
@@ -205,7 +225,6 @@ impl DbInner {
             wake_next_leader(&mut state);
         }
         self.tell_publish_waiters(&state);
-        self.open_direct(&mut state);
         result
     }
 
@@ -246,7 +265,6 @@ impl DbInner {
         self.return_wal(&mut state, log, false, &result);
         wake_next_leader(&mut state);
         self.tell_publish_waiters(&state);
-        self.open_direct(&mut state);
         result
     }
 
