@@ -86,9 +86,9 @@ impl DbInner {
             batch => batch,
         };
         let mut state = self.lock_state();
-        // The claim is opened by the first writer that may write directly
-        // and finds the queue idle, not by every group that leaves it
-        // idle: with more writers than cores, writes go direct rarely.
+        // The claim is opened by a writer that may write directly and
+        // finds the queue idle, as the writes before it did, not by every
+        // group that leaves the queue idle (see `direct.rs`).
         let batch = match batch {
             Some(batch) if may_go_direct && self.open_direct(&mut state) => {
                 drop(state);
@@ -118,6 +118,7 @@ impl DbInner {
             slot: slot.clone(),
         });
         if state.write_queue.leading {
+            state.write_queue.idle_streak = 0;
             // Writers queued ahead of this one, the leader's group aside.
             let patience = Patience::for_queue(state.write_queue.writers.len() - 1, &self.options);
             drop(state);
