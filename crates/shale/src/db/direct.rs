@@ -137,7 +137,7 @@ impl DirectWrites {
     /// scheduler preempts between its claim and its publish holds up
     /// every later writer until it runs again, a time slice or more. With
     /// a core for each writer that is rare; without, it is the rule: on
-    /// two cores, two writers wrote at 0.23x of the write queue's rate
+    /// two cores, two writers wrote at 0.29x of the write queue's rate
     /// directly, four at 0.31x (`docs/results/write-path.md`). The queue's
     /// leader writes for the writers that are not running.
     pub(super) fn enter(&self, most: usize) -> (Active<'_>, bool) {
