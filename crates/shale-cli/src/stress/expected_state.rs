@@ -30,7 +30,7 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::values::ValueSizes;
@@ -101,6 +101,10 @@ pub struct ExpectedState {
     file: File,
     path: PathBuf,
     slots: Vec<AtomicU64>,
+    /// In memory only: the worker (from 1) whose acknowledged write of the
+    /// key no sync covers yet, which the file still holds as pending; 0
+    /// for none (`shale stress --sync_one_in`).
+    unsynced: Vec<AtomicU32>,
     locks: Vec<Mutex<()>>,
     sizes: ValueSizes,
 }
@@ -193,6 +197,7 @@ impl ExpectedState {
             file,
             path: path.to_path_buf(),
             slots,
+            unsynced: (0..max_key).map(|_| AtomicU32::new(0)).collect(),
             locks: (0..max_key).map(|_| Mutex::new(())).collect(),
             sizes,
         })
@@ -259,6 +264,39 @@ impl ExpectedState {
                 pending: None,
             },
         )
+    }
+
+    /// Records that the pending write of key `index`, by worker `owner`,
+    /// was acknowledged but not synced: committed in memory (what the
+    /// running workers check reads against), still pending in the file
+    /// (what a check after a power loss goes by), until
+    /// [`ExpectedState::commit_durable`].
+    /// REQUIRES: the key's lock is held.
+    pub fn commit_unsynced(&self, index: u32, owner: u32) {
+        let slot = self.slot(index);
+        let committed = Slot {
+            committed: slot.pending.unwrap_or(slot.committed),
+            pending: None,
+        };
+        self.slots[index as usize].store(committed.encode(), Ordering::Release);
+        self.unsynced[index as usize].store(owner, Ordering::Release);
+    }
+
+    /// The worker whose unsynced write key `index` holds (0: none).
+    pub fn unsynced_owner(&self, index: u32) -> u32 {
+        self.unsynced[index as usize].load(Ordering::Acquire)
+    }
+
+    /// A sync covered the unsynced write of key `index`, if any (only if
+    /// `owner`'s, when given): the file commits it too.
+    /// REQUIRES: the key's lock is held.
+    pub fn commit_durable(&self, index: u32, owner: Option<u32>) -> Result<(), StressError> {
+        let current = self.unsynced_owner(index);
+        if current == 0 || owner.is_some_and(|owner| owner != current) {
+            return Ok(());
+        }
+        self.unsynced[index as usize].store(0, Ordering::Release);
+        self.store(index, self.slot(index))
     }
 
     /// Settles a write cut short: `landed` tells whether the database holds

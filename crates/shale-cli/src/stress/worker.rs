@@ -60,6 +60,10 @@ pub struct Shared<'a> {
     pub db: &'a DB,
     pub expected: &'a ExpectedState,
     pub sync: bool,
+    /// One write in this many is synced, the others not, and an
+    /// acknowledged write stays pending in the expected-state file until
+    /// a synced write covers it (0: every write as `sync` says).
+    pub sync_one_in: u64,
     /// One in this many operations is a `compact_range` (0: none).
     pub compact_range_one_in: u64,
     pub deadline: Option<Instant>,
@@ -110,6 +114,10 @@ pub struct Worker<'s, 'a> {
     shared: &'s Shared<'a>,
     random: u64,
     snapshots: VecDeque<HeldSnapshot>,
+    /// With `sync_one_in`: this thread's thread number (from 1), and the
+    /// keys of its acknowledged writes that no sync covers yet.
+    id: u32,
+    unsynced: Vec<u32>,
 }
 
 impl<'s, 'a> Worker<'s, 'a> {
@@ -118,6 +126,8 @@ impl<'s, 'a> Worker<'s, 'a> {
             shared,
             random: mix(seed ^ mix(thread + 1)),
             snapshots: VecDeque::new(),
+            id: thread as u32 + 1,
+            unsynced: Vec::new(),
         }
     }
 
@@ -175,10 +185,59 @@ impl<'s, 'a> Worker<'s, 'a> {
         (first..first + len).map(|i| expected.lock(i)).collect()
     }
 
-    fn write_options(&self) -> WriteOptions {
+    /// The options of the next write: synced with `sync`, or one in
+    /// `sync_one_in`.
+    fn write_options(&mut self) -> WriteOptions {
+        let one_in = self.shared.sync_one_in;
         WriteOptions {
-            sync: self.shared.sync,
+            sync: self.shared.sync || (one_in > 0 && self.below(one_in) == 0),
         }
+    }
+
+    /// With `sync_one_in`, before writing `keys` (locked): a key whose
+    /// last write is acknowledged but not yet synced is made durable
+    /// first, by a synced empty write (a sync covers every write
+    /// acknowledged before it), so that a key never has more than the
+    /// durable value and one pending value.
+    fn make_durable(&mut self, keys: &[u32]) -> Result<(), StressError> {
+        let expected = self.shared.expected;
+        if !keys
+            .iter()
+            .any(|&index| expected.unsynced_owner(index) != 0)
+        {
+            return Ok(());
+        }
+        self.shared
+            .db
+            .write(&WriteOptions { sync: true }, WriteBatch::new())?;
+        for &index in keys {
+            expected.commit_durable(index, None)?;
+        }
+        Ok(())
+    }
+
+    /// Records the acknowledged write of locked key `index`: committed, or
+    /// with `sync_one_in` and not synced, committed here but left pending
+    /// in the file.
+    fn commit(&mut self, index: u32, synced: bool) -> Result<(), StressError> {
+        let expected = self.shared.expected;
+        if self.shared.sync_one_in == 0 || synced {
+            return expected.commit(index);
+        }
+        expected.commit_unsynced(index, self.id);
+        self.unsynced.push(index);
+        Ok(())
+    }
+
+    /// After a synced write of this thread is acknowledged: its earlier
+    /// writes are durable; those still its own are committed in the file.
+    fn synced(&mut self) -> Result<(), StressError> {
+        let expected = self.shared.expected;
+        for index in std::mem::take(&mut self.unsynced) {
+            let _lock = expected.lock(index);
+            expected.commit_durable(index, Some(self.id))?;
+        }
+        Ok(())
     }
 
     fn get(&mut self) -> Result<(), StressError> {
@@ -201,7 +260,8 @@ impl<'s, 'a> Worker<'s, 'a> {
     fn put_or_delete(&mut self, put: bool) -> Result<(), StressError> {
         let index = self.random_key();
         let expected = self.shared.expected;
-        let _lock = expected.lock(index);
+        let lock = expected.lock(index);
+        self.make_durable(&[index])?;
         let next = expected.next(index, put)?;
         expected.mark_pending(index, next)?;
         let key = values::key(index);
@@ -214,7 +274,12 @@ impl<'s, 'a> Worker<'s, 'a> {
             self.shared.db.delete(&options, &key)?;
             bump(&self.shared.counters.deletes, 1);
         }
-        expected.commit(index)
+        self.commit(index, options.sync)?;
+        drop(lock);
+        if options.sync {
+            self.synced()?;
+        }
+        Ok(())
     }
 
     /// Puts and deletes of several distinct keys in one atomic batch.
@@ -224,7 +289,8 @@ impl<'s, 'a> Worker<'s, 'a> {
         keys.sort_unstable();
         keys.dedup();
         let expected = self.shared.expected;
-        let _locks: Vec<_> = keys.iter().map(|&i| expected.lock(i)).collect();
+        let locks: Vec<_> = keys.iter().map(|&i| expected.lock(i)).collect();
+        self.make_durable(&keys)?;
         let mut batch = WriteBatch::new();
         for &index in &keys {
             let put = self.below(4) != 0;
@@ -240,9 +306,14 @@ impl<'s, 'a> Worker<'s, 'a> {
                 batch.delete(&key)?;
             }
         }
-        self.shared.db.write(&self.write_options(), batch)?;
+        let options = self.write_options();
+        self.shared.db.write(&options, batch)?;
         for &index in &keys {
-            expected.commit(index)?;
+            self.commit(index, options.sync)?;
+        }
+        drop(locks);
+        if options.sync {
+            self.synced()?;
         }
         bump(&self.shared.counters.batches, 1);
         bump(&self.shared.counters.batch_writes, keys.len() as u64);

@@ -29,8 +29,10 @@
 //! writer that leads a group first closes the claim and *settles*: it
 //! waits until every direct write has published, and moves the WAL
 //! writer's end past their records. The queue's writers then own the log
-//! and the memtable as before; the next writer that may go direct and
-//! finds the queue idle opens the claim again, at the log's new end. The
+//! and the memtable as before. Once enough groups in a row have ended
+//! with no more writers writing than may go direct, the last one's leader
+//! opens the claim again, at the log's new end, and the writers still
+//! queued leave the queue for it one by one as each comes to lead. The
 //! claim is also closed by a background error and by a version that puts
 //! L0 at the slowdown trigger (`install_version`), so that such writes
 //! meet the error or the throttle in the queue.
@@ -64,13 +66,14 @@ use crate::memtable::MemTable;
 /// maps the next window.
 const MIN_OPEN_BYTES: u64 = 2 * BLOCK_SIZE as u64;
 
-/// How many writes in a row must find the write queue idle before the
-/// claim opens. Writers that come and go between direct writes and the
-/// queue cost a settle each time, with a wait for the direct writes still
-/// in flight: four writers on two cores, which queue, wrote 4 % slower
-/// when any write that found the queue idle for a moment opened the claim
-/// (1.7 % of their writes went direct; `docs/results/write-path.md`).
-const IDLE_WRITES_TO_OPEN: u32 = 16;
+/// How many queue groups in a row must end with no more writers writing
+/// than may write directly before the claim opens again. Writers that
+/// come and go between direct writes and the queue cost a settle each
+/// time, with a wait for the direct writes still in flight: four writers
+/// on two cores, which queue, wrote 4 % slower when the claim opened
+/// whenever one of them found itself alone for a moment (1.7 % of their
+/// writes went direct; `docs/results/write-path.md`).
+const GROUPS_TO_OPEN: u32 = 16;
 
 /// How many times a direct writer yields the processor, waiting for an
 /// earlier write to publish, before it sleeps, on a machine without a core
@@ -147,6 +150,11 @@ impl DirectWrites {
 
     fn lock(&self) -> MutexGuard<'_, Claim> {
         self.claim.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the claim is open.
+    pub(super) fn is_open(&self) -> bool {
+        self.lock().open
     }
 
     /// Closes the claim: writes take the queue until it is opened again.
@@ -334,30 +342,37 @@ impl DbInner {
         }
     }
 
+    /// At the end of a queue group: opens the claim again once enough
+    /// groups in a row ended with no more writers writing than may write
+    /// directly ([`GROUPS_TO_OPEN`]). Writers still queued leave the queue
+    /// for the claim as each comes to lead (`write.rs`).
+    /// REQUIRES: the state lock.
+    pub(super) fn reopen_direct(&self, state: &mut State) {
+        let most = self.options.direct_writers;
+        let queue = &mut state.write_queue;
+        if self.direct.active.load(Ordering::Relaxed) > most {
+            queue.direct_streak = 0;
+            return;
+        }
+        queue.direct_streak = queue.direct_streak.saturating_add(1);
+        if queue.direct_streak >= GROUPS_TO_OPEN {
+            self.open_direct(state);
+        }
+    }
+
     /// Opens the claim at the WAL's end, if writes may go direct: the
-    /// option is on, the queue is idle, the memtable has room with nothing
-    /// to wait for, and the WAL is mapped. True when it is open (it may
-    /// have been already). REQUIRES: the state lock.
-    pub(super) fn open_direct(&self, state: &mut State) -> bool {
-        if self.direct.lock().open {
+    /// option is on, the memtable has room with nothing to wait for, the
+    /// WAL is mapped and in the state (no leader has it out), and no
+    /// pipelined group is inserting. True when it is open (it may have
+    /// been already). REQUIRES: the state lock.
+    fn open_direct(&self, state: &mut State) -> bool {
+        if self.direct.is_open() {
             return true;
         }
-        let queue = &mut state.write_queue;
-        if queue.leading || !queue.writers.is_empty() {
-            queue.idle_streak = 0;
-            return false;
-        }
-        queue.idle_streak += 1;
-        if queue.idle_streak < IDLE_WRITES_TO_OPEN {
-            return false;
-        }
-        let queue = &state.write_queue;
         if self.options.direct_writers == 0
             || self.read_only
             || self.shutting_down()
-            || queue.leading
-            || !queue.writers.is_empty()
-            || queue.in_flight > 0
+            || state.write_queue.in_flight > 0
             || !self.has_room_now(state)
         {
             return false;

@@ -85,23 +85,20 @@ impl DbInner {
             },
             batch => batch,
         };
+        self.write_queued(options, batch, may_go_direct)
+    }
+
+    /// The write through the queue (or alone). With `may_leave`, a writer
+    /// that comes to lead while the claim of direct writes is open leaves
+    /// the queue and writes directly; if that fails (the memtable filled
+    /// up meanwhile), it queues again and leads, never leaving twice.
+    fn write_queued(
+        &self,
+        options: &WriteOptions,
+        batch: Option<WriteBatch>,
+        may_leave: bool,
+    ) -> Result<()> {
         let mut state = self.lock_state();
-        // The claim is opened by a writer that may write directly and
-        // finds the queue idle, as the writes before it did, not by every
-        // group that leaves the queue idle (see `direct.rs`).
-        let batch = match batch {
-            Some(batch) if may_go_direct && self.open_direct(&mut state) => {
-                drop(state);
-                match self.write_direct(batch) {
-                    Ok(result) => return result,
-                    Err(batch) => {
-                        state = self.lock_state();
-                        Some(batch)
-                    }
-                }
-            }
-            batch => batch,
-        };
         let batch = match batch {
             Some(batch) if !options.sync && self.may_write_alone(&state) => {
                 return self.write_alone(state, batch);
@@ -109,6 +106,7 @@ impl DbInner {
             batch => batch,
         };
         let force_switch = batch.is_none();
+        let may_leave = may_leave && batch.is_some();
         let slot = SLOT.with(Arc::clone);
         slot.status.store(WAITING, Ordering::Relaxed);
         let write_bytes = batch.as_ref().map_or(0, WriteBatch::approximate_size);
@@ -118,7 +116,6 @@ impl DbInner {
             slot: slot.clone(),
         });
         if state.write_queue.leading {
-            state.write_queue.idle_streak = 0;
             // Writers queued ahead of this one, the leader's group aside.
             let patience = Patience::for_queue(state.write_queue.writers.len() - 1, &self.options);
             drop(state);
@@ -130,6 +127,18 @@ impl DbInner {
                 }
             }
             state = self.lock_state();
+            // The claim opened while this writer waited: it leaves the
+            // queue to the writers behind it and writes directly.
+            if may_leave && self.direct.is_open() {
+                if let Some(batch) = state.write_queue.writers.pop_front().and_then(|w| w.batch) {
+                    wake_next_leader(&mut state);
+                    drop(state);
+                    return match self.write_direct(batch) {
+                        Ok(result) => result,
+                        Err(batch) => self.write_queued(options, Some(batch), false),
+                    };
+                }
+            }
         }
 
         // This writer leads: it is at the front of the queue, and the
@@ -174,6 +183,7 @@ impl DbInner {
         if group.iter().all(|w| w.batch.is_none()) {
             // A memtable switch: nothing to write.
             wake_next_leader(&mut state);
+            self.reopen_direct(&mut state);
             return Ok(());
         }
         let published = state.last_sequence;
@@ -226,6 +236,7 @@ impl DbInner {
             wake_next_leader(&mut state);
         }
         self.tell_publish_waiters(&state);
+        self.reopen_direct(&mut state);
         result
     }
 
@@ -266,6 +277,7 @@ impl DbInner {
         self.return_wal(&mut state, log, false, &result);
         wake_next_leader(&mut state);
         self.tell_publish_waiters(&state);
+        self.reopen_direct(&mut state);
         result
     }
 

@@ -43,9 +43,9 @@ pub(crate) struct WriteQueue {
     pub(super) in_flight: usize,
     /// Writers waiting on `DbInner::published_cv`.
     pub(super) publish_waiters: usize,
-    /// Writes in a row that found the queue idle (`direct.rs` opens the
-    /// claim of direct writes after enough of them).
-    pub(super) idle_streak: u32,
+    /// Groups in a row that ended with no more writers writing than may
+    /// write directly (`direct.rs` opens the claim after enough of them).
+    pub(super) direct_streak: u32,
 }
 
 impl WriteQueue {
