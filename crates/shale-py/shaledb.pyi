@@ -89,6 +89,7 @@ class _DeviceCounters(TypedDict):
     host_waits: int
     device_allocations: int
     host_bytes_copied: int
+    host_thread_cpu_nanos: int
 
 class _FallbackStats(TypedDict):
     jobs: int

@@ -326,6 +326,14 @@ pub struct DeviceCounters {
     /// Bytes the host copied between its own buffers for the device path
     /// (staging copies, blocks gathered into one buffer, results cut out).
     pub host_bytes_copied: u64,
+    /// CPU time, in nanoseconds, of the executor's own threads while they
+    /// ran the job: reading, driving the device, writing, and its host
+    /// pool (decompression, compression). The OpenCL runtime's threads are
+    /// not in it, so on PoCL, whose kernels run on the runtime's threads,
+    /// it is what the host spends beside a GPU; the process's CPU time
+    /// (`shale compact`'s host CPU) counts every thread.
+    #[serde(default)]
+    pub host_thread_cpu_nanos: u64,
 }
 
 impl DeviceCounters {
@@ -338,15 +346,22 @@ impl DeviceCounters {
         self.host_waits += other.host_waits;
         self.device_allocations += other.device_allocations;
         self.host_bytes_copied += other.host_bytes_copied;
+        self.host_thread_cpu_nanos += other.host_thread_cpu_nanos;
+    }
+
+    /// [`DeviceCounters::host_thread_cpu_nanos`] in seconds.
+    pub fn host_thread_cpu_secs(&self) -> f64 {
+        self.host_thread_cpu_nanos as f64 / 1e9
     }
 
     /// The counters in one line: `12 launches, 3 transfers (1.0 MB up,
-    /// 0.5 MB down), 4 waits, 0 allocations, 0.1 MB copied on the host`.
+    /// 0.5 MB down), 4 waits, 0 allocations, 0.1 MB copied on the host,
+    /// 0.012 CPU-s in the executor's threads`.
     pub fn summary(&self) -> String {
         // MB is 2^20 bytes, as everywhere in ShaleDB.
         let mb = |bytes: u64| bytes as f64 / f64::from(1u32 << 20);
         format!(
-            "{} launches, {} transfers ({:.1} MB up, {:.1} MB down), {} waits, {} allocations, {:.1} MB copied on the host",
+            "{} launches, {} transfers ({:.1} MB up, {:.1} MB down), {} waits, {} allocations, {:.1} MB copied on the host, {:.3} CPU-s in the executor's threads",
             self.kernel_launches,
             self.transfers,
             mb(self.bytes_uploaded),
@@ -354,6 +369,7 @@ impl DeviceCounters {
             self.host_waits,
             self.device_allocations,
             mb(self.host_bytes_copied),
+            self.host_thread_cpu_secs(),
         )
     }
 }

@@ -189,6 +189,11 @@ impl OpenClExecutor {
         })
     }
 
+    /// CPU time of the host pool's threads so far, in nanoseconds.
+    fn pool_cpu_nanos(&self) -> u64 {
+        self.pool.broadcast(|_| thread_cpu_nanos()).into_iter().sum()
+    }
+
     /// The device jobs run on.
     pub fn device_info(&self) -> &DeviceInfo {
         self.device.info()
@@ -322,24 +327,54 @@ impl OpenClExecutor {
         let mut stats = PhaseStats::default();
         let (read_sender, read_receiver) = sync_channel::<Result<SliceInput, DeviceError>>(1);
         let (write_sender, write_receiver) = sync_channel::<Vec<FileParts>>(1);
-        let (device_result, read_busy, written) = std::thread::scope(|scope| {
+        let pool_cpu_before = self.pool_cpu_nanos();
+        let own_cpu_before = thread_cpu_nanos();
+        let (device_result, read_busy, written, stage_cpu) = std::thread::scope(|scope| {
             let staging = self.staging.clone();
-            let reader =
-                scope.spawn(move || read_slices(job, io, slice_bytes, staging, read_sender));
-            let writer = scope.spawn(move || write_files(io, write_receiver));
+            let reader = std::thread::Builder::new()
+                .name("shale-opencl-read".into())
+                .spawn_scoped(scope, move || {
+                    let busy = read_slices(job, io, slice_bytes, staging, read_sender);
+                    (busy, thread_cpu_nanos())
+                });
+            let writer = std::thread::Builder::new()
+                .name("shale-opencl-write".into())
+                .spawn_scoped(scope, move || {
+                    let written = write_files(io, write_receiver);
+                    (written, thread_cpu_nanos())
+                });
             let device_result = self.device_stage(job, gc, read_receiver, write_sender, &mut stats);
             // Both channels are closed now (moved into device_stage): the
             // reader stops at its next send, the writer after the last file.
-            let read_busy = reader.join().unwrap_or(0.0);
-            let written = writer.join().unwrap_or_else(|_| Written {
-                outputs: Vec::new(),
-                bytes: 0,
-                entries: 0,
-                busy: 0.0,
-                error: Some(Error::Internal("the writing thread panicked".into())),
+            let (read_busy, read_cpu) = reader
+                .map_err(|_| ())
+                .and_then(|reader| reader.join().map_err(|_| ()))
+                .unwrap_or((0.0, 0));
+            let written = writer
+                .map_err(|e| Error::Internal(format!("cannot start the writing thread: {e}")))
+                .and_then(|writer| {
+                    writer
+                        .join()
+                        .map_err(|_| Error::Internal("the writing thread panicked".into()))
+                });
+            let (written, write_cpu) = written.unwrap_or_else(|error| {
+                let written = Written {
+                    outputs: Vec::new(),
+                    bytes: 0,
+                    entries: 0,
+                    busy: 0.0,
+                    error: Some(error),
+                };
+                (written, 0)
             });
-            (device_result, read_busy, written)
+            (device_result, read_busy, written, read_cpu + write_cpu)
         });
+        // The stage threads lived for this job only: their whole CPU time
+        // is the job's. The pool's threads outlive it; with several jobs on
+        // this executor at once, each counts the pool's time during its run.
+        let host_thread_cpu_nanos = stage_cpu
+            + thread_cpu_nanos().saturating_sub(own_cpu_before)
+            + self.pool_cpu_nanos().saturating_sub(pool_cpu_before);
         let (device_busy, wait_read) = match device_result {
             Ok(times) => times,
             Err(error) => {
@@ -356,9 +391,8 @@ impl OpenClExecutor {
         stats.read_secs += read_busy;
         stats.write_secs += written.busy;
         stats.bytes_written += written.bytes;
-        // Laying a file out copies its blocks into the file's buffer once.
-        stats.device.host_bytes_copied += written.bytes;
-        self.record(|s| s.device.host_bytes_copied += written.bytes);
+        stats.device.host_thread_cpu_nanos += host_thread_cpu_nanos;
+        self.record(|s| s.device.host_thread_cpu_nanos += host_thread_cpu_nanos);
         stats.entries_out += written.entries;
         stats.total_secs = started.elapsed().as_secs_f64();
         stats.stage_busy_secs.insert("read".into(), read_busy);
@@ -422,6 +456,20 @@ impl OpenClExecutor {
             }
         }
     }
+}
+
+/// CPU time of the calling thread so far, in nanoseconds (0 where the
+/// clock is missing).
+fn thread_cpu_nanos() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
+        return 0;
+    }
+    (now.tv_sec as u64) * 1_000_000_000 + now.tv_nsec as u64
 }
 
 /// The reading stage: slices of `job` into `slices` until the input is
@@ -491,20 +539,27 @@ fn write_files(io: &dyn JobIo, files: Receiver<Vec<FileParts>>) -> Written {
             let t = Instant::now();
             let mut size = (0, 0);
             let result = (|| -> Result<()> {
-                let file = parts.assemble()?;
-                size = (file.bytes.len() as u64, file.entries);
-                let (number, mut sink) = io.create_output()?;
+                let (number, sink) = io.create_output()?;
+                // Listed at once, so that a failure below discards it.
                 written.outputs.push(OutputTable {
                     number,
-                    file_size: file.bytes.len() as u64,
-                    smallest: file.smallest,
-                    largest: file.largest,
-                    entries: file.entries,
+                    file_size: 0,
+                    smallest: Vec::new(),
+                    largest: Vec::new(),
+                    entries: 0,
                 });
-                std::io::Write::write_all(&mut sink, &file.bytes)
-                    .and_then(|()| std::io::Write::flush(&mut sink))
+                let (mut sink, file) = parts.assemble_into(sink)?;
+                std::io::Write::flush(&mut sink)
                     .map_err(|e| Error::io("writing a compaction output", e))?;
-                sink.finish()
+                sink.finish()?;
+                size = (file.size, file.entries);
+                if let Some(output) = written.outputs.last_mut() {
+                    output.file_size = file.size;
+                    output.smallest = file.smallest;
+                    output.largest = file.largest;
+                    output.entries = file.entries;
+                }
+                Ok(())
             })();
             written.busy += t.elapsed().as_secs_f64();
             if let Err(error) = result {

@@ -51,10 +51,10 @@ use super::session::{mem, Arg, Download, Session};
 use crate::job::CompactionJob;
 use crate::parallel::plan::{plan_boundaries_from_sizes, EntrySize, PlannedFile, ScanState};
 
-/// A finished table, in memory, before it has a file number.
-#[derive(Debug)]
+/// What laying out a finished table wrote.
 pub(crate) struct AssembledFile {
-    pub(crate) bytes: Vec<u8>,
+    /// Bytes written.
+    pub(crate) size: u64,
     pub(crate) smallest: Vec<u8>,
     pub(crate) largest: Vec<u8>,
     pub(crate) entries: u64,
@@ -628,16 +628,22 @@ pub(crate) struct FileParts {
 }
 
 impl FileParts {
-    /// Lays the file out: data blocks with trailers, filter block,
-    /// metaindex, index block, footer (`TableAssembler`, as every executor).
-    pub(crate) fn assemble(self) -> shale_format::Result<AssembledFile> {
+    /// Lays the file out into `dest`: data blocks with trailers, filter
+    /// block, metaindex, index block, footer (`TableAssembler`, as every
+    /// executor). The blocks go from where they are (the downloaded buffer,
+    /// or their compressed copies) straight to `dest`, which buffers; no
+    /// copy of the whole file is made first.
+    pub(crate) fn assemble_into<W: std::io::Write>(
+        self,
+        dest: W,
+    ) -> shale_format::Result<(W, AssembledFile)> {
         let (Some(first), Some(last)) = (self.blocks.first(), self.blocks.last()) else {
             return Err(shale_format::Error::InvalidArgument(
                 "an output file without data blocks".into(),
             ));
         };
         let (smallest, largest) = (first.first_key.clone(), last.last_key.clone());
-        let mut assembler = TableAssembler::new(self.options, Vec::new());
+        let mut assembler = TableAssembler::new(self.options, dest);
         for block in &self.blocks {
             match &block.trailer {
                 Some(trailer) => assembler.write_data_block_with_trailer(
@@ -655,13 +661,14 @@ impl FileParts {
             };
         }
         let filter = self.filters.as_deref().map(assemble_filters);
-        let (bytes, _) = assembler.finish_with_filter_block(filter)?;
-        Ok(AssembledFile {
-            bytes,
+        let (dest, size) = assembler.finish_with_filter_block(filter)?;
+        let file = AssembledFile {
+            size,
             smallest,
             largest,
             entries: self.entries,
-        })
+        };
+        Ok((dest, file))
     }
 }
 

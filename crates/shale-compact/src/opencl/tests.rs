@@ -1606,6 +1606,17 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     assert_eq!(total.kernel_launches, 3 * d.kernel_launches);
     assert_eq!(total.device_allocations, d.device_allocations);
     assert!(executor.stats().kept_device_bytes > 0);
+    // The executor's own threads' CPU time is counted per job and summed.
+    for job in [&first, &second, &third] {
+        assert!(job.device.host_thread_cpu_nanos > 0, "{:?}", job.device);
+    }
+    assert_eq!(
+        total.host_thread_cpu_nanos,
+        [&first, &second, &third]
+            .iter()
+            .map(|s| s.device.host_thread_cpu_nanos)
+            .sum::<u64>()
+    );
 }
 
 #[test]
