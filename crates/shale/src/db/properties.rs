@@ -306,6 +306,7 @@ mod tests {
             host_waits: 12,
             device_allocations: 3,
             host_bytes_copied: 1 << 19,
+            host_thread_cpu_nanos: 250_000_000,
         };
         let mut executors = ExecutorBook::default();
         for _ in 0..3 {
@@ -326,7 +327,7 @@ mod tests {
         );
         assert_eq!(
             lines[4],
-            "  host cost: 60 launches, 30 transfers (2.0 MB up, 1.0 MB down), 12 waits, 3 allocations, 0.5 MB copied on the host; per job 4.0 waits, 1.0 allocations"
+            "  host cost: 60 launches, 30 transfers (2.0 MB up, 1.0 MB down), 12 waits, 3 allocations, 0.5 MB copied on the host, 0.250 CPU-s in the executor's threads; per job 4.0 waits, 1.0 allocations"
         );
         assert_eq!(lines.len(), 5);
 
