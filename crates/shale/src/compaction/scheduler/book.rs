@@ -45,6 +45,15 @@ impl ExecutorRecord {
             .fold((0u64, 0f64), |(b, s), (jb, js)| (b + jb, s + js));
         (secs > 0.0 && bytes > 0).then(|| bytes as f64 / secs)
     }
+
+    /// CPU seconds per input byte that the device executor's own host
+    /// threads spent on its completed jobs
+    /// ([`shale_compact::job::DeviceCounters::host_thread_cpu_nanos`]);
+    /// `None` for CPU executors and before a measured job.
+    pub fn device_host_cpu_per_byte(&self) -> Option<f64> {
+        let nanos = self.phases.device.host_thread_cpu_nanos;
+        (nanos > 0 && self.bytes > 0).then(|| nanos as f64 / 1e9 / self.bytes as f64)
+    }
 }
 
 /// Work done by flushes and compactions whose output went to one level.

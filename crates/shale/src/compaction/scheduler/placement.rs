@@ -40,6 +40,16 @@ pub const PARALLEL_MIN_CORES: usize = 3;
 /// measured slower, so its measurement follows the machine's load.
 pub const EXPLORE_EVERY: u64 = 16;
 
+/// Under `auto`, a device at most this fraction slower than the CPU
+/// executor still gets a job when it also costs the host at most
+/// [`DEVICE_HOST_CPU_SHARE`] of that executor's CPU per byte: on a store
+/// whose foreground wants the cores, the CPU handed back is worth a few
+/// percent of compaction speed (X-Engine's point for its FPGA).
+pub const DEVICE_SLOWER_ALLOWED: f64 = 0.05;
+
+/// See [`DEVICE_SLOWER_ALLOWED`].
+pub const DEVICE_HOST_CPU_SHARE: f64 = 0.5;
+
 /// What the executor choice is asked to respect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecutorChoice {
@@ -260,8 +270,20 @@ fn device_measured(
         (Some(_), None) => Ok(String::new()),
         (Some(device), Some(host)) => {
             let measured = format!("opencl {:.0} MB/s, {cpu} {:.0} MB/s", mb(device), mb(host));
-            match (device >= host, explore) {
-                (true, false) => Ok(format!("; measured faster: {measured}")),
+            let cheaper = (device >= host * (1.0 - DEVICE_SLOWER_ALLOWED))
+                .then(|| host_cpu_share(book, cpu, host, load))
+                .flatten()
+                .filter(|&share| share <= DEVICE_HOST_CPU_SHARE);
+            let wins = device >= host || cheaper.is_some();
+            match (wins, explore) {
+                (true, false) => match cheaper.filter(|_| device < host) {
+                    Some(share) => Ok(format!(
+                        "; measured within {:.0} % of {cpu} at {:.0} % of its host CPU: {measured}",
+                        DEVICE_SLOWER_ALLOWED * 100.0,
+                        share * 100.0
+                    )),
+                    None => Ok(format!("; measured faster: {measured}")),
+                },
                 (true, true) => Err(format!(
                     "re-measuring {cpu} (every {EXPLORE_EVERY}th job): {measured}"
                 )),
@@ -272,6 +294,26 @@ fn device_measured(
             }
         }
     }
+}
+
+/// The device's host CPU per byte as a share of `cpu`'s, whose throughput
+/// is `host` bytes per second; `None` before the device measured any. The
+/// device's is measured (its own threads' CPU time); a CPU executor's is
+/// taken as its threads kept busy for the job's time: one for `streaming`,
+/// the cores one part of the job has for `parallel`.
+fn host_cpu_share(book: &ExecutorBook, cpu: &'static str, host: f64, load: &Load) -> Option<f64> {
+    let device = book
+        .records()
+        .find(|(name, _)| *name == OPENCL)?
+        .1
+        .device_host_cpu_per_byte()?;
+    let threads = if cpu == PARALLEL {
+        load.cores_per_part()
+    } else {
+        1
+    };
+    let cpu_per_byte = threads as f64 / host;
+    Some(device / cpu_per_byte)
 }
 
 /// The chain of a manual compaction that asked for executor `name`: that
@@ -316,7 +358,7 @@ pub fn custom_first(chain: Chain, name: &'static str) -> Chain {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shale_compact::job::{InputRun, JobFile, TableSettings};
+    use shale_compact::job::{InputRun, JobFile, PhaseStats, TableSettings};
 
     fn job(files: usize, file_size: u64) -> CompactionJob {
         CompactionJob {
@@ -576,6 +618,54 @@ mod tests {
             &at(1),
         );
         assert_eq!(forced.executors[0], OPENCL);
+    }
+
+    #[test]
+    fn auto_gives_a_slightly_slower_device_the_jobs_when_it_spares_the_host_cpu() {
+        let place = |book: &ExecutorBook, sequence: u64| {
+            chain(
+                &job(2, 1000),
+                &ExecutorChoice::Auto,
+                Some(&DEVICE),
+                book,
+                &Load {
+                    job_sequence: sequence,
+                    ..load(2)
+                },
+            )
+        };
+        // The device 3 % slower than streaming (100 MB/s, one core: 10 ms
+        // of CPU per MB).
+        let device_with_cpu = |cpu_secs: f64| {
+            let mut book = ExecutorBook::default();
+            book.record_job(OPENCL, 97 << 20, 1.0, 1_000_000);
+            let mut phases = PhaseStats::default();
+            phases.device.host_thread_cpu_nanos = (cpu_secs * 1e9) as u64;
+            book.record_phases(OPENCL, &phases);
+            book.record_job(STREAMING, 100 << 20, 1.0, 1_000_000);
+            book
+        };
+        // At 0.2 s of host CPU for its 97 MB, about a fifth of streaming's:
+        // the device, saying why.
+        let cheap = place(&device_with_cpu(0.2), 1);
+        assert_eq!(cheap.executors[0], OPENCL, "{}", cheap.reason);
+        assert!(
+            cheap.reason.contains("within 5 % of streaming at 21 % of its host cpu"),
+            "{}",
+            cheap.reason
+        );
+        // Every EXPLORE_EVERY-th job still measures the CPU.
+        assert_eq!(place(&device_with_cpu(0.2), EXPLORE_EVERY).executors, vec![STREAMING]);
+        // At 0.9 s, about as much as streaming: the faster CPU.
+        let costly = place(&device_with_cpu(0.9), 1);
+        assert_eq!(costly.executors, vec![STREAMING]);
+        assert!(costly.reason.contains("measured slower"), "{}", costly.reason);
+        // Not measured (0): throughput alone decides.
+        assert_eq!(place(&device_with_cpu(0.0), 1).executors, vec![STREAMING]);
+        // More than 5 % slower: the CPU, however little the device costs.
+        let mut book = device_with_cpu(0.01);
+        book.record_job(STREAMING, 200 << 20, 1.0, 1_000_000);
+        assert_eq!(place(&book, 1).executors, vec![STREAMING]);
     }
 
     #[test]
