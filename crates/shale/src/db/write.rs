@@ -12,6 +12,14 @@
 //! publishes the new last sequence, makes the next writer in the queue the
 //! leader, and tells each writer of its group its result.
 //!
+//! The lead passes to the next writer in the queue by waking it. Until
+//! it runs and takes the lead, a writer that comes awake may take the
+//! lead instead (`take_lead_from_sleeper`): it leads the group at the
+//! front of the queue, which holds the sleeping writer's write, and that
+//! writer finds its result when it wakes. Waking a thread takes longer
+//! than a group of small writes, and the writers that are running would
+//! otherwise wait for it too.
+//!
 //! A writer that finds no writer leading or queued, and room in the
 //! memtable, does not queue: it writes its batch as a group of one without
 //! the group (`DbInner::write_alone`), leading while it does so that
@@ -105,62 +113,114 @@ impl DbInner {
             }
             batch => batch,
         };
-        let force_switch = batch.is_none();
         let may_leave = may_leave && batch.is_some();
         let slot = SLOT.with(Arc::clone);
         slot.status.store(WAITING, Ordering::Relaxed);
-        let write_bytes = batch.as_ref().map_or(0, WriteBatch::approximate_size);
         state.write_queue.writers.push_back(QueuedWrite {
             batch,
             sync: options.sync,
             slot: slot.clone(),
         });
-        if state.write_queue.leading {
-            // Writers queued ahead of this one, the leader's group aside.
-            let patience = Patience::for_queue(state.write_queue.writers.len() - 1, &self.options);
-            drop(state);
-            loop {
-                match slot.wait(patience) {
+        // Writers queued ahead of this one, the leader's group aside.
+        let patience = Patience::for_queue(state.write_queue.writers.len() - 1, &self.options);
+        loop {
+            if slot.status.load(Ordering::Acquire) == DONE {
+                return slot.result();
+            }
+            let queue = &mut state.write_queue;
+            let queued = queue.writers.iter().any(|w| Arc::ptr_eq(&w.slot, &slot));
+            let leads = if !queued {
+                // In a group that is being written: its result comes.
+                false
+            } else if !queue.leading {
+                // No leader: the queue held no one else.
+                true
+            } else if queue.lead_taken {
+                false
+            } else if queue.writers.front().is_some_and(|f| Arc::ptr_eq(&f.slot, &slot)) {
+                // The lead was handed to this writer.
+                true
+            } else {
+                take_lead_from_sleeper(queue)
+            };
+            if !leads {
+                drop(state);
+                loop {
+                    match slot.wait(patience) {
+                        DONE => return slot.result(),
+                        INSERT => slot.help(),
+                        _ => break,
+                    }
+                }
+                state = self.lock_state();
+                match slot.status.load(Ordering::Acquire) {
+                    LEADING => {}
                     DONE => return slot.result(),
-                    INSERT => slot.help(),
-                    _ => break,
+                    // A writer that was awake took the lead this one was
+                    // handed, and writes its batch in its group.
+                    _ => continue,
+                }
+                // The claim opened while this writer waited: it leaves the
+                // queue to the writers behind it and writes directly.
+                if may_leave && self.direct.is_open() {
+                    if let Some(batch) = state.write_queue.writers.pop_front().and_then(|w| w.batch)
+                    {
+                        wake_next_leader(&mut state);
+                        drop(state);
+                        return match self.write_direct(batch) {
+                            Ok(result) => result,
+                            Err(batch) => self.write_queued(options, Some(batch), false),
+                        };
+                    }
                 }
             }
-            state = self.lock_state();
-            // The claim opened while this writer waited: it leaves the
-            // queue to the writers behind it and writes directly.
-            if may_leave && self.direct.is_open() {
-                if let Some(batch) = state.write_queue.writers.pop_front().and_then(|w| w.batch) {
-                    wake_next_leader(&mut state);
-                    drop(state);
-                    return match self.write_direct(batch) {
-                        Ok(result) => result,
-                        Err(batch) => self.write_queued(options, Some(batch), false),
-                    };
-                }
-            }
-        }
 
-        // This writer leads: it is at the front of the queue, and the
-        // queue owns the log and the memtable (`direct.rs`).
-        state.write_queue.leading = true;
-        self.settle_direct(&mut state);
-        let (guard, room) = self.make_room_for_write(state, force_switch, write_bytes);
-        state = guard;
-        if let Err(err) = room {
-            state.write_queue.writers.pop_front();
-            wake_next_leader(&mut state);
-            return Err(err);
-        }
-        GROUP.with(|group| {
-            let mut group = group.borrow_mut();
-            let result = self.write_group(state, &mut group);
-            // The leader's own entry is first; the rest learn their result.
-            for follower in group.drain(..).skip(1) {
-                follower.slot.finish(&result);
+            // This writer leads the group at the front of the queue (its
+            // own, or one whose leader was still asleep), and the queue
+            // owns the log and the memtable (`direct.rs`).
+            state.write_queue.leading = true;
+            state.write_queue.lead_taken = true;
+            let (force_switch, write_bytes) = match state.write_queue.writers.front() {
+                Some(front) => (
+                    front.batch.is_none(),
+                    front.batch.as_ref().map_or(0, WriteBatch::approximate_size),
+                ),
+                None => return Err(Error::Internal("a write queue leader without a write".into())),
+            };
+            self.settle_direct(&mut state);
+            let (guard, room) = self.make_room_for_write(state, force_switch, write_bytes);
+            state = guard;
+            if let Err(err) = room {
+                let front = state.write_queue.writers.pop_front();
+                wake_next_leader(&mut state);
+                match front {
+                    Some(front) if !Arc::ptr_eq(&front.slot, &slot) => {
+                        front.slot.finish(&Err(err));
+                        continue;
+                    }
+                    _ => return Err(err),
+                }
             }
-            result
-        })
+            let (result, own_done) = GROUP.with(|group| {
+                let mut group = group.borrow_mut();
+                let result = self.write_group(state, &mut group, &slot);
+                let mut own_done = false;
+                for write in group.drain(..) {
+                    if Arc::ptr_eq(&write.slot, &slot) {
+                        own_done = true;
+                    } else {
+                        write.slot.finish(&result);
+                    }
+                }
+                (result, own_done)
+            });
+            if own_done {
+                return result;
+            }
+            // It led a group that did not reach its own write: it waits
+            // (or leads) again.
+            state = self.lock_state();
+        }
     }
 
     /// Takes the group led by the front of the queue out of it, writes it
@@ -178,6 +238,7 @@ impl DbInner {
         &'a self,
         mut state: StateGuard<'a>,
         group: &mut Vec<QueuedWrite>,
+        leader: &WriterSlot,
     ) -> Result<()> {
         let sync = take_group(&mut state.write_queue, group);
         if group.iter().all(|w| w.batch.is_none()) {
@@ -219,7 +280,7 @@ impl DbInner {
         }
         let result = logged.and_then(|()| {
             kill_point::maybe_kill(kill_point::WAL_WRITTEN_BEFORE_MEMTABLE);
-            self.insert_group(&mem, group)
+            self.insert_group(&mem, group, leader)
         });
         let mut state = self.publish(first_sequence, last_sequence);
         if pipelined {
@@ -259,6 +320,7 @@ impl DbInner {
     /// REQUIRES: [`DbInner::may_write_alone`].
     fn write_alone<'a>(&'a self, mut state: StateGuard<'a>, mut batch: WriteBatch) -> Result<()> {
         state.write_queue.leading = true;
+        state.write_queue.lead_taken = true;
         self.settle_direct(&mut state);
         let published = state.last_sequence;
         let (first_sequence, last_sequence) = state
@@ -362,17 +424,28 @@ impl DbInner {
     /// Inserts the group's batches into `mem`, with the help of the
     /// followers that are awake when the options allow it. A panic in an
     /// insert, the leader's own included, becomes the group's error.
-    fn insert_group(&self, mem: &MemTable, group: &[QueuedWrite]) -> Result<()> {
-        let Some((leader, followers)) = group.split_first() else {
+    fn insert_group(
+        &self,
+        mem: &MemTable,
+        group: &[QueuedWrite],
+        leader: &WriterSlot,
+    ) -> Result<()> {
+        if group.is_empty() {
             return Ok(());
-        };
+        }
         let insert = GroupInsert {
             mem,
             group,
             next: AtomicUsize::new(0),
             failed: Mutex::new(None),
-            leader: &leader.slot.thread,
+            leader: &leader.thread,
         };
+        // The writers of the group but the one that leads it (which may
+        // be any of them, or, for a group whose leader was asleep, none).
+        let followers: Vec<&QueuedWrite> = group
+            .iter()
+            .filter(|w| !std::ptr::eq(Arc::as_ptr(&w.slot), leader))
+            .collect();
         let entries: usize = group
             .iter()
             .filter_map(|w| w.batch.as_ref())
@@ -380,7 +453,7 @@ impl DbInner {
             .sum();
         let shared = self.options.concurrent_memtable_writes
             && (entries >= MIN_SHARED_ENTRIES || stays_awake(followers.len(), &self.options));
-        let offered = if shared { followers } else { &[] };
+        let offered: &[&QueuedWrite] = if shared { &followers } else { &[] };
         for follower in offered {
             follower.slot.offer(&insert);
         }
@@ -441,6 +514,7 @@ fn append_to_wal<'a>(
 /// group; with none, the next writer to come leads.
 fn wake_next_leader(state: &mut State) {
     let queue = &mut state.write_queue;
+    queue.lead_taken = false;
     match queue.writers.front() {
         Some(next) => next.slot.set(LEADING),
         None => queue.leading = false,

@@ -28,12 +28,45 @@ pub(crate) struct QueuedWrite {
     pub(super) slot: Arc<WriterSlot>,
 }
 
+/// Takes the lead that was handed to the writer at the front of `queue`
+/// and not taken yet, for the calling writer (which has queued behind
+/// it): true when it now leads the front's group, which holds the front's
+/// write, and the front writer waits for that group's result instead.
+///
+/// A leader hands the lead on by waking the next writer, and a writer
+/// that sleeps takes tens of microseconds to run again: on an idle core,
+/// longer than a group takes, and on a virtual machine longer still (a
+/// halted virtual processor must be scheduled again). Meanwhile the
+/// writers that are awake would queue behind it and wait too. Instead the
+/// first of them to come leads, and the writer that was asleep finds its
+/// write done when it wakes. A memtable switch (no batch) is never taken
+/// over. REQUIRES: the state lock.
+pub(super) fn take_lead_from_sleeper(queue: &mut WriteQueue) -> bool {
+    let Some(front) = queue.writers.front() else {
+        return false;
+    };
+    if front.batch.is_none() {
+        return false;
+    }
+    // Its writer looks at its slot only to wait, and acts on `LEADING`
+    // only under the state lock, after checking it again.
+    front
+        .slot
+        .status
+        .compare_exchange(LEADING, WAITING, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok()
+}
+
 /// The writers waiting to write, in order; the first leads the next group.
 #[derive(Default)]
 pub(crate) struct WriteQueue {
     pub(super) writers: VecDeque<QueuedWrite>,
     /// A leader is at work: its group may be out of the queue already.
     pub(super) leading: bool,
+    /// The writer handed the lead (the front of the queue) took it. Until
+    /// it does, a writer that is awake may take the lead from it
+    /// ([`take_lead_from_sleeper`]).
+    pub(super) lead_taken: bool,
     /// The last sequence number given to a group. Above
     /// `State::last_sequence` (what readers see) while pipelined groups
     /// insert into the memtable; 0 until the first group.
@@ -410,9 +443,47 @@ pub(super) fn take_group(queue: &mut WriteQueue, group: &mut Vec<QueuedWrite>) -
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use super::Patience;
+    use shale_format::write_batch::WriteBatch;
+
+    use super::*;
+
+    fn queued(batch: Option<WriteBatch>, status: u8) -> QueuedWrite {
+        QueuedWrite {
+            batch,
+            sync: false,
+            slot: Arc::new(WriterSlot {
+                status: AtomicU8::new(status),
+                thread: std::thread::current(),
+                error: Mutex::new(None),
+                insert: AtomicPtr::new(std::ptr::null_mut()),
+            }),
+        }
+    }
+
+    #[test]
+    fn an_awake_writer_takes_only_a_lead_handed_and_not_taken() {
+        let mut batch = WriteBatch::new();
+        batch.put(b"k", b"v").unwrap();
+        // Handed (LEADING) and not taken: taken over, and its writer
+        // waits again.
+        let mut queue = WriteQueue::default();
+        queue.writers.push_back(queued(Some(batch.clone()), LEADING));
+        assert!(take_lead_from_sleeper(&mut queue));
+        assert_eq!(queue.writers[0].slot.status.load(Ordering::Relaxed), WAITING);
+        // Not handed yet (the leader still writes): no.
+        assert!(!take_lead_from_sleeper(&mut queue));
+        // A memtable switch leads itself.
+        let mut queue = WriteQueue::default();
+        queue.writers.push_back(queued(None, LEADING));
+        assert!(!take_lead_from_sleeper(&mut queue));
+        assert_eq!(queue.writers[0].slot.status.load(Ordering::Relaxed), LEADING);
+        // An empty queue: nothing to take.
+        assert!(!take_lead_from_sleeper(&mut WriteQueue::default()));
+    }
 
     fn yields_until_sleep(patience: Patience) -> u32 {
         let mut state = (0, 0, None);
