@@ -191,7 +191,10 @@ impl OpenClExecutor {
 
     /// CPU time of the host pool's threads so far, in nanoseconds.
     fn pool_cpu_nanos(&self) -> u64 {
-        self.pool.broadcast(|_| thread_cpu_nanos()).into_iter().sum()
+        self.pool
+            .broadcast(|_| thread_cpu_nanos())
+            .into_iter()
+            .sum()
     }
 
     /// The device jobs run on.

@@ -137,7 +137,11 @@ impl DbInner {
                 true
             } else if queue.lead_taken {
                 false
-            } else if queue.writers.front().is_some_and(|f| Arc::ptr_eq(&f.slot, &slot)) {
+            } else if queue
+                .writers
+                .front()
+                .is_some_and(|f| Arc::ptr_eq(&f.slot, &slot))
+            {
                 // The lead was handed to this writer.
                 true
             } else {
@@ -185,7 +189,11 @@ impl DbInner {
                     front.batch.is_none(),
                     front.batch.as_ref().map_or(0, WriteBatch::approximate_size),
                 ),
-                None => return Err(Error::Internal("a write queue leader without a write".into())),
+                None => {
+                    return Err(Error::Internal(
+                        "a write queue leader without a write".into(),
+                    ))
+                }
             };
             self.settle_direct(&mut state);
             let (guard, room) = self.make_room_for_write(state, force_switch, write_bytes);

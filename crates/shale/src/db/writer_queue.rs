@@ -471,16 +471,24 @@ mod tests {
         // Handed (LEADING) and not taken: taken over, and its writer
         // waits again.
         let mut queue = WriteQueue::default();
-        queue.writers.push_back(queued(Some(batch.clone()), LEADING));
+        queue
+            .writers
+            .push_back(queued(Some(batch.clone()), LEADING));
         assert!(take_lead_from_sleeper(&mut queue));
-        assert_eq!(queue.writers[0].slot.status.load(Ordering::Relaxed), WAITING);
+        assert_eq!(
+            queue.writers[0].slot.status.load(Ordering::Relaxed),
+            WAITING
+        );
         // Not handed yet (the leader still writes): no.
         assert!(!take_lead_from_sleeper(&mut queue));
         // A memtable switch leads itself.
         let mut queue = WriteQueue::default();
         queue.writers.push_back(queued(None, LEADING));
         assert!(!take_lead_from_sleeper(&mut queue));
-        assert_eq!(queue.writers[0].slot.status.load(Ordering::Relaxed), LEADING);
+        assert_eq!(
+            queue.writers[0].slot.status.load(Ordering::Relaxed),
+            LEADING
+        );
         // An empty queue: nothing to take.
         assert!(!take_lead_from_sleeper(&mut WriteQueue::default()));
     }

@@ -650,16 +650,25 @@ mod tests {
         let cheap = place(&device_with_cpu(0.2), 1);
         assert_eq!(cheap.executors[0], OPENCL, "{}", cheap.reason);
         assert!(
-            cheap.reason.contains("within 5 % of streaming at 21 % of its host cpu"),
+            cheap
+                .reason
+                .contains("within 5 % of streaming at 21 % of its host cpu"),
             "{}",
             cheap.reason
         );
         // Every EXPLORE_EVERY-th job still measures the CPU.
-        assert_eq!(place(&device_with_cpu(0.2), EXPLORE_EVERY).executors, vec![STREAMING]);
+        assert_eq!(
+            place(&device_with_cpu(0.2), EXPLORE_EVERY).executors,
+            vec![STREAMING]
+        );
         // At 0.9 s, about as much as streaming: the faster CPU.
         let costly = place(&device_with_cpu(0.9), 1);
         assert_eq!(costly.executors, vec![STREAMING]);
-        assert!(costly.reason.contains("measured slower"), "{}", costly.reason);
+        assert!(
+            costly.reason.contains("measured slower"),
+            "{}",
+            costly.reason
+        );
         // Not measured (0): throughput alone decides.
         assert_eq!(place(&device_with_cpu(0.0), 1).executors, vec![STREAMING]);
         // More than 5 % slower: the CPU, however little the device costs.
