@@ -148,6 +148,11 @@ impl DirectWrites {
         (Active(&self.active), writers <= most)
     }
 
+    /// Writers in `DB::write` now, direct or queued.
+    pub(super) fn writers(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Claim> {
         self.claim.lock().unwrap_or_else(PoisonError::into_inner)
     }

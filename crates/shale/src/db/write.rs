@@ -145,7 +145,7 @@ impl DbInner {
                 // The lead was handed to this writer.
                 true
             } else {
-                take_lead_from_sleeper(queue)
+                take_lead_from_sleeper(queue, self.direct.writers())
             };
             if !leads {
                 drop(state);

@@ -30,8 +30,9 @@ pub(crate) struct QueuedWrite {
 
 /// Takes the lead that was handed to the writer at the front of `queue`
 /// and not taken yet, for the calling writer (which has queued behind
-/// it): true when it now leads the front's group, which holds the front's
-/// write, and the front writer waits for that group's result instead.
+/// it), while no more than `writers` are writing, one per core: true when
+/// it now leads the front's group, which holds the front's write, and the
+/// front writer waits for that group's result instead.
 ///
 /// A leader hands the lead on by waking the next writer, and a writer
 /// that sleeps takes tens of microseconds to run again: on an idle core,
@@ -39,9 +40,17 @@ pub(crate) struct QueuedWrite {
 /// halted virtual processor must be scheduled again). Meanwhile the
 /// writers that are awake would queue behind it and wait too. Instead the
 /// first of them to come leads, and the writer that was asleep finds its
-/// write done when it wakes. A memtable switch (no batch) is never taken
-/// over. REQUIRES: the state lock.
-pub(super) fn take_lead_from_sleeper(queue: &mut WriteQueue) -> bool {
+/// write done when it wakes: two writers on two cores wrote 1.4x faster
+/// (`docs/results/write-path.md`, "A lead taken from a sleeping writer").
+/// With more writers than cores the sleeper's wake-up costs another
+/// writer its core, and a lead taken from it makes it wake twice, for the
+/// lead and for its result: four writers on two cores wrote 0.9x as fast
+/// taking every such lead. So then it is left to the sleeper. A memtable
+/// switch (no batch) is never taken over. REQUIRES: the state lock.
+pub(super) fn take_lead_from_sleeper(queue: &mut WriteQueue, writers: usize) -> bool {
+    if writers > cores() {
+        return false;
+    }
     let Some(front) = queue.writers.front() else {
         return false;
     };
@@ -201,9 +210,14 @@ pub(super) const SLOW_YIELDS: u32 = 3;
 /// one more for the compaction (two cores are never enough).
 #[inline]
 pub(super) fn stays_awake(waiting: usize, options: &Options) -> bool {
-    pub(super) static CORES: OnceLock<usize> = OnceLock::new();
-    let cores = *CORES.get_or_init(crate::options::available_cores);
-    waiting + 2 < cores && options.write_thread_max_yield_usec > 0
+    waiting + 2 < cores() && options.write_thread_max_yield_usec > 0
+}
+
+/// The machine's cores (looked up once).
+#[inline]
+pub(super) fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(crate::options::available_cores)
 }
 
 /// How a writer waits once spinning did not see its turn.
@@ -474,23 +488,29 @@ mod tests {
         queue
             .writers
             .push_back(queued(Some(batch.clone()), LEADING));
-        assert!(take_lead_from_sleeper(&mut queue));
+        // Not while more writers write than the machine has cores.
+        assert!(!take_lead_from_sleeper(&mut queue, cores() + 1));
+        assert_eq!(
+            queue.writers[0].slot.status.load(Ordering::Relaxed),
+            LEADING
+        );
+        assert!(take_lead_from_sleeper(&mut queue, 1));
         assert_eq!(
             queue.writers[0].slot.status.load(Ordering::Relaxed),
             WAITING
         );
         // Not handed yet (the leader still writes): no.
-        assert!(!take_lead_from_sleeper(&mut queue));
+        assert!(!take_lead_from_sleeper(&mut queue, 1));
         // A memtable switch leads itself.
         let mut queue = WriteQueue::default();
         queue.writers.push_back(queued(None, LEADING));
-        assert!(!take_lead_from_sleeper(&mut queue));
+        assert!(!take_lead_from_sleeper(&mut queue, 1));
         assert_eq!(
             queue.writers[0].slot.status.load(Ordering::Relaxed),
             LEADING
         );
         // An empty queue: nothing to take.
-        assert!(!take_lead_from_sleeper(&mut WriteQueue::default()));
+        assert!(!take_lead_from_sleeper(&mut WriteQueue::default(), 1));
     }
 
     fn yields_until_sleep(patience: Patience) -> u32 {
