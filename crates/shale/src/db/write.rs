@@ -144,8 +144,11 @@ impl DbInner {
             {
                 // The lead was handed to this writer.
                 true
+            } else if take_lead_from_sleeper(queue, self.direct.writers()) {
+                queue.leads_taken += 1;
+                true
             } else {
-                take_lead_from_sleeper(queue, self.direct.writers())
+                false
             };
             if !leads {
                 drop(state);

@@ -76,6 +76,8 @@ pub(crate) struct WriteQueue {
     /// it does, a writer that is awake may take the lead from it
     /// ([`take_lead_from_sleeper`]).
     pub(super) lead_taken: bool,
+    /// Leads taken from writers handed them asleep, since the open.
+    pub(super) leads_taken: u64,
     /// The last sequence number given to a group. Above
     /// `State::last_sequence` (what readers see) while pipelined groups
     /// insert into the memtable; 0 until the first group.
