@@ -546,21 +546,29 @@ mod tests {
         assert!(fine.reason.contains("device"), "{}", fine.reason);
     }
 
+    /// The chain `auto` gives a small job on a 2-core machine with the
+    /// device, as job number `sequence`.
+    fn place_on_two_cores(book: &ExecutorBook, sequence: u64) -> Chain {
+        let load = Load {
+            job_sequence: sequence,
+            ..load(2)
+        };
+        chain(
+            &job(2, 1000),
+            &ExecutorChoice::Auto,
+            Some(&DEVICE),
+            book,
+            &load,
+        )
+    }
+
     #[test]
     fn auto_gives_the_device_jobs_while_it_measures_faster() {
         let at = |sequence: u64| Load {
             job_sequence: sequence,
             ..load(2)
         };
-        let place = |book: &ExecutorBook, sequence: u64| {
-            chain(
-                &job(2, 1000),
-                &ExecutorChoice::Auto,
-                Some(&DEVICE),
-                book,
-                &at(sequence),
-            )
-        };
+        let place = place_on_two_cores;
         // Nothing measured: the device first.
         let mut book = ExecutorBook::default();
         assert_eq!(place(&book, 1).executors[0], OPENCL);
@@ -622,18 +630,7 @@ mod tests {
 
     #[test]
     fn auto_gives_a_slightly_slower_device_the_jobs_when_it_spares_the_host_cpu() {
-        let place = |book: &ExecutorBook, sequence: u64| {
-            chain(
-                &job(2, 1000),
-                &ExecutorChoice::Auto,
-                Some(&DEVICE),
-                book,
-                &Load {
-                    job_sequence: sequence,
-                    ..load(2)
-                },
-            )
-        };
+        let place = place_on_two_cores;
         // The device 3 % slower than streaming (100 MB/s, one core: 10 ms
         // of CPU per MB).
         let device_with_cpu = |cpu_secs: f64| {
