@@ -117,6 +117,7 @@ class _StallStats(TypedDict):
 
 class _WriteStats(TypedDict):
     direct: int
+    leads_taken: int
 
 class _Stats(TypedDict):
     levels: list[_LevelStats]

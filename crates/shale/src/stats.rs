@@ -20,7 +20,7 @@
 //!                 "executor_bytes_per_second": {NAME: number or null}},
 //!   "stalls": {"slowdown_count", "slowdown_seconds", "stop_count",
 //!              "stop_seconds"},
-//!   "writes": {"direct"}
+//!   "writes": {"direct", "leads_taken"}
 //! }
 //! ```
 
@@ -53,6 +53,9 @@ pub struct Writes {
     /// Writes their own writers wrote, without the write queue
     /// (`Options::direct_writers`).
     pub direct: u64,
+    /// Leads of the write queue taken from a writer handed one while it
+    /// slept, by a writer that was awake (`db/writer_queue.rs`).
+    pub leads_taken: u64,
 }
 
 /// One level: its files now, and the flushes and compactions that wrote

@@ -551,6 +551,7 @@ impl DB {
             },
             writes: crate::stats::Writes {
                 direct: self.inner.direct_writes(),
+                leads_taken: self.inner.lock_state().write_queue.leads_taken,
             },
         }
     }

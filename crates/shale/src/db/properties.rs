@@ -55,7 +55,12 @@ impl DbInner {
                     stalls.stop_count,
                     stalls.stop_micros as f64 / 1e6
                 );
-                let _ = writeln!(out, "Writes: {} direct", self.direct_writes());
+                let _ = writeln!(
+                    out,
+                    "Writes: {} direct, {} leads taken from sleeping writers",
+                    self.direct_writes(),
+                    state.write_queue.leads_taken
+                );
                 drop(state);
                 self.service().with_scheduler(|scheduler| {
                     out.push_str(&executor_lines(&scheduler.book));
