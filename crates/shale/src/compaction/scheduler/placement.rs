@@ -44,8 +44,10 @@ pub const EXPLORE_EVERY: u64 = 16;
 /// executor still gets a job when it also costs the host at most
 /// [`DEVICE_HOST_CPU_SHARE`] of that executor's CPU per byte: on a store
 /// whose foreground wants the cores, the CPU handed back is worth a few
-/// percent of compaction speed (X-Engine's point for its FPGA).
-pub const DEVICE_SLOWER_ALLOWED: f64 = 0.05;
+/// percent of compaction speed (X-Engine's point for its FPGA). Kept
+/// under the 5 % by which `auto` may trail the best executor, with room
+/// for the measurements' noise.
+pub const DEVICE_SLOWER_ALLOWED: f64 = 0.03;
 
 /// See [`DEVICE_SLOWER_ALLOWED`].
 pub const DEVICE_HOST_CPU_SHARE: f64 = 0.5;
@@ -631,25 +633,25 @@ mod tests {
     #[test]
     fn auto_gives_a_slightly_slower_device_the_jobs_when_it_spares_the_host_cpu() {
         let place = place_on_two_cores;
-        // The device 3 % slower than streaming (100 MB/s, one core: 10 ms
+        // The device 2 % slower than streaming (100 MB/s, one core: 10 ms
         // of CPU per MB).
         let device_with_cpu = |cpu_secs: f64| {
             let mut book = ExecutorBook::default();
-            book.record_job(OPENCL, 97 << 20, 1.0, 1_000_000);
+            book.record_job(OPENCL, 98 << 20, 1.0, 1_000_000);
             let mut phases = PhaseStats::default();
             phases.device.host_thread_cpu_nanos = (cpu_secs * 1e9) as u64;
             book.record_phases(OPENCL, &phases);
             book.record_job(STREAMING, 100 << 20, 1.0, 1_000_000);
             book
         };
-        // At 0.2 s of host CPU for its 97 MB, about a fifth of streaming's:
+        // At 0.2 s of host CPU for its 98 MB, about a fifth of streaming's:
         // the device, saying why.
         let cheap = place(&device_with_cpu(0.2), 1);
         assert_eq!(cheap.executors[0], OPENCL, "{}", cheap.reason);
         assert!(
             cheap
                 .reason
-                .contains("within 5 % of streaming at 21 % of its host cpu"),
+                .contains("within 3 % of streaming at 20 % of its host cpu"),
             "{}",
             cheap.reason
         );
@@ -668,7 +670,7 @@ mod tests {
         );
         // Not measured (0): throughput alone decides.
         assert_eq!(place(&device_with_cpu(0.0), 1).executors, vec![STREAMING]);
-        // More than 5 % slower: the CPU, however little the device costs.
+        // More than 3 % slower: the CPU, however little the device costs.
         let mut book = device_with_cpu(0.01);
         book.record_job(STREAMING, 200 << 20, 1.0, 1_000_000);
         assert_eq!(place(&book, 1).executors, vec![STREAMING]);
