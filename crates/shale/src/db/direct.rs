@@ -355,7 +355,7 @@ impl DbInner {
     pub(super) fn reopen_direct(&self, state: &mut State) {
         let most = self.options.direct_writers;
         let queue = &mut state.write_queue;
-        if self.direct.active.load(Ordering::Relaxed) > most {
+        if self.direct.writers() > most {
             queue.direct_streak = 0;
             return;
         }

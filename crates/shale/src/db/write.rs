@@ -453,26 +453,24 @@ impl DbInner {
         };
         // The writers of the group but the one that leads it (which may
         // be any of them, or, for a group whose leader was asleep, none).
-        let followers: Vec<&QueuedWrite> = group
-            .iter()
-            .filter(|w| !std::ptr::eq(Arc::as_ptr(&w.slot), leader))
-            .collect();
+        let is_follower = |w: &&QueuedWrite| !std::ptr::eq(Arc::as_ptr(&w.slot), leader);
+        let followers = group.iter().filter(is_follower).count();
         let entries: usize = group
             .iter()
             .filter_map(|w| w.batch.as_ref())
             .map(|b| b.count() as usize)
             .sum();
         let shared = self.options.concurrent_memtable_writes
-            && (entries >= MIN_SHARED_ENTRIES || stays_awake(followers.len(), &self.options));
-        let offered: &[&QueuedWrite] = if shared { &followers } else { &[] };
-        for follower in offered {
+            && (entries >= MIN_SHARED_ENTRIES || stays_awake(followers, &self.options));
+        let offered = if shared { followers } else { 0 };
+        for follower in group.iter().filter(is_follower).take(offered) {
             follower.slot.offer(&insert);
         }
         insert.help();
         // Every batch is claimed; `insert` stays in place until no
         // follower helps.
-        let patience = Patience::for_queue(offered.len(), &self.options);
-        for follower in offered {
+        let patience = Patience::for_queue(offered, &self.options);
+        for follower in group.iter().filter(is_follower).take(offered) {
             follower.slot.withdraw(patience);
         }
         match insert

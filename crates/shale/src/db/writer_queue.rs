@@ -40,7 +40,7 @@ pub(crate) struct QueuedWrite {
 /// halted virtual processor must be scheduled again). Meanwhile the
 /// writers that are awake would queue behind it and wait too. Instead the
 /// first of them to come leads, and the writer that was asleep finds its
-/// write done when it wakes: two writers on two cores wrote 1.4x faster
+/// write done when it wakes: two writers on two cores wrote 1.3x faster
 /// (`docs/results/write-path.md`, "A lead taken from a sleeping writer").
 /// With more writers than cores the sleeper's wake-up costs another
 /// writer its core, and a lead taken from it makes it wake twice, for the

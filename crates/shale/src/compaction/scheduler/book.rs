@@ -125,6 +125,11 @@ impl ExecutorBook {
         self.records.get(executor)?.throughput()
     }
 
+    /// `executor`'s record; `None` before it ran or failed a job.
+    pub fn record(&self, executor: &str) -> Option<&ExecutorRecord> {
+        self.records.get(executor)
+    }
+
     /// Jobs `executor` completed.
     pub fn jobs(&self, executor: &str) -> u64 {
         self.records.get(executor).map_or(0, |r| r.jobs)

@@ -220,7 +220,7 @@ pub fn chain(
             ));
         }
     }
-    if let Some((_, record)) = book.records().find(|(name, _)| *name == OPENCL) {
+    if let Some(record) = book.record(OPENCL) {
         if record.jobs == 0 && record.failures >= DEVICE_REST_AFTER_FAILURES {
             return off_device(format!(
                 "the device failed its last {} jobs and completed none",
@@ -304,11 +304,7 @@ fn device_measured(
 /// taken as its threads kept busy for the job's time: one for `streaming`,
 /// the cores one part of the job has for `parallel`.
 fn host_cpu_share(book: &ExecutorBook, cpu: &'static str, host: f64, load: &Load) -> Option<f64> {
-    let device = book
-        .records()
-        .find(|(name, _)| *name == OPENCL)?
-        .1
-        .device_host_cpu_per_byte()?;
+    let device = book.record(OPENCL)?.device_host_cpu_per_byte()?;
     let threads = if cpu == PARALLEL {
         load.cores_per_part()
     } else {
