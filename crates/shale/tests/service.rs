@@ -197,6 +197,76 @@ fn an_executor_that_panics_loses_its_job_to_the_next_and_writes_go_on() {
     assert_eq!(tables, live);
 }
 
+/// Panics on the first job it runs on a sub-compaction's own thread;
+/// runs every other job as the reference does.
+#[derive(Debug, Default)]
+struct PanicsOnASubcompactionThread {
+    panicked: AtomicBool,
+}
+
+impl Executor for PanicsOnASubcompactionThread {
+    fn name(&self) -> &'static str {
+        "panics-in-a-part"
+    }
+    fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
+        let on_a_part = std::thread::current()
+            .name()
+            .is_some_and(|name| name.starts_with("shale-sub-"));
+        if on_a_part && !self.panicked.swap(true, Ordering::SeqCst) {
+            panic!("the test executor panics in a sub-compaction");
+        }
+        let output = StreamingExecutor.run(job, io)?;
+        Ok(CompactionOutput {
+            executor: self.name().into(),
+            ..output
+        })
+    }
+}
+
+/// A panic on a sub-compaction's thread is the executor's panic, counted as
+/// one, and the job goes to the next executor (CI once found it counted as
+/// a plain failure, when the first test's panic landed in a part).
+#[test]
+fn a_panic_in_a_sub_compaction_is_counted_as_the_executors_panic() {
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let executor = Arc::new(PanicsOnASubcompactionThread::default());
+    let db = DB::open(
+        "/panics-in-a-part",
+        Options {
+            write_buffer_size: 64 << 10,
+            max_file_size: 64 << 10,
+            max_subcompactions: 4,
+            custom_executor: Some(executor.clone()),
+            ..options(&env)
+        },
+    )
+    .unwrap();
+    for i in 0..40_000u64 {
+        db.put(&WriteOptions::default(), &key(i), &i.to_le_bytes())
+            .unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    db.wait_for_compactions().unwrap();
+    assert!(
+        executor.panicked.load(Ordering::SeqCst),
+        "no job ran in parts"
+    );
+    let stats = db.scheduler_stats();
+    let (_, record) = stats
+        .executors
+        .iter()
+        .find(|(name, _)| name == "panics-in-a-part")
+        .unwrap();
+    assert_eq!((record.failures, record.panics), (1, 1), "{record:?}");
+    assert!(stats.fallbacks >= 1);
+    for i in (0..40_000u64).step_by(97) {
+        assert_eq!(
+            db.get(&ReadOptions::new(), &key(i)).unwrap(),
+            Some(i.to_le_bytes().to_vec())
+        );
+    }
+}
+
 #[test]
 fn a_custom_executor_may_not_take_a_built_in_name() {
     #[derive(Debug)]

@@ -366,16 +366,27 @@ fn run_in_parts(
         let mut results: Vec<Option<Result<CompactionOutput>>> =
             (0..subjobs.len()).map(|_| None).collect();
         results[primary] = Some(executor.run(&subjobs[primary], io));
+        let mut panicked = None;
         for (i, handle) in handles {
             results[i] = Some(match handle {
-                Ok(handle) => handle.join().unwrap_or_else(|_| {
-                    Err(Error::executor_failed(
-                        executor.name(),
-                        "a sub-compaction thread panicked",
-                    ))
-                }),
+                Ok(handle) => match handle.join() {
+                    Ok(result) => result,
+                    Err(payload) => {
+                        panicked.get_or_insert(payload);
+                        Err(Error::executor_failed(
+                            executor.name(),
+                            "a sub-compaction thread panicked",
+                        ))
+                    }
+                },
                 Err(e) => Err(Error::io("starting a sub-compaction thread", e)),
             });
+        }
+        // A panic on a sub-compaction's thread is the executor's panic, as
+        // one on this thread would be: the chain counts it as one and
+        // refuses the job to the next executor.
+        if let Some(payload) = panicked {
+            std::panic::resume_unwind(payload);
         }
         results.into_iter().flatten().collect()
     });
