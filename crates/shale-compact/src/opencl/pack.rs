@@ -508,19 +508,11 @@ impl Packer<'_, '_> {
             None => None,
         };
         let mut files = Vec::with_capacity(plan.file_blocks.len());
-        let mut pending_filters = Vec::with_capacity(plan.file_blocks.len());
+        let mut stored_sizes = Vec::with_capacity(plan.file_blocks.len());
         for (blocks, download) in plan.file_blocks.iter().zip(downloads) {
             let compressed = self.compressed_blocks(plan, blocks.clone(), download)?;
-            if let Some(bits_per_key) = self.job.table.bloom_bits_per_key {
-                let stored: Vec<usize> = compressed.iter().map(|(c, _)| c.len()).collect();
-                pending_filters.push(bloom_for_file(
-                    self.session,
-                    self.entries,
-                    &plan.ranges,
-                    &stored,
-                    blocks.clone(),
-                    bits_per_key,
-                )?);
+            if self.job.table.bloom_bits_per_key.is_some() {
+                stored_sizes.push(compressed.iter().map(|(c, _)| c.len()).collect::<Vec<_>>());
             }
             files.push(FileParts {
                 blocks: blocks
@@ -544,9 +536,21 @@ impl Packer<'_, '_> {
                 options: options.clone(),
             });
         }
-        self.session.settle()?;
-        for (file, pending) in files.iter_mut().zip(pending_filters) {
-            file.filters = Some(pending.finish(self.session)?);
+        if let Some(bits_per_key) = self.job.table.bloom_bits_per_key {
+            let pending = bloom_for_files(
+                self.session,
+                self.entries,
+                &plan.ranges,
+                &plan.file_blocks,
+                &stored_sizes,
+                bits_per_key,
+            )?;
+            self.session.settle()?;
+            for (file, filters) in files.iter_mut().zip(pending.finish(self.session)?) {
+                file.filters = Some(filters);
+            }
+        } else {
+            self.session.settle()?;
         }
         Ok(files)
     }
@@ -672,18 +676,18 @@ impl FileParts {
     }
 }
 
-/// One file's Bloom filters, being built on the device.
+/// The Bloom filters of a slice's files, being built on the device.
 struct PendingFilters {
-    /// Per filter `plan_filters` asks for: `None` (empty) or its offset and
-    /// length in the bit arrays.
-    plan: Vec<Option<(usize, usize)>>,
+    /// Per file, per filter `plan_filters` asks for: `None` (empty) or its
+    /// offset and length in the bit arrays.
+    plans: Vec<Vec<Option<(usize, usize)>>>,
     probes: u8,
-    /// The bit arrays coming back (`None`: the file has no filter data).
+    /// The bit arrays coming back (`None`: no file has filter data).
     bits: Option<FilterBuffers>,
 }
 
-/// The read-back of one file's bit arrays, and the buffers its kernels use
-/// (kept until they are done).
+/// The read-back of the bit arrays, and the buffers the kernels use (kept
+/// until they are done).
 struct FilterBuffers {
     download: Download<u8>,
     _ranges: [Buffer<u32>; 3],
@@ -692,83 +696,108 @@ struct FilterBuffers {
 }
 
 impl PendingFilters {
-    /// Waits for the bit arrays; the filters, each with its probe count.
-    fn finish(self, session: &mut Session<'_>) -> Result<Vec<Vec<u8>>, DeviceError> {
+    /// Waits for the bit arrays; per file, its filters, each with its
+    /// probe count.
+    fn finish(self, session: &mut Session<'_>) -> Result<Vec<Vec<Vec<u8>>>, DeviceError> {
         let bit_arrays = match self.bits {
             Some(buffers) => session.finish_download(buffers.download)?,
             None => Vec::new(),
         };
-        self.plan
+        let probes = self.probes;
+        self.plans
             .into_iter()
-            .map(|filter| match filter {
-                None => Ok(Vec::new()),
-                Some((start, bytes)) => {
-                    let mut filter = bit_arrays
-                        .get(start..start + bytes)
-                        .ok_or_else(|| DeviceError::new("Bloom filter out of range"))?
-                        .to_vec();
-                    filter.push(self.probes);
-                    Ok(filter)
-                }
+            .map(|plan| {
+                plan.into_iter()
+                    .map(|filter| match filter {
+                        None => Ok(Vec::new()),
+                        Some((start, bytes)) => {
+                            let mut filter = bit_arrays
+                                .get(start..start + bytes)
+                                .ok_or_else(|| DeviceError::new("Bloom filter out of range"))?
+                                .to_vec();
+                            filter.push(probes);
+                            Ok(filter)
+                        }
+                    })
+                    .collect()
             })
             .collect()
     }
 }
 
-/// Starts building one file's filters on the device (blocks `blocks`,
-/// whose stored sizes are `stored`): the filters `plan_filters` asks for
-/// from the blocks' places in the file, each empty or over the keys of its
-/// blocks. Returns without waiting.
-fn bloom_for_file(
+/// Starts building the Bloom filters of a slice's files on the device,
+/// all files in one pair of launches (file `f` has the blocks
+/// `file_blocks[f]`, whose stored sizes are `stored[f]`): the filters
+/// `plan_filters` asks for from the blocks' places in each file, each
+/// empty or over the keys of its blocks. Returns without waiting.
+///
+/// One pair of launches, three uploads and one download per slice, not per
+/// file: a file's filters cover its entries one after another and the
+/// files follow one another in the kept entries, so the filters of all of
+/// them are one list of consecutive ranges. Buffers per file made a full
+/// compaction allocate device memory whenever a job had more files than
+/// any before it.
+fn bloom_for_files(
     session: &mut Session<'_>,
     entries: &DeviceEntries,
     block_ranges: &[Range<usize>],
-    stored: &[usize],
-    blocks: Range<usize>,
+    file_blocks: &[Range<usize>],
+    stored: &[Vec<usize>],
     bits_per_key: u32,
 ) -> Result<PendingFilters, DeviceError> {
     let probes = probes_for_bits_per_key(bits_per_key);
-    let mut offset = 0u64;
-    let places: Vec<(u64, u64)> = stored
-        .iter()
-        .map(|&size| {
-            let start = offset;
-            offset += (size + BLOCK_TRAILER_LEN) as u64;
-            (start, offset)
-        })
-        .collect();
-    let mut plan = Vec::new();
+    let mut plans = Vec::with_capacity(file_blocks.len());
     let mut filter_first = Vec::new();
     let mut filter_bits_list = Vec::new();
     let mut filter_out = Vec::new();
     let mut out_bytes = 0usize;
-    for range in plan_filters(&places) {
-        if range.is_empty() {
-            plan.push(None);
-            continue;
+    let mut covered: Option<usize> = None;
+    for (blocks, stored) in file_blocks.iter().zip(stored) {
+        let mut offset = 0u64;
+        let places: Vec<(u64, u64)> = stored
+            .iter()
+            .map(|&size| {
+                let start = offset;
+                offset += (size + BLOCK_TRAILER_LEN) as u64;
+                (start, offset)
+            })
+            .collect();
+        let mut plan = Vec::new();
+        for range in plan_filters(&places) {
+            if range.is_empty() {
+                plan.push(None);
+                continue;
+            }
+            let first = block_ranges[blocks.start + range.start].start;
+            let end = block_ranges[blocks.start + range.end - 1].end;
+            // The kernel finds an entry's filter by searching the starts:
+            // the ranges must follow one another with no gap.
+            if covered.is_some_and(|covered| covered != first) {
+                return Err(DeviceError::new(format!(
+                    "Bloom filter ranges are not consecutive: one ends at entry {covered:?}, the next starts at {first}"
+                )));
+            }
+            covered = Some(end);
+            let bits = filter_bits(end - first, bits_per_key);
+            plan.push(Some((out_bytes, bits / 8)));
+            filter_first.push(first as u32);
+            filter_bits_list.push(bits as u32);
+            filter_out.push(out_bytes as u32);
+            out_bytes += bits / 8;
         }
-        let first = block_ranges[blocks.start + range.start].start;
-        let end = block_ranges[blocks.start + range.end - 1].end;
-        let bits = filter_bits(end - first, bits_per_key);
-        plan.push(Some((out_bytes, bits / 8)));
-        filter_first.push(first as u32);
-        filter_bits_list.push(bits as u32);
-        filter_out.push(out_bytes as u32);
-        out_bytes += bits / 8;
+        plans.push(plan);
     }
-    let filters = filter_first.len();
-    if filters == 0 {
+    let (Some(&first_entry), Some(end_entry)) = (filter_first.first(), covered) else {
         return Ok(PendingFilters {
-            plan,
+            plans,
             probes,
             bits: None,
         });
-    }
-    // Filters cover the file's entries one after another: close the list
-    // at its last entry.
-    let first_entry = block_ranges[blocks.start].start;
-    let end_entry = block_ranges[blocks.end - 1].end;
+    };
+    let filters = filter_first.len();
+    // Close the list at the last entry.
     filter_first.push(end_entry as u32);
+    let first_entry = first_entry as usize;
     if out_bytes.saturating_mul(8) > u32::MAX as usize {
         return Err(DeviceError::new("Bloom filters past 32-bit offsets"));
     }
@@ -777,8 +806,8 @@ fn bloom_for_file(
     let out_buffer = session.upload("filter offsets", &filter_out)?;
     let byte_vector = session.alloc_zeroed::<u8>("the Bloom byte vector", out_bytes * 8)?;
     let bit_arrays = session.alloc::<u8>("Bloom filters", out_bytes)?;
-    // Work items are the file's kept entries: the global offset starts
-    // them at its first entry.
+    // Work items are the kept entries the filters cover: the global offset
+    // starts them at the first.
     session.launch_async(
         "bloom_set",
         first_entry,
@@ -814,7 +843,7 @@ fn bloom_for_file(
     let wait: Vec<_> = folded.into_iter().collect();
     let download = session.download_async("Bloom filters", &bit_arrays, 0, out_bytes, &wait)?;
     Ok(PendingFilters {
-        plan,
+        plans,
         probes,
         bits: Some(FilterBuffers {
             download,

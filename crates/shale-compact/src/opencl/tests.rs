@@ -1567,7 +1567,9 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     }) else {
         return;
     };
-    let first = assert_same_as_streaming(&executor, &job, &files).stats;
+    let first_output = assert_same_as_streaming(&executor, &job, &files);
+    let output_files = first_output.outputs.len() as u64;
+    let first = first_output.stats;
     let second = assert_same_as_streaming(&executor, &job, &files).stats;
     let third = assert_same_as_streaming(&executor, &job, &files).stats;
     eprintln!("first job: {}", first.device.summary());
@@ -1578,13 +1580,21 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     // The same job again finds every buffer it needs kept from the first.
     assert_eq!(second.device.device_allocations, 0, "{:?}", second.device);
     assert_eq!(third.device.device_allocations, 0, "{:?}", third.device);
-    // The host blocks to read results it needs (sizes, error flags, the
-    // tables), not once per kernel.
+    // The host blocks to read results it needs (sizes, error flags once
+    // per phase, each file's blocks), not once per kernel: the filters of
+    // all files are one pair of launches and one download.
+    assert!(output_files > 2, "{output_files} files");
     assert!(
-        d.host_waits * 2 <= d.kernel_launches,
-        "{} waits for {} launches",
+        d.host_waits <= 6 + output_files,
+        "{} waits for {} launches and {output_files} files",
         d.host_waits,
         d.kernel_launches
+    );
+    // (Per-file filters made this job 44 launches and 97 transfers.)
+    assert!(
+        d.kernel_launches < 25 && d.transfers <= 30 + 2 * output_files,
+        "{output_files} files: {}",
+        d.summary()
     );
     // What went up and came down is counted, and matches the transfer times.
     assert!(d.bytes_uploaded >= job.input_bytes(), "{d:?}");
@@ -1617,6 +1627,27 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
             .map(|s| s.device.host_thread_cpu_nanos)
             .sum::<u64>()
     );
+    // Jobs a little smaller than the first, each different (other keys,
+    // fewer entries, other block counts), find every buffer they need kept:
+    // their small arrays share one size class, their large ones fit what
+    // the first job left.
+    for (seed, entries) in [(32, 450), (33, 400), (34, 470)] {
+        let (job, files) = make_job(
+            seed,
+            4,
+            entries,
+            &settings(true, Some(10), 512, 4),
+            settings(true, Some(10), 1024, 8),
+            &small_values,
+        );
+        let stats = assert_same_as_streaming(&executor, &job, &files).stats;
+        assert_eq!(
+            stats.device.device_allocations,
+            0,
+            "{entries} entries: {}",
+            stats.device.summary()
+        );
+    }
 }
 
 #[test]
