@@ -48,6 +48,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
 use shale_format::internal_key::SequenceNumber;
 use shale_format::log_format::BLOCK_SIZE;
 use shale_format::log_writer::{record_end, write_record_at};
@@ -82,14 +83,18 @@ const GROUPS_TO_OPEN: u32 = 16;
 const YIELDS_BEFORE_SLEEP: u32 = 4;
 
 /// The claim and the wait for publishing, shared by the direct writers.
+/// Every direct write changes `active` twice and takes the claim's lock
+/// once, and looks at `sleepers` when it publishes: each on a cache line of
+/// its own, so that writers on other cores counting themselves in and out
+/// do not take the claim's line away from the one claiming.
 #[derive(Default)]
 pub(crate) struct DirectWrites {
     /// Writers in `DB::write` now, direct or queued.
-    active: AtomicUsize,
+    active: CachePadded<AtomicUsize>,
     /// A leaf lock: nothing is taken while it is held.
-    claim: Mutex<Claim>,
+    claim: CachePadded<Mutex<Claim>>,
     /// Direct writers asleep until an earlier write publishes.
-    sleepers: AtomicUsize,
+    sleepers: CachePadded<AtomicUsize>,
     sleep: Mutex<()>,
     published: Condvar,
 }

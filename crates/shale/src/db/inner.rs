@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 
+use crossbeam_utils::CachePadded;
 use shale_format::comparator::KeyOrder;
 use shale_format::internal_key::SequenceNumber;
 use shale_format::log_writer::LogWriter;
@@ -126,8 +127,10 @@ pub(crate) struct DbInner {
     /// The last sequence number published: what readers and snapshots
     /// see. `State::last_sequence` is stored with it by the write queue;
     /// direct writes (`direct.rs`) publish here alone, and the queue's
-    /// next leader takes their numbers into the state.
-    pub(super) published_sequence: AtomicU64,
+    /// next leader takes their numbers into the state. On a cache line of
+    /// its own: every write stores it and every read loads it, and the
+    /// fields beside it are read by every write.
+    pub(super) published_sequence: CachePadded<AtomicU64>,
     /// The claim of direct writes (`direct.rs`).
     pub(super) direct: super::direct::DirectWrites,
     /// Opened with `DB::open_read_only`: nothing is written, no thread

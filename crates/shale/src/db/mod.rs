@@ -278,7 +278,7 @@ impl DB {
             compaction,
             file_numbers,
             shutting_down: AtomicBool::new(false),
-            published_sequence: AtomicU64::new(0),
+            published_sequence: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
             direct: direct::DirectWrites::default(),
             options,
             read_only,
