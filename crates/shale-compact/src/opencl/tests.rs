@@ -1681,3 +1681,78 @@ fn uncompressed_output_blocks_get_their_checksums_from_the_device() {
         );
     }
 }
+
+/// An output whose sync fails (a full disk, an I/O error).
+struct FailsToSync(Box<dyn crate::job::OutputSink>);
+
+impl std::io::Write for FailsToSync {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl crate::job::OutputSink for FailsToSync {
+    fn finish(self: Box<Self>) -> shale_format::Result<()> {
+        Err(shale_format::Error::io(
+            "syncing a compaction output",
+            std::io::Error::other("the test's disk failed"),
+        ))
+    }
+}
+
+/// `MemIo` whose output numbered `fail` cannot be synced.
+struct FailsOneOutput {
+    inner: MemIo,
+    fail: u64,
+}
+
+impl crate::job::JobIo for FailsOneOutput {
+    fn open_input(
+        &self,
+        file: &crate::job::JobFile,
+    ) -> shale_format::Result<Arc<dyn shale_format::format::RandomAccess>> {
+        self.inner.open_input(file)
+    }
+    fn create_output(&self) -> shale_format::Result<(u64, Box<dyn crate::job::OutputSink>)> {
+        let (number, sink) = self.inner.create_output()?;
+        if number == self.fail {
+            return Ok((number, Box::new(FailsToSync(sink))));
+        }
+        Ok((number, sink))
+    }
+    fn discard_output(&self, number: u64) -> shale_format::Result<()> {
+        self.inner.discard_output(number)
+    }
+}
+
+#[test]
+fn an_output_that_cannot_be_synced_fails_the_job_with_its_error() {
+    // Files of one slice are written several at once: the third file's
+    // sync fails while others of its slice are written beside it.
+    let (job, files) = make_job(
+        41,
+        3,
+        500,
+        &settings(false, None, 512, 4),
+        settings(false, Some(10), 1024, 8),
+        &small_values,
+    );
+    let Some(executor) = executor(OpenClOptions {
+        policy: PlacementPolicy::AllDevice,
+        ..OpenClOptions::default()
+    }) else {
+        return;
+    };
+    // The same job written whole first: it has files past the third.
+    let whole = assert_same_as_streaming(&executor, &job, &files);
+    assert!(whole.outputs.len() > 4, "{} files", whole.outputs.len());
+    let io = FailsOneOutput {
+        inner: MemIo::new(files.clone()),
+        fail: 1002,
+    };
+    let err = executor.run(&job, &io).unwrap_err();
+    assert!(err.to_string().contains("the test's disk failed"), "{err}");
+}
