@@ -373,14 +373,15 @@ impl OpenClExecutor {
                 };
                 (written, 0)
             });
-            (device_result, read_busy, written, read_cpu + write_cpu)
+            let drive_cpu = thread_cpu_nanos().saturating_sub(own_cpu_before);
+            (device_result, read_busy, written, [read_cpu, drive_cpu, write_cpu])
         });
         // The stage threads lived for this job only: their whole CPU time
         // is the job's. The pool's threads outlive it; with several jobs on
         // this executor at once, each counts the pool's time during its run.
-        let host_thread_cpu_nanos = stage_cpu
-            + thread_cpu_nanos().saturating_sub(own_cpu_before)
-            + self.pool_cpu_nanos().saturating_sub(pool_cpu_before);
+        let [read_cpu, drive_cpu, write_cpu] = stage_cpu;
+        let pool_cpu = self.pool_cpu_nanos().saturating_sub(pool_cpu_before);
+        let host_thread_cpu_nanos = read_cpu + drive_cpu + write_cpu + pool_cpu;
         let (device_busy, wait_read) = match device_result {
             Ok(times) => times,
             Err(error) => {
@@ -404,6 +405,14 @@ impl OpenClExecutor {
         stats.stage_busy_secs.insert("read".into(), read_busy);
         stats.stage_busy_secs.insert("device".into(), device_busy);
         stats.stage_busy_secs.insert("write".into(), written.busy);
+        for (stage, nanos) in [
+            ("read", read_cpu),
+            ("device", drive_cpu),
+            ("write", write_cpu),
+            ("host pool", pool_cpu),
+        ] {
+            stats.stage_cpu_secs.insert(stage.into(), nanos as f64 / 1e9);
+        }
         // I/O the device did not wait for: reading it waited `wait_read`
         // for; writing after the device finished is not hidden.
         let write_tail = (stats.total_secs - device_busy - wait_read).max(0.0);

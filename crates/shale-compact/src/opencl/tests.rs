@@ -1499,7 +1499,13 @@ fn slices_give_the_same_tables_and_overlap_reading_with_the_device() {
         let s = &output.stats;
         for stage in ["read", "device", "write"] {
             assert!(s.stage_busy_secs[stage] > 0.0, "{stage}: {s:?}");
+            assert!(s.stage_cpu_secs[stage] > 0.0, "{stage}: {s:?}");
         }
+        // The stages' CPU is the executor's threads' CPU, split.
+        let cpu: f64 = s.stage_cpu_secs.values().sum();
+        let counted = s.device.host_thread_cpu_nanos as f64 / 1e9;
+        assert!((cpu - counted).abs() < 1e-6, "{cpu} against {counted}");
+        assert!(s.pipeline_summary().unwrap().contains("; CPU device"));
         assert!(s.stage_busy_secs["device"] <= s.total_secs);
         assert_eq!(s.bytes_read, job.input_bytes());
         assert!(s.kernels["upload"].bytes > 0 && s.kernels["download"].bytes > 0);
