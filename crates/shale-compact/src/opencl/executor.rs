@@ -374,7 +374,12 @@ impl OpenClExecutor {
                 (written, 0)
             });
             let drive_cpu = thread_cpu_nanos().saturating_sub(own_cpu_before);
-            (device_result, read_busy, written, [read_cpu, drive_cpu, write_cpu])
+            (
+                device_result,
+                read_busy,
+                written,
+                [read_cpu, drive_cpu, write_cpu],
+            )
         });
         // The stage threads lived for this job only: their whole CPU time
         // is the job's. The pool's threads outlive it; with several jobs on
@@ -411,7 +416,9 @@ impl OpenClExecutor {
             ("write", write_cpu),
             ("host pool", pool_cpu),
         ] {
-            stats.stage_cpu_secs.insert(stage.into(), nanos as f64 / 1e9);
+            stats
+                .stage_cpu_secs
+                .insert(stage.into(), nanos as f64 / 1e9);
         }
         // I/O the device did not wait for: reading it waited `wait_read`
         // for; writing after the device finished is not hidden.
