@@ -118,6 +118,7 @@ class _StallStats(TypedDict):
 class _WriteStats(TypedDict):
     direct: int
     leads_taken: int
+    direct_closed_by_sleep: int
 
 class _Stats(TypedDict):
     levels: list[_LevelStats]
@@ -152,6 +153,7 @@ class _Options(TypedDict, total=False):
     concurrent_memtable_writes: bool | None
     pipelined_write: bool | None
     direct_writers: int | None
+    direct_writers_back_off: bool | None
     write_thread_max_yield_usec: int | None
     write_thread_slow_yield_usec: int | None
     compaction_pick: str | None

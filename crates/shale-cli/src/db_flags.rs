@@ -209,6 +209,19 @@ pub struct DbFlags {
     /// group (default: the cores less two, at least 1; 0: never).
     #[arg(long = "direct_writers", value_name = "N", hide_short_help = true)]
     pub direct_writers: Option<usize>,
+    /// A direct writer that had to sleep until an earlier write published
+    /// closes direct writes for a while, and the queue writes (default
+    /// true; false: direct whenever --direct_writers allows).
+    #[arg(
+        long = "direct_writers_back_off",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new(),
+        hide_short_help = true
+    )]
+    pub direct_writers_back_off: Option<bool>,
     /// Microseconds a waiting writer stays awake (yielding) before it
     /// sleeps, on a machine with a core to spare (default 100; 0: sleep
     /// after a short spin).
@@ -525,6 +538,9 @@ impl DbFlags {
         }
         if let Some(writers) = self.direct_writers {
             options.direct_writers = writers;
+        }
+        if let Some(on) = self.direct_writers_back_off {
+            options.direct_writers_back_off = on;
         }
         if let Some(micros) = self.write_thread_max_yield_usec {
             options.write_thread_max_yield_usec = micros;

@@ -102,6 +102,7 @@ pub fn parse_options(
             }
             "pipelined_write" => options.pipelined_write = flag(&value, name)?,
             "direct_writers" => options.direct_writers = value.extract()?,
+            "direct_writers_back_off" => options.direct_writers_back_off = flag(&value, name)?,
             "write_thread_max_yield_usec" => {
                 options.write_thread_max_yield_usec = value.extract()?
             }
@@ -169,6 +170,7 @@ pub const SHALE_ARGUMENTS: &[&str] = &[
     "concurrent_memtable_writes",
     "pipelined_write",
     "direct_writers",
+    "direct_writers_back_off",
     "write_thread_max_yield_usec",
     "write_thread_slow_yield_usec",
     "compaction_pick",

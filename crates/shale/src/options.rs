@@ -189,6 +189,14 @@ pub struct Options {
     /// to spare), at least 1: a lone writer always goes direct. 0: every
     /// write takes the queue.
     pub direct_writers: usize,
+    /// Whether a direct writer that had to sleep until an earlier write
+    /// published (the earlier writer was preempted between its claim and
+    /// its publish) closes direct writes for a while, so that the queue's
+    /// leader writes for the writers that are not running (default true;
+    /// `db/direct.rs`). False: writes go direct whenever `direct_writers`
+    /// allows, preempted or not; tests of the direct path use it to keep
+    /// every writer direct on a machine with few cores.
+    pub direct_writers_back_off: bool,
     /// How long a writer that waits for its turn stays awake, yielding the
     /// processor, before it sleeps, in microseconds; only on a machine with
     /// a core to spare for it (more cores than the writers queued plus two;
@@ -351,6 +359,7 @@ impl Default for Options {
             concurrent_memtable_writes: true,
             pipelined_write: false,
             direct_writers: available_cores().saturating_sub(2).max(1),
+            direct_writers_back_off: true,
             write_thread_max_yield_usec: 100,
             write_thread_slow_yield_usec: 3,
             max_bytes_for_level_base: 10 << 20,

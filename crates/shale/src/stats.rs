@@ -20,7 +20,7 @@
 //!                 "executor_bytes_per_second": {NAME: number or null}},
 //!   "stalls": {"slowdown_count", "slowdown_seconds", "stop_count",
 //!              "stop_seconds"},
-//!   "writes": {"direct", "leads_taken"}
+//!   "writes": {"direct", "leads_taken", "direct_closed_by_sleep"}
 //! }
 //! ```
 
@@ -56,6 +56,10 @@ pub struct Writes {
     /// Leads of the write queue taken from a writer handed one while it
     /// slept, by a writer that was awake (`db/writer_queue.rs`).
     pub leads_taken: u64,
+    /// Times a direct writer that had to sleep until an earlier write
+    /// published closed direct writes for a while (`db/direct.rs`): the
+    /// writers were preempted, the cores busy with more than them.
+    pub direct_closed_by_sleep: u64,
 }
 
 /// One level: its files now, and the flushes and compactions that wrote

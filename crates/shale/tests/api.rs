@@ -29,9 +29,12 @@ fn write_paths(name: &str) -> Vec<(std::path::PathBuf, Options, Option<tempfile:
     // A memtable of 256 KiB, still switched several times by each test:
     // after a switch, writes go direct again only once 16 queue groups
     // ended (`db/direct.rs`), which a memtable of a few batches never sees.
+    // Every writer direct, preempted or not (no back-off to the queue),
+    // so that the tests below check direct writes on two cores too.
     let direct = Options {
         env: Arc::new(shale::env::PosixEnv),
         direct_writers: 64,
+        direct_writers_back_off: false,
         write_buffer_size: 256 << 10,
         ..options(&env)
     };

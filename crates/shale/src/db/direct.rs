@@ -143,7 +143,7 @@ struct Claim {
     /// The shift of the wait (see [`CALM_WRITES`]).
     reopen_shift: u32,
     /// Times a direct writer that slept closed the claim.
-    closed_for_sleep: u64,
+    closed_by_sleep: u64,
 }
 
 /// A write's claim: its first sequence number and its place.
@@ -248,7 +248,12 @@ impl DirectWrites {
             (claim.reopen_shift + 1).min(MAX_REOPEN_SHIFT)
         };
         claim.groups_to_wait = u64::from(GROUPS_TO_OPEN) << claim.reopen_shift;
-        claim.closed_for_sleep += 1;
+        claim.closed_by_sleep += 1;
+    }
+
+    /// Times a direct writer that slept closed the claim, since open.
+    pub(super) fn closed_by_sleep(&self) -> u64 {
+        self.lock().closed_by_sleep
     }
 
     /// Counts a queue group that would open the claim again: false while
@@ -364,7 +369,7 @@ impl DbInner {
             last,
             self.direct_patience(),
         );
-        if slept {
+        if slept && self.options.direct_writers_back_off {
             self.direct.close_after_sleep();
         }
         if let Err(err) = &result {
@@ -483,7 +488,7 @@ impl DbInner {
             writes_at_open: claim.writes,
             groups_to_wait: 0,
             reopen_shift: claim.reopen_shift,
-            closed_for_sleep: claim.closed_for_sleep,
+            closed_by_sleep: claim.closed_by_sleep,
         };
         true
     }
@@ -522,7 +527,7 @@ mod tests {
         let direct = DirectWrites::default();
         // A claim that is not open stays as it is.
         direct.close_after_sleep();
-        assert_eq!(direct.lock().closed_for_sleep, 0);
+        assert_eq!(direct.lock().closed_by_sleep, 0);
         assert!(direct.may_reopen());
         let base = u64::from(GROUPS_TO_OPEN);
         for shift in 1..=MAX_REOPEN_SHIFT + 2 {
@@ -540,7 +545,7 @@ mod tests {
         direct.close_after_sleep();
         assert_eq!(groups_until_open(&direct), base);
         assert_eq!(
-            direct.lock().closed_for_sleep,
+            direct.lock().closed_by_sleep,
             u64::from(MAX_REOPEN_SHIFT) + 3
         );
     }
@@ -556,18 +561,26 @@ mod tests {
     /// enough to switch dozens of times: every write is read back, also
     /// after a reopen, and the directory verifies.
     fn write_and_check(direct_writers: usize) -> u64 {
-        write_and_check_with(direct_writers, 4).0
+        write_and_check_with(direct_writers, 4, false).0
     }
 
-    /// As `write_and_check`, with `writers` threads; also returns how many
-    /// leads were taken from sleeping writers.
-    fn write_and_check_with(direct_writers: usize, writers: usize) -> (u64, u64) {
+    /// As `write_and_check` (which keeps direct writers direct, preempted
+    /// or not), with `writers` threads and `back_off` as
+    /// `Options::direct_writers_back_off`; also returns how many leads were
+    /// taken from sleeping writers, and how many times a direct writer that
+    /// slept closed direct writes.
+    fn write_and_check_with(
+        direct_writers: usize,
+        writers: usize,
+        back_off: bool,
+    ) -> (u64, u64, u64) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
         let options = Options {
             create_if_missing: true,
             write_buffer_size: 64 << 10,
             direct_writers,
+            direct_writers_back_off: back_off,
             ..Options::default()
         };
         let db = Arc::new(DB::open(&path, options.clone()).unwrap());
@@ -596,6 +609,7 @@ mod tests {
         }
         let direct = db.inner.direct_writes();
         let leads_taken = db.inner.lock_state().write_queue.leads_taken;
+        let closed_by_sleep = db.inner.direct.closed_by_sleep();
         let check = |db: &DB| {
             for thread in 0..writers {
                 for i in 0..3_000 {
@@ -609,7 +623,7 @@ mod tests {
         drop(db);
         crate::verify::verify_db(&path, &options).unwrap();
         check(&DB::open(&path, options).unwrap());
-        (direct, leads_taken)
+        (direct, leads_taken, closed_by_sleep)
     }
 
     #[test]
@@ -620,6 +634,21 @@ mod tests {
         // Most of the 12,000 puts and 1,716 deletes; synced writes and
         // the writes that meet a full memtable take the queue.
         assert!(direct > 6_000, "{direct} writes went direct");
+    }
+
+    #[test]
+    fn preempted_direct_writers_back_off_to_the_queue_and_lose_nothing() {
+        // As above, with the default back-off: where writers are
+        // preempted (more of them than cores), one that sleeps waiting for
+        // an earlier one closes direct writes for a while, and the queue
+        // writes meanwhile.
+        let (direct, _, closed_by_sleep) = write_and_check_with(8, 4, true);
+        eprintln!("{direct} writes went direct, closed {closed_by_sleep} times by a sleep");
+        assert!(direct > 0);
+        // 8 closes in each of 6 runs on the 2-core development machine.
+        if crate::options::available_cores() <= 2 {
+            assert!(closed_by_sleep > 0);
+        }
     }
 
     #[test]
@@ -634,7 +663,7 @@ mod tests {
         // the other (`take_lead_from_sleeper`); its write is then done in
         // the taker's group. Synced writes, deletes, empty batches and
         // memtable switches among them, as above.
-        let (direct, leads_taken) = write_and_check_with(0, 2);
+        let (direct, leads_taken, _) = write_and_check_with(0, 2, true);
         assert_eq!(direct, 0);
         eprintln!("leads taken from sleeping writers: {leads_taken}");
         // On two cores a queued writer soon sleeps, and leads are taken

@@ -552,6 +552,7 @@ impl DB {
             writes: crate::stats::Writes {
                 direct: self.inner.direct_writes(),
                 leads_taken: self.inner.lock_state().write_queue.leads_taken,
+                direct_closed_by_sleep: self.inner.direct.closed_by_sleep(),
             },
         }
     }

@@ -57,9 +57,10 @@ impl DbInner {
                 );
                 let _ = writeln!(
                     out,
-                    "Writes: {} direct, {} leads taken from sleeping writers",
+                    "Writes: {} direct, {} leads taken from sleeping writers, direct writes closed {} times by a writer that slept",
                     self.direct_writes(),
-                    state.write_queue.leads_taken
+                    state.write_queue.leads_taken,
+                    self.direct.closed_by_sleep()
                 );
                 drop(state);
                 self.service().with_scheduler(|scheduler| {
