@@ -100,6 +100,8 @@ pub struct EngineTotals {
     levels: Vec<LevelStats>,
     executors: BTreeMap<String, (u64, PhaseStats)>,
     stalls: StallStats,
+    /// How writes were written (direct, by the queue), summed.
+    writes: shale::stats::Writes,
     /// The compaction service's ledger of every database, summed.
     scheduler: SchedulerTotals,
     /// Bytes of user data written (keys and values).
@@ -129,6 +131,10 @@ impl EngineTotals {
         self.stalls.slowdown_micros += stalls.slowdown_micros;
         self.stalls.stop_count += stalls.stop_count;
         self.stalls.stop_micros += stalls.stop_micros;
+        let writes = db.statistics().writes;
+        self.writes.direct += writes.direct;
+        self.writes.leads_taken += writes.leads_taken;
+        self.writes.direct_closed_by_sleep += writes.direct_closed_by_sleep;
         self.scheduler.absorb(&db.scheduler_stats());
     }
 
@@ -239,6 +245,11 @@ impl EngineTotals {
             self.stalls.slowdown_micros as f64 / 1e6,
             self.stalls.stop_count,
             self.stalls.stop_micros as f64 / 1e6
+        )?;
+        writeln!(
+            out,
+            "Writes: {} direct, {} leads taken from sleeping writers, direct writes closed {} times by a writer that slept",
+            self.writes.direct, self.writes.leads_taken, self.writes.direct_closed_by_sleep
         )?;
         let own = cpu.since(&stress);
         let per_gb = if input > 0 {
