@@ -292,6 +292,8 @@ struct EngineActivity {
     fallbacks: u64,
     /// Jobs per executor name, in name order.
     executors: std::collections::BTreeMap<String, u64>,
+    /// How the writes were written.
+    writes: shale::stats::Writes,
 }
 
 impl EngineActivity {
@@ -302,6 +304,10 @@ impl EngineActivity {
         for (name, jobs, _) in db.executor_stats() {
             *self.executors.entry(name).or_default() += jobs;
         }
+        let writes = db.statistics().writes;
+        self.writes.direct += writes.direct;
+        self.writes.leads_taken += writes.leads_taken;
+        self.writes.direct_closed_by_sleep += writes.direct_closed_by_sleep;
     }
 }
 
@@ -318,7 +324,11 @@ impl std::fmt::Display for EngineActivity {
         for (name, jobs) in &self.executors {
             write!(f, " {name} {jobs}")?;
         }
-        Ok(())
+        write!(
+            f,
+            "\nwrites: {} direct, {} leads taken from sleeping writers, direct writes closed {} times by a writer that slept",
+            self.writes.direct, self.writes.leads_taken, self.writes.direct_closed_by_sleep
+        )
     }
 }
 
