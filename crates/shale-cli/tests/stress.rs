@@ -63,6 +63,7 @@ fn a_short_run_passes_and_verifies() {
         "ops: 3000",
         "reads verified",
         "compactions:",
+        "writes: ",
         "end verify: keys=300",
     ] {
         assert!(stdout.contains(expected), "{expected:?} missing: {stdout}");
