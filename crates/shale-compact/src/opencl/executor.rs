@@ -547,7 +547,7 @@ struct Written {
 
 /// Most files of a slice written and synced at once. One thread writing
 /// and syncing files one after another was the slowest stage of a device
-/// job on PoCL (0.41-0.50 s of a 2.2-3.0 s full compaction, against 0.16-
+/// job on PoCL (0.39-0.50 s of a 2.1-3.0 s full compaction, against 0.15-
 /// 0.39 s reading), and what a GPU leaves of a job is reading and writing:
 /// files are independent, and an SSD syncs several at once in the time of
 /// one.

@@ -734,9 +734,9 @@ impl PendingFilters {
 /// One pair of launches, three uploads and one download per slice, not per
 /// file: a file's filters cover its entries one after another and the
 /// files follow one another in the kept entries, so the filters of all of
-/// them are one list of consecutive ranges. Buffers per file made a full
-/// compaction allocate device memory whenever a job had more files than
-/// any before it.
+/// them are one list of consecutive ranges. Five buffers per file, held
+/// until the slice ends, made a slice's buffers grow with its files, and a
+/// job with more files than the arena held allocate.
 fn bloom_for_files(
     session: &mut Session<'_>,
     entries: &DeviceEntries,

@@ -645,7 +645,8 @@ mod tests {
         let (direct, _, closed_by_sleep) = write_and_check_with(8, 4, true);
         eprintln!("{direct} writes went direct, closed {closed_by_sleep} times by a sleep");
         assert!(direct > 0);
-        // 8 closes in each of 6 runs on the 2-core development machine.
+        // 5 to 8 closes per run in 9 runs on the 2-core development
+        // machine.
         if crate::options::available_cores() <= 2 {
             assert!(closed_by_sleep > 0);
         }
