@@ -86,6 +86,8 @@ class _DeviceCounters(TypedDict):
     transfers: int
     bytes_uploaded: int
     bytes_downloaded: int
+    bytes_uploaded_pinned: int
+    bytes_downloaded_pinned: int
     host_waits: int
     device_allocations: int
     host_bytes_copied: int

@@ -271,7 +271,8 @@ impl OpenClExecutor {
                 return Ok(pack::PackedSlice::default());
             };
             let t = Instant::now();
-            let packed = pack::pack_on_device(&mut session, &self.pool, job, &entries, last)?;
+            let packed =
+                pack::pack_on_device(&mut session, &self.pool, &self.staging, job, &entries, last)?;
             stats.pack_secs += t.elapsed().as_secs_f64();
             Ok(packed)
         })();

@@ -47,7 +47,8 @@ use shale_format::table_assembler::TableAssembler;
 
 use super::device::DeviceError;
 use super::pipeline::DeviceEntries;
-use super::session::{mem, Arg, Download, Session};
+use super::session::{mem, Arg, BytesDownload, Download, Session};
+use super::staging::{HostBytes, StagingPool};
 use crate::job::CompactionJob;
 use crate::parallel::plan::{plan_boundaries_from_sizes, EntrySize, PlannedFile, ScanState};
 
@@ -134,6 +135,7 @@ pub(crate) struct PackedSlice {
 pub(crate) fn pack_on_device(
     session: &mut Session<'_>,
     pool: &rayon::ThreadPool,
+    staging: &Arc<StagingPool>,
     job: &CompactionJob,
     entries: &DeviceEntries,
     last: bool,
@@ -141,6 +143,7 @@ pub(crate) fn pack_on_device(
     let mut packer = Packer {
         session,
         pool,
+        staging,
         job,
         entries,
     };
@@ -164,6 +167,8 @@ pub(crate) fn pack_on_device(
 struct Packer<'a, 's> {
     session: &'a mut Session<'s>,
     pool: &'a rayon::ThreadPool,
+    /// Pinned memory the finished files' blocks come back into.
+    staging: &'a Arc<StagingPool>,
     job: &'a CompactionJob,
     entries: &'a DeviceEntries,
 }
@@ -209,7 +214,7 @@ impl BlockPlan {
 /// The encoded blocks coming back: one read per finished file, and one for
 /// the open file's blocks.
 struct BlockDownloads {
-    files: Vec<Download<u8>>,
+    files: Vec<BytesDownload>,
     open: Download<u8>,
     open_range: Range<usize>,
 }
@@ -408,12 +413,12 @@ impl Packer<'_, '_> {
         let mut files = Vec::with_capacity(plan.file_blocks.len());
         for blocks in &plan.file_blocks {
             let range = plan.bytes_of(blocks.clone());
-            files.push(self.session.download_async(
+            files.push(self.session.download_bytes_async(
                 "output blocks",
                 out,
                 range.start,
                 range.len(),
-                &[],
+                self.staging,
             )?);
         }
         let open_range = plan.bytes_of(plan.finished_blocks..plan.ranges.len());
@@ -498,7 +503,7 @@ impl Packer<'_, '_> {
     fn finish_files(
         &mut self,
         plan: &BlockPlan,
-        downloads: Vec<Download<u8>>,
+        downloads: Vec<BytesDownload>,
         boundary_keys: &BoundaryKeys,
         checksums: Option<Download<u32>>,
     ) -> Result<Vec<FileParts>, DeviceError> {
@@ -562,10 +567,10 @@ impl Packer<'_, '_> {
         &mut self,
         plan: &BlockPlan,
         blocks: Range<usize>,
-        download: Download<u8>,
+        download: BytesDownload,
     ) -> Result<Vec<(BlockBytes, CompressionType)>, DeviceError> {
         let compression = self.job.table.table_options().compression;
-        let encoded = Arc::new(self.session.finish_download(download)?);
+        let encoded = Arc::new(self.session.finish_bytes(download)?);
         let base = plan.bytes_of(blocks.clone()).start;
         Ok(self.pool.install(|| {
             plan.layout.blocks[blocks]
@@ -573,7 +578,11 @@ impl Packer<'_, '_> {
                 .map(|range| {
                     let range = range.start - base..range.end - base;
                     let mut scratch = Vec::new();
-                    match maybe_compress(&encoded[range.clone()], compression, &mut scratch) {
+                    match maybe_compress(
+                        &encoded.as_slice()[range.clone()],
+                        compression,
+                        &mut scratch,
+                    ) {
                         (stored, CompressionType::Snappy) => {
                             let len = stored.len();
                             scratch.truncate(len);
@@ -600,18 +609,19 @@ pub(crate) struct StoredBlock {
 }
 
 /// A block's bytes as stored: compressed into a buffer of its own, or a
-/// range of its file's downloaded buffer.
+/// range of its file's downloaded buffer (pinned memory, back to its pool
+/// once the file's last block is written).
 #[derive(Debug)]
 pub(crate) enum BlockBytes {
     Owned(Vec<u8>),
-    Shared(Arc<Vec<u8>>, Range<usize>),
+    Shared(Arc<HostBytes>, Range<usize>),
 }
 
 impl BlockBytes {
     fn as_slice(&self) -> &[u8] {
         match self {
             BlockBytes::Owned(bytes) => bytes,
-            BlockBytes::Shared(buffer, range) => &buffer[range.clone()],
+            BlockBytes::Shared(buffer, range) => &buffer.as_slice()[range.clone()],
         }
     }
 

@@ -44,7 +44,7 @@ use super::placement::GcSite;
 use super::scan::exclusive_scan_u32;
 use super::session::{mem, Arg, Session, Upload};
 use super::slices::{InputBlock, SliceInput};
-use super::staging::{Pinned, SliceBytes, StagingPool};
+use super::staging::{HostBytes, Pinned, StagingPool};
 use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::inputs::shared_user_key_prefix;
@@ -240,8 +240,8 @@ impl SliceRun<'_, '_, '_> {
                 session.upload_pinned("input blocks", pinned)?
             }
             None => match data {
-                SliceBytes::Pinned(pinned) => session.upload_pinned("input blocks", pinned)?,
-                SliceBytes::Heap(bytes) => session.upload_async("input blocks", bytes)?,
+                HostBytes::Pinned(pinned) => session.upload_pinned("input blocks", pinned)?,
+                HostBytes::Heap(bytes) => session.upload_async("input blocks", bytes)?,
             },
         };
         // The blocks still stored with their trailer: their CRC32C is

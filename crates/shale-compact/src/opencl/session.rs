@@ -22,6 +22,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
@@ -31,8 +32,9 @@ use opencl3::types::{cl_event, cl_mem, CL_NON_BLOCKING};
 
 use super::arena::{only_owner, size_class, DeviceArena, Pooled};
 use super::device::{drain, DeviceContext, DeviceError, QueueLease};
-use super::staging::Pinned;
+use super::staging::{HostBytes, Pinned, StagingPool};
 use super::wait::{wait_for, Waited};
+use crate::inputs::GrowingBytes;
 use crate::job::{DeviceCounters, KernelTime};
 
 /// The kernels of one program, created once and reused by later sessions.
@@ -118,6 +120,23 @@ pub(crate) struct Download<T> {
 }
 
 impl<T> Drop for Download<T> {
+    fn drop(&mut self) {
+        // The device may still be writing into `host`.
+        if let Some(event) = &self.event {
+            let _ = wait_for(event);
+        }
+    }
+}
+
+/// A read-back of bytes into pinned memory in flight: finishes with
+/// [`Session::finish_bytes`].
+pub(crate) struct BytesDownload {
+    what: String,
+    event: Option<Event>,
+    host: HostBytes,
+}
+
+impl Drop for BytesDownload {
     fn drop(&mut self) {
         // The device may still be writing into `host`.
         if let Some(event) = &self.event {
@@ -406,6 +425,7 @@ impl<'d> Session<'d> {
         // SAFETY: `pinned` moves into the returned Upload, which waits for
         // the event before it lets the mapping go back to its pool.
         let event = unsafe { self.enqueue_upload(what, &mut buffer, pinned.bytes()) }?;
+        self.counters.bytes_uploaded_pinned += pinned.bytes().len() as u64;
         Ok(Upload {
             buffer,
             event,
@@ -488,25 +508,79 @@ impl<'d> Session<'d> {
         wait: &[cl_event],
     ) -> Result<Download<T>, DeviceError> {
         let mut host = vec![T::default(); count];
-        if count == 0 {
-            return Ok(Download {
-                what: what.to_string(),
-                event: None,
-                host,
-            });
+        // SAFETY: `host` moves into the returned Download, which waits for
+        // the event before freeing it (moving a Vec leaves its heap memory
+        // where it is).
+        let event = unsafe { self.enqueue_download(what, buffer, first, &mut host, wait) }?;
+        Ok(Download {
+            what: what.to_string(),
+            event,
+            host,
+        })
+    }
+
+    /// [`Session::download_async`] of bytes into pinned memory from
+    /// `staging` (ordinary memory where none can be had): the device
+    /// writes it directly, with no staging copy by the driver, and the
+    /// buffer goes back to the pool, for the next download, once the
+    /// bytes are written out. Finishes with [`Session::finish_bytes`].
+    pub(crate) fn download_bytes_async(
+        &mut self,
+        what: &str,
+        buffer: &Buffer<u8>,
+        first: usize,
+        count: usize,
+        staging: &Arc<StagingPool>,
+    ) -> Result<BytesDownload, DeviceError> {
+        let mut host = HostBytes::pinned(staging, count);
+        let event = {
+            let dest = GrowingBytes::grow(&mut host, count);
+            // SAFETY: `host` moves into the returned BytesDownload, which
+            // waits for the event before letting it go; a pinned mapping
+            // and a Vec's heap memory stay where they are when moved.
+            unsafe { self.enqueue_download(what, buffer, first, dest, &[]) }?
+        };
+        if matches!(host, HostBytes::Pinned(_)) {
+            self.counters.bytes_downloaded_pinned += count as u64;
+        }
+        Ok(BytesDownload {
+            what: what.to_string(),
+            event,
+            host,
+        })
+    }
+
+    /// Enqueues reading `host.len()` elements of `buffer` from `first` into
+    /// `host` on the transfer queue, after `wait` and after everything
+    /// enqueued on the compute queue so far, starts it and counts it;
+    /// `None` when there is nothing to read.
+    ///
+    /// # Safety
+    /// `host` must stay where it is, alive, until the returned event is
+    /// complete.
+    unsafe fn enqueue_download<T>(
+        &mut self,
+        what: &str,
+        buffer: &Buffer<T>,
+        first: usize,
+        host: &mut [T],
+        wait: &[cl_event],
+    ) -> Result<Option<Event>, DeviceError> {
+        if host.is_empty() {
+            return Ok(None);
         }
         let marker = self.compute_marker(what)?;
         let mut wait_list = wait.to_vec();
         wait_list.extend(marker.iter().map(Event::get));
-        // SAFETY: `host` has room for `count` elements and moves into the
-        // returned Download, which waits for the event before freeing it;
-        // the buffer's release is deferred by OpenCL until the read is done.
+        // SAFETY: `host` has room for the elements read, and the caller
+        // keeps it until the event completes; the buffer's release is
+        // deferred by OpenCL until the read is done.
         let event = unsafe {
             self.transfer.queue().enqueue_read_buffer(
                 buffer,
                 CL_NON_BLOCKING,
                 first * size_of::<T>(),
-                &mut host,
+                host,
                 &wait_list,
             )
         }
@@ -516,12 +590,25 @@ impl<'d> Session<'d> {
             .flush()
             .map_err(|e| DeviceError::cl(&format!("downloading {what}"), e))?;
         self.counters.transfers += 1;
-        self.counters.bytes_downloaded += size_of_val(host.as_slice()) as u64;
-        Ok(Download {
-            what: what.to_string(),
-            event: Some(event),
-            host,
-        })
+        self.counters.bytes_downloaded += size_of_val(host) as u64;
+        Ok(Some(event))
+    }
+
+    /// Waits for a read-back started with [`Session::download_bytes_async`]
+    /// and returns its bytes.
+    pub(crate) fn finish_bytes(
+        &mut self,
+        mut download: BytesDownload,
+    ) -> Result<HostBytes, DeviceError> {
+        if let Some(event) = download.event.take() {
+            let waited = wait_for(&event)
+                .map_err(|e| DeviceError::cl(&format!("downloading {}", download.what), e))?;
+            self.waited(waited);
+            let seconds = event_seconds(&event);
+            let bytes = download.host.as_slice().len() as u64;
+            self.account("download", 0, bytes, seconds);
+        }
+        Ok(std::mem::take(&mut download.host))
     }
 
     /// Waits for a read-back and returns its data.

@@ -36,7 +36,7 @@ use shale_format::format::{block_trailer, BlockHandle, CompressionType, BLOCK_TR
 use shale_format::internal_key::extract_user_key;
 
 use super::device::DeviceError;
-use super::staging::{SliceBytes, StagingPool};
+use super::staging::{HostBytes, StagingPool};
 use crate::inputs::{
     read_stretches, read_stretches_into, run_blocks_in_range, slice_limit, InputTable,
 };
@@ -75,7 +75,7 @@ pub(crate) struct InputBlock {
 pub(crate) struct SliceInput {
     /// The blocks as stored, then the decompressed contents of compressed
     /// ones (appended by `decompress`).
-    pub(crate) data: SliceBytes,
+    pub(crate) data: HostBytes,
     /// The blocks, run after run, each run in key order.
     pub(crate) blocks: Vec<InputBlock>,
     /// Index in `blocks` of each run's first block, then `blocks.len()`.
@@ -265,9 +265,9 @@ impl SlicePlanner {
         let data = match &self.staging {
             Some(pool) => {
                 let expected = self.slice_input_bytes.min(MAX_PINNED_SLICE_GUESS);
-                SliceBytes::pinned(pool, (expected + expected / 4) as usize)
+                HostBytes::pinned(pool, (expected + expected / 4) as usize)
             }
-            None => SliceBytes::default(),
+            None => HostBytes::default(),
         };
         let mut slice = SliceInput {
             data,

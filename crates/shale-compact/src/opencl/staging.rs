@@ -30,6 +30,9 @@ struct Mapped {
 // SAFETY: the mapping is plain host memory owned by this value alone; the
 // OpenCL buffer may be used from any thread.
 unsafe impl Send for Mapped {}
+// SAFETY: through a shared reference the mapping is only read
+// (`Pinned::bytes`); writing it takes `&mut`.
+unsafe impl Sync for Mapped {}
 
 /// The pinned buffers of one executor.
 pub(crate) struct StagingPool {
@@ -48,14 +51,17 @@ impl StagingPool {
 
     /// A pinned buffer of at least `len` bytes, from the pool or new (the
     /// new one a little larger, so that the next slices fit it too); its
-    /// first `len` bytes are what [`Pinned::bytes`] shows.
+    /// first `len` bytes are what [`Pinned::bytes`] shows. A kept buffer
+    /// far larger than `len` is left for a request of its size: a file's
+    /// download of a few MB must not take a slice's buffer of tens of MB
+    /// and make the next slice map a new one.
     pub(crate) fn take(self: &Arc<Self>, len: usize) -> Result<Pinned, DeviceError> {
         let kept = {
             let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
             let best = free
                 .iter()
                 .enumerate()
-                .filter(|(_, m)| m.capacity >= len)
+                .filter(|(_, m)| m.capacity >= len && m.capacity <= 4 * len + (1 << 20))
                 .min_by_key(|(_, m)| m.capacity)
                 .map(|(index, _)| index);
             best.map(|index| free.swap_remove(index))
@@ -177,50 +183,51 @@ impl Pinned {
     }
 }
 
-/// A slice's bytes as they are read: in a pinned buffer that grows (from
-/// the pool) as needed, or, where pinned memory cannot be had, in ordinary
-/// memory.
-pub(crate) enum SliceBytes {
+/// Bytes on their way to or from the device (a slice's input as it is
+/// read, a file's blocks as they come back): in a pinned buffer from the
+/// pool, which grows into a larger one as needed, or, where pinned memory
+/// cannot be had, in ordinary memory.
+pub(crate) enum HostBytes {
     /// Ordinary memory (the default; tests, and no pinned memory).
     Heap(Vec<u8>),
     /// Pinned memory.
     Pinned(Pinned),
 }
 
-impl std::fmt::Debug for SliceBytes {
+impl std::fmt::Debug for HostBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (kind, len) = match self {
-            SliceBytes::Heap(bytes) => ("heap", bytes.len()),
-            SliceBytes::Pinned(pinned) => ("pinned", pinned.len),
+            HostBytes::Heap(bytes) => ("heap", bytes.len()),
+            HostBytes::Pinned(pinned) => ("pinned", pinned.len),
         };
-        write!(f, "SliceBytes({kind}, {len} bytes)")
+        write!(f, "HostBytes({kind}, {len} bytes)")
     }
 }
 
-impl Default for SliceBytes {
-    fn default() -> SliceBytes {
-        SliceBytes::Heap(Vec::new())
+impl Default for HostBytes {
+    fn default() -> HostBytes {
+        HostBytes::Heap(Vec::new())
     }
 }
 
-impl SliceBytes {
+impl HostBytes {
     /// Empty, in a pinned buffer of about `capacity` bytes from `pool` when
     /// one can be had.
-    pub(crate) fn pinned(pool: &Arc<StagingPool>, capacity: usize) -> SliceBytes {
+    pub(crate) fn pinned(pool: &Arc<StagingPool>, capacity: usize) -> HostBytes {
         match pool.take(capacity) {
             Ok(mut pinned) => {
                 pinned.len = 0;
-                SliceBytes::Pinned(pinned)
+                HostBytes::Pinned(pinned)
             }
-            Err(_) => SliceBytes::default(),
+            Err(_) => HostBytes::default(),
         }
     }
 
     /// The bytes.
     pub(crate) fn as_slice(&self) -> &[u8] {
         match self {
-            SliceBytes::Heap(bytes) => bytes,
-            SliceBytes::Pinned(pinned) => pinned.bytes(),
+            HostBytes::Heap(bytes) => bytes,
+            HostBytes::Pinned(pinned) => pinned.bytes(),
         }
     }
 
@@ -230,13 +237,13 @@ impl SliceBytes {
     }
 }
 
-impl crate::inputs::GrowingBytes for SliceBytes {
+impl crate::inputs::GrowingBytes for HostBytes {
     fn len(&self) -> usize {
         self.as_slice().len()
     }
 
     fn grow(&mut self, extra: usize) -> &mut [u8] {
-        if let SliceBytes::Pinned(pinned) = self {
+        if let HostBytes::Pinned(pinned) = self {
             let len = pinned.len;
             if len + extra > pinned.capacity() {
                 // Into a larger pinned buffer, or into ordinary memory.
@@ -245,16 +252,16 @@ impl crate::inputs::GrowingBytes for SliceBytes {
                     Ok(mut larger) => {
                         larger.bytes_mut()[..len].copy_from_slice(pinned.bytes());
                         larger.len = len;
-                        SliceBytes::Pinned(larger)
+                        HostBytes::Pinned(larger)
                     }
-                    Err(_) => SliceBytes::Heap(pinned.bytes().to_vec()),
+                    Err(_) => HostBytes::Heap(pinned.bytes().to_vec()),
                 };
                 *self = moved;
             }
         }
         match self {
-            SliceBytes::Heap(bytes) => bytes.grow(extra),
-            SliceBytes::Pinned(pinned) => {
+            HostBytes::Heap(bytes) => bytes.grow(extra),
+            HostBytes::Pinned(pinned) => {
                 let base = pinned.len;
                 pinned.len += extra;
                 &mut pinned.bytes_mut()[base..]
@@ -306,22 +313,22 @@ mod tests {
 
     #[test]
     fn slice_bytes_grow_into_larger_pinned_buffers() {
-        use super::SliceBytes;
+        use super::HostBytes;
         let Some(device) = super::super::tests::test_device() else {
             return;
         };
         let pool = StagingPool::new(device);
-        let mut bytes = SliceBytes::pinned(&pool, 100);
+        let mut bytes = HostBytes::pinned(&pool, 100);
         let mut expected = Vec::new();
         for round in 0..50u8 {
             let chunk = vec![round; 37 + usize::from(round) * 11];
             bytes.extend_from_slice(&chunk);
             expected.extend_from_slice(&chunk);
         }
-        assert!(matches!(bytes, SliceBytes::Pinned(_)), "{bytes:?}");
+        assert!(matches!(bytes, HostBytes::Pinned(_)), "{bytes:?}");
         assert_eq!(bytes.as_slice(), expected.as_slice());
         // Ordinary memory grows the same way.
-        let mut heap = SliceBytes::default();
+        let mut heap = HostBytes::default();
         heap.extend_from_slice(&expected);
         assert_eq!(heap.as_slice(), expected.as_slice());
     }

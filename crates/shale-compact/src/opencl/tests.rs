@@ -1605,6 +1605,19 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     // What went up and came down is counted, and matches the transfer times.
     assert!(d.bytes_uploaded >= job.input_bytes(), "{d:?}");
     assert!(d.bytes_downloaded > 0 && d.host_bytes_copied > 0, "{d:?}");
+    // The large transfers (the input blocks up, the finished files' blocks
+    // down) go from and into pinned memory: the driver copies nothing of
+    // them on the host.
+    assert!(
+        d.bytes_uploaded_pinned * 10 >= d.bytes_uploaded * 8,
+        "{}",
+        d.summary()
+    );
+    assert!(
+        d.bytes_downloaded_pinned * 10 >= d.bytes_downloaded * 7,
+        "{}",
+        d.summary()
+    );
     // The same work each time; only allocations (and how often the host
     // found the device already done) differ.
     let work = |c: &crate::job::DeviceCounters| {
@@ -1613,6 +1626,8 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
             c.transfers,
             c.bytes_uploaded,
             c.bytes_downloaded,
+            c.bytes_uploaded_pinned,
+            c.bytes_downloaded_pinned,
             c.host_bytes_copied,
         )
     };

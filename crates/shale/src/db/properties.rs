@@ -309,6 +309,8 @@ mod tests {
             transfers: 30,
             bytes_uploaded: 2 << 20,
             bytes_downloaded: 1 << 20,
+            bytes_uploaded_pinned: 3 << 19,
+            bytes_downloaded_pinned: 1 << 19,
             host_waits: 12,
             device_allocations: 3,
             host_bytes_copied: 1 << 19,
@@ -333,7 +335,7 @@ mod tests {
         );
         assert_eq!(
             lines[4],
-            "  host cost: 60 launches, 30 transfers (2.0 MB up, 1.0 MB down), 12 waits, 3 allocations, 0.5 MB copied on the host, 0.250 CPU-s in the executor's threads; per job 4.0 waits, 1.0 allocations"
+            "  host cost: 60 launches, 30 transfers (2.0 MB up, 1.5 from pinned memory; 1.0 MB down, 0.5 into pinned memory), 12 waits, 3 allocations, 0.5 MB copied on the host, 0.250 CPU-s in the executor's threads; per job 4.0 waits, 1.0 allocations"
         );
         assert_eq!(lines.len(), 5);
 
