@@ -290,6 +290,38 @@ impl GrowingBytes for Vec<u8> {
     }
 }
 
+/// Reads a stretch of a file read with direct I/O straight from the disk
+/// onto the end of `dest`: the read widened to `alignment` and placed at an
+/// aligned address, so no bounce buffer and no copy. The slack before and
+/// after the stretch stays in `dest` (at most two alignments plus one); the
+/// stretch's offset in `dest` comes back.
+fn read_aligned_into(
+    table: &InputTable,
+    plan: &StretchPlan,
+    alignment: usize,
+    dest: &mut impl GrowingBytes,
+) -> Result<usize> {
+    let skip = (plan.start % alignment as u64) as usize;
+    let wanted = skip + (plan.end - plan.start) as usize;
+    let len = wanted.div_ceil(alignment) * alignment;
+    let first = dest.len();
+    let region = dest.grow(len + alignment);
+    let pad = (alignment - region.as_ptr() as usize % alignment) % alignment;
+    let start = plan.start - skip as u64;
+    let read = table
+        .source
+        .read_up_to(&mut region[pad..pad + len], start)
+        .map_err(|e| Error::io(format!("reading {} at offset {start}", table.name), e))?;
+    if read < wanted {
+        let e = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        return Err(Error::io(
+            format!("reading {} at offset {start}", table.name),
+            e,
+        ));
+    }
+    Ok(first + pad + skip)
+}
+
 /// [`read_stretches`], each stretch read straight onto the end of `dest`
 /// (no buffer of its own, no copy): per stretch, its table and per block
 /// its handle and its range in `dest`.
@@ -304,9 +336,16 @@ pub(crate) fn read_stretches_into(
 ) -> Result<Vec<(usize, Vec<(BlockHandle, Range<usize>)>)>> {
     let mut read = Vec::new();
     for plan in plan_stretches(tables, take)? {
-        let base = dest.len();
-        let into = dest.grow((plan.end - plan.start) as usize);
-        read_at(&tables[plan.table], into, plan.start)?;
+        let table = &tables[plan.table];
+        let base = match table.source.direct_alignment() {
+            Some(alignment) => read_aligned_into(table, &plan, alignment, dest)?,
+            None => {
+                let base = dest.len();
+                let into = dest.grow((plan.end - plan.start) as usize);
+                read_at(table, into, plan.start)?;
+                base
+            }
+        };
         let blocks = plan
             .blocks
             .into_iter()

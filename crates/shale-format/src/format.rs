@@ -211,6 +211,22 @@ pub trait RandomAccess: Send + Sync {
     fn mapped(&self) -> Option<&Bytes> {
         None
     }
+
+    /// For a source read with direct I/O (`O_DIRECT`): the alignment that a
+    /// read's buffer address, length and offset need for the bytes to go
+    /// straight from the disk into the buffer, with no copy. `None` (the
+    /// default): any read is the same.
+    fn direct_alignment(&self) -> Option<usize> {
+        None
+    }
+
+    /// Fills `buf` with the bytes at `offset` as far as the source goes;
+    /// the number of bytes read (fewer than `buf.len()` only at its end).
+    /// A direct read widened to aligned bounds may end past the end of
+    /// the source. The default reads all of `buf` or fails.
+    fn read_up_to(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.read_exact_at(buf, offset).map(|()| buf.len())
+    }
 }
 
 fn read_slice_at(data: &[u8], buf: &mut [u8], offset: u64) -> std::io::Result<()> {

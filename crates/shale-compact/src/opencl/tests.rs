@@ -1777,3 +1777,128 @@ fn an_output_that_cannot_be_synced_fails_the_job_with_its_error() {
     let err = executor.run(&job, &io).unwrap_err();
     assert!(err.to_string().contains("the test's disk failed"), "{err}");
 }
+
+/// An input read as with `O_DIRECT`: reads of any kind work, but the ones
+/// `read_up_to` takes must be aligned (address, length, offset), and they
+/// are counted with the bytes they brought past the file's end.
+struct DirectLike {
+    bytes: Arc<Vec<u8>>,
+    aligned_reads: std::sync::atomic::AtomicU64,
+}
+
+const DIRECT_LIKE_ALIGNMENT: usize = 4096;
+
+impl shale_format::format::RandomAccess for DirectLike {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.bytes.read_exact_at(buf, offset)
+    }
+    fn direct_alignment(&self) -> Option<usize> {
+        Some(DIRECT_LIKE_ALIGNMENT)
+    }
+    fn read_up_to(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        assert_eq!(buf.as_ptr() as usize % DIRECT_LIKE_ALIGNMENT, 0, "address");
+        assert_eq!(buf.len() % DIRECT_LIKE_ALIGNMENT, 0, "length");
+        assert_eq!(offset as usize % DIRECT_LIKE_ALIGNMENT, 0, "offset");
+        self.aligned_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let start = (offset as usize).min(self.bytes.len());
+        let n = buf.len().min(self.bytes.len() - start);
+        buf[..n].copy_from_slice(&self.bytes[start..start + n]);
+        // What a disk would not have read: garbage, not zeros.
+        buf[n..].fill(0xa5);
+        Ok(n)
+    }
+}
+
+/// Inputs opened as [`DirectLike`].
+struct DirectLikeIo {
+    inner: MemIo,
+    aligned_reads: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl crate::job::JobIo for DirectLikeIo {
+    fn open_input(
+        &self,
+        file: &crate::job::JobFile,
+    ) -> shale_format::Result<Arc<dyn shale_format::format::RandomAccess>> {
+        struct Counted(DirectLike, Arc<std::sync::atomic::AtomicU64>);
+        impl shale_format::format::RandomAccess for Counted {
+            fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+                self.0.read_exact_at(buf, offset)
+            }
+            fn direct_alignment(&self) -> Option<usize> {
+                self.0.direct_alignment()
+            }
+            fn read_up_to(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+                self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.0.read_up_to(buf, offset)
+            }
+        }
+        let mut bytes = vec![0u8; 0];
+        let source = self.inner.open_input(file)?;
+        let len = self.inner.inputs.get(&file.number).map_or(0, |b| b.len());
+        bytes.resize(len, 0);
+        source
+            .read_exact_at(&mut bytes, 0)
+            .map_err(|e| shale_format::Error::io("test input", e))?;
+        Ok(Arc::new(Counted(
+            DirectLike {
+                bytes: Arc::new(bytes),
+                aligned_reads: std::sync::atomic::AtomicU64::new(0),
+            },
+            self.aligned_reads.clone(),
+        )))
+    }
+    fn create_output(&self) -> shale_format::Result<(u64, Box<dyn crate::job::OutputSink>)> {
+        self.inner.create_output()
+    }
+    fn discard_output(&self, number: u64) -> shale_format::Result<()> {
+        self.inner.discard_output(number)
+    }
+}
+
+#[test]
+fn inputs_read_with_direct_io_go_straight_into_aligned_places() {
+    let Some(executor) = executor(OpenClOptions {
+        policy: PlacementPolicy::AllDevice,
+        ..OpenClOptions::default()
+    }) else {
+        return;
+    };
+    // Stored and Snappy inputs, several slices (so reads land at many
+    // places in the slice buffers), and inputs smaller than one alignment.
+    for (seed, entries, compressed, slice_bytes) in [
+        (51, 600, false, 64 << 10),
+        (52, 600, true, 64 << 10),
+        (53, 40, false, 1 << 20),
+    ] {
+        let (job, files) = make_job(
+            seed,
+            4,
+            entries,
+            &settings(compressed, Some(10), 512, 4),
+            settings(false, Some(10), 1024, 8),
+            &small_values,
+        );
+        let (expected, expected_files) = run_job(&StreamingExecutor, &job, &files);
+        let executor = OpenClExecutor::new(OpenClOptions {
+            policy: PlacementPolicy::AllDevice,
+            cpu_threads: 2,
+            max_slice_input_bytes: Some(slice_bytes),
+            ..OpenClOptions::default()
+        })
+        .unwrap();
+        let aligned_reads = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let io = DirectLikeIo {
+            inner: MemIo::new(files.clone()),
+            aligned_reads: aligned_reads.clone(),
+        };
+        let output = executor.run(&job, &io).unwrap();
+        let written = io.inner.outputs.lock().unwrap().clone();
+        assert_eq!(output.outputs, expected.outputs, "seed {seed}");
+        assert!(written == expected_files, "seed {seed}: tables differ");
+        let reads = aligned_reads.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(reads >= 4, "seed {seed}: {reads} aligned reads");
+    }
+    drop(executor);
+}
