@@ -169,7 +169,7 @@ pub(crate) struct Stretch {
     /// Index of the table.
     pub(crate) table: usize,
     /// The bytes read: from the first block's offset to the last one's
-    /// trailer.
+    /// trailer (with direct I/O, some slack before and after).
     pub(crate) buffer: Vec<u8>,
     /// Per block: its handle in the file and the range of `buffer` holding
     /// its contents and trailer.
@@ -259,12 +259,31 @@ pub(crate) fn read_stretches(
     let mut stretches = Vec::new();
     for plan in plan_stretches(tables, take)? {
         let mut buffer = buffers.map(Pool::take).unwrap_or_default();
-        set_len_for_overwrite(&mut buffer, (plan.end - plan.start) as usize);
-        read_at(&tables[plan.table], &mut buffer, plan.start)?;
+        let table = &tables[plan.table];
+        let blocks = match table.source.direct_alignment() {
+            Some(alignment) => {
+                let mut reused = Reused {
+                    buffer: &mut buffer,
+                    len: 0,
+                };
+                let base = read_aligned_into(table, &plan, alignment, &mut reused)?;
+                let len = reused.len;
+                buffer.truncate(len);
+                plan.blocks
+                    .into_iter()
+                    .map(|(handle, range)| (handle, base + range.start..base + range.end))
+                    .collect()
+            }
+            None => {
+                set_len_for_overwrite(&mut buffer, (plan.end - plan.start) as usize);
+                read_at(table, &mut buffer, plan.start)?;
+                plan.blocks
+            }
+        };
         stretches.push(Stretch {
             table: plan.table,
             buffer,
-            blocks: plan.blocks,
+            blocks,
         });
     }
     Ok(stretches)
@@ -287,6 +306,28 @@ impl GrowingBytes for Vec<u8> {
         let base = Vec::len(self);
         self.resize(base + extra, 0);
         &mut self[base..]
+    }
+}
+
+/// A kept buffer written again from its start: its bytes are overwritten,
+/// not zeroed first (they are read over, as `set_len_for_overwrite` does).
+struct Reused<'a> {
+    buffer: &'a mut Vec<u8>,
+    len: usize,
+}
+
+impl GrowingBytes for Reused<'_> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn grow(&mut self, extra: usize) -> &mut [u8] {
+        let base = self.len;
+        self.len += extra;
+        if self.buffer.len() < self.len {
+            self.buffer.resize(self.len, 0);
+        }
+        &mut self.buffer[base..self.len]
     }
 }
 

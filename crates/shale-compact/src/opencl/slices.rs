@@ -373,8 +373,18 @@ impl SlicePlanner {
 
 /// One block as stored (contents and trailer).
 fn read_stored(tables: &[InputTable], table: usize, block: usize) -> Result<Vec<u8>, DeviceError> {
-    let mut stretches = read_stretches(tables, &[(table, block)], None).map_err(input_error)?;
-    Ok(stretches.pop().map(|s| s.buffer).unwrap_or_default())
+    let stretches = read_stretches(tables, &[(table, block)], None).map_err(input_error)?;
+    // The block's own range: a direct read leaves slack around it.
+    Ok(stretches
+        .into_iter()
+        .next()
+        .and_then(|mut s| {
+            let range = s.blocks.first()?.1.clone();
+            s.buffer.truncate(range.end);
+            s.buffer.drain(..range.start);
+            Some(s.buffer)
+        })
+        .unwrap_or_default())
 }
 
 /// Reads the blocks `take` (table, block) of one run into `slice`, one read
