@@ -277,18 +277,23 @@ fn direct_io_compaction_writes_the_same_tables() {
     if cfg!(feature = "opencl") {
         executors.push("opencl");
     }
+    // Without compression the device writes each file's data blocks in
+    // one piece, straight from pinned memory with direct I/O.
     for executor in executors {
-        direct_io_writes_the_same_tables(tmp.path(), &source, executor);
+        for snappy in [true, false] {
+            direct_io_writes_the_same_tables(tmp.path(), &source, executor, snappy);
+        }
     }
 }
 
-fn direct_io_writes_the_same_tables(tmp: &Path, source: &Path, executor: &str) {
+fn direct_io_writes_the_same_tables(tmp: &Path, source: &Path, executor: &str, snappy: bool) {
     let mut compacted = Vec::new();
     for direct in [false, true] {
-        let dir = tmp.join(format!("{executor}-direct-{direct}"));
+        let dir = tmp.join(format!("{executor}-snappy-{snappy}-direct-{direct}"));
         copy_dir(source, &dir);
         let direct_options = Options {
             direct_io_for_compaction: direct,
+            snappy,
             opencl_placement: shale::shale_compact::opencl::PlacementPolicy::AllDevice,
             ..options(executor)
         };

@@ -77,11 +77,14 @@ pub(crate) struct GroupLayout {
 
 /// Lays out the planned blocks (ranges of kept entries) back to back: each
 /// block's restart groups of `restart_interval` entries, then its restart
-/// array. Offsets follow from the sizes exactly as `BlockBuilder` writes.
+/// array, then `gap` bytes (room for its trailer, when the device writes
+/// it in place). Offsets follow from the sizes exactly as `BlockBuilder`
+/// writes.
 pub(crate) fn group_layout(
     sizes: &[EntrySize],
     blocks: &[Range<usize>],
     restart_interval: usize,
+    gap: usize,
 ) -> GroupLayout {
     let interval = restart_interval.max(1);
     let mut layout = GroupLayout::default();
@@ -114,6 +117,7 @@ pub(crate) fn group_layout(
         let groups = layout.first.len() - first_group as usize;
         cursor += 4 * groups + 4;
         layout.blocks.push(block_start..cursor);
+        cursor += gap;
     }
     layout
 }
@@ -150,11 +154,11 @@ pub(crate) fn pack_on_device(
     let sizes = packer.kept_sizes()?;
     let plan = packer.plan_blocks(&sizes.host, last)?;
     let out = packer.encode(&sizes, &plan)?;
-    let checksums = packer.start_checksums(&plan, &out)?;
+    packer.write_trailers(&plan, &out)?;
     let downloads = packer.start_downloads(&plan, &out)?;
     let boundary_keys = packer.boundary_keys(&sizes.host, &plan)?;
     let open_blocks = packer.open_blocks(&plan, downloads.open, downloads.open_range)?;
-    let files = packer.finish_files(&plan, downloads.files, &boundary_keys, checksums)?;
+    let files = packer.finish_files(&plan, downloads.files, &boundary_keys)?;
     drop(out);
     Ok(PackedSlice {
         files,
@@ -193,12 +197,17 @@ struct BlockPlan {
     file_blocks: Vec<Range<usize>>,
     /// Every restart group's place in the output buffer.
     layout: GroupLayout,
-    /// Bytes of encoded blocks.
+    /// Bytes of encoded blocks (with their trailers, when in place).
     out_len: usize,
+    /// Bytes after each block for its trailer: [`BLOCK_TRAILER_LEN`] when
+    /// the device writes trailers in place (blocks stored uncompressed),
+    /// else 0.
+    trailer_gap: usize,
 }
 
 impl BlockPlan {
-    /// The bytes of `blocks` (indices into `ranges`) in the output buffer.
+    /// The bytes of `blocks` (indices into `ranges`) in the output buffer,
+    /// the last one's trailer included when it is in place.
     fn bytes_of(&self, blocks: Range<usize>) -> Range<usize> {
         let layout = &self.layout.blocks;
         let start = layout.get(blocks.start).map_or(self.out_len, |b| b.start);
@@ -206,7 +215,7 @@ impl BlockPlan {
             .end
             .checked_sub(1)
             .and_then(|b| layout.get(b))
-            .map_or(start, |b| b.end.max(start));
+            .map_or(start, |b| (b.end + self.trailer_gap).max(start));
         start..end
     }
 }
@@ -300,8 +309,18 @@ impl Packer<'_, '_> {
                 "the boundary plan does not cover every kept entry",
             ));
         }
-        let layout = group_layout(sizes, &ranges, self.job.table.block_restart_interval);
-        let out_len = layout.blocks.last().map_or(0, |b| b.end);
+        let trailer_gap = if self.trailers_in_place() {
+            BLOCK_TRAILER_LEN
+        } else {
+            0
+        };
+        let layout = group_layout(
+            sizes,
+            &ranges,
+            self.job.table.block_restart_interval,
+            trailer_gap,
+        );
+        let out_len = layout.blocks.last().map_or(0, |b| b.end + trailer_gap);
         if out_len > u32::MAX as usize {
             return Err(DeviceError::new(format!(
                 "{out_len} bytes of output blocks: past 32-bit offsets"
@@ -320,7 +339,17 @@ impl Packer<'_, '_> {
             file_blocks,
             layout,
             out_len,
+            trailer_gap,
         })
+    }
+
+    /// Whether the device writes each finished block's trailer in place
+    /// after it: when blocks are stored uncompressed (a compressed block's
+    /// trailer covers bytes only the host has). A file then comes back as
+    /// its data blocks exactly as the file holds them, and goes out in one
+    /// write.
+    fn trailers_in_place(&self) -> bool {
+        self.job.table.table_options().compression == CompressionType::None
     }
 
     /// Encodes every restart group of every planned block on the device.
@@ -359,28 +388,22 @@ impl Packer<'_, '_> {
         Ok(out)
     }
 
-    /// When blocks are stored uncompressed, starts computing every finished
-    /// block's trailer checksum on the device and reading them back.
-    fn start_checksums(
-        &mut self,
-        plan: &BlockPlan,
-        out: &Buffer<u8>,
-    ) -> Result<Option<Download<u32>>, DeviceError> {
+    /// When blocks are stored uncompressed, has the device write every
+    /// finished block's trailer (type byte and masked CRC32C) in place
+    /// after it, before the blocks are read back.
+    fn write_trailers(&mut self, plan: &BlockPlan, out: &Buffer<u8>) -> Result<(), DeviceError> {
         let blocks = plan.finished_blocks;
-        if self.job.table.table_options().compression != CompressionType::None || blocks == 0 {
-            return Ok(None);
+        if plan.trailer_gap == 0 || blocks == 0 {
+            return Ok(());
         }
         let session = &mut *self.session;
         let finished = &plan.layout.blocks[..blocks];
         let offsets: Vec<u32> = finished.iter().map(|b| b.start as u32).collect();
         let lengths: Vec<u32> = finished.iter().map(|b| b.len() as u32).collect();
-        let kinds = vec![CompressionType::None as u8; blocks];
         let offsets = session.upload("block offsets", &offsets)?;
         let lengths = session.upload("block sizes", &lengths)?;
-        let kinds = session.upload("block types", &kinds)?;
-        let sums = session.alloc::<u32>("block checksums", blocks)?;
         session.launch(
-            "block_checksum",
+            "block_trailers",
             blocks,
             None,
             plan.bytes_of(0..blocks).len() as u64,
@@ -388,18 +411,10 @@ impl Packer<'_, '_> {
                 mem(out),
                 mem(&offsets),
                 mem(&lengths),
-                mem(&kinds),
                 Arg::U32(blocks as u32),
-                mem(&sums),
             ],
         )?;
-        Ok(Some(session.download_async(
-            "block checksums",
-            &sums,
-            0,
-            blocks,
-            &[],
-        )?))
+        Ok(())
     }
 
     /// Starts reading the encoded blocks back file by file on the transfer
@@ -505,17 +520,12 @@ impl Packer<'_, '_> {
         plan: &BlockPlan,
         downloads: Vec<BytesDownload>,
         boundary_keys: &BoundaryKeys,
-        checksums: Option<Download<u32>>,
     ) -> Result<Vec<FileParts>, DeviceError> {
         let options = self.job.table.table_options();
-        let checksums = match checksums {
-            Some(download) => Some(self.session.finish_download(download)?),
-            None => None,
-        };
         let mut files = Vec::with_capacity(plan.file_blocks.len());
         let mut stored_sizes = Vec::with_capacity(plan.file_blocks.len());
         for (blocks, download) in plan.file_blocks.iter().zip(downloads) {
-            let compressed = self.compressed_blocks(plan, blocks.clone(), download)?;
+            let (compressed, encoded) = self.compressed_blocks(plan, blocks.clone(), download)?;
             if self.job.table.bloom_bits_per_key.is_some() {
                 stored_sizes.push(compressed.iter().map(|(c, _)| c.len()).collect::<Vec<_>>());
             }
@@ -524,18 +534,13 @@ impl Packer<'_, '_> {
                     .clone()
                     .zip(compressed)
                     .map(|(b, (contents, kind))| StoredBlock {
-                        trailer: checksums.as_ref().map(|sums| {
-                            let mut trailer = [0u8; BLOCK_TRAILER_LEN];
-                            trailer[0] = kind as u8;
-                            trailer[1..].copy_from_slice(&sums[b].to_le_bytes());
-                            trailer
-                        }),
                         contents,
                         kind,
                         first_key: boundary_keys.key(2 * b).to_vec(),
                         last_key: boundary_keys.key(2 * b + 1).to_vec(),
                     })
                     .collect(),
+                stored: (plan.trailer_gap > 0).then_some(encoded),
                 filters: None,
                 entries: blocks.clone().map(|b| plan.ranges[b].len() as u64).sum(),
                 options: options.clone(),
@@ -562,17 +567,22 @@ impl Packer<'_, '_> {
 
     /// Waits for one file's encoded blocks and compresses them (Snappy, on
     /// the host), blocks in parallel. A block stored uncompressed stays in
-    /// the downloaded buffer, which its file shares: no copy.
+    /// the downloaded buffer, which its file shares: no copy. Returns the
+    /// blocks and that buffer.
+    #[allow(
+        clippy::type_complexity,
+        reason = "the blocks and the buffer they came back in, named at the call"
+    )]
     fn compressed_blocks(
         &mut self,
         plan: &BlockPlan,
         blocks: Range<usize>,
         download: BytesDownload,
-    ) -> Result<Vec<(BlockBytes, CompressionType)>, DeviceError> {
+    ) -> Result<(Vec<(BlockBytes, CompressionType)>, Arc<HostBytes>), DeviceError> {
         let compression = self.job.table.table_options().compression;
         let encoded = Arc::new(self.session.finish_bytes(download)?);
         let base = plan.bytes_of(blocks.clone()).start;
-        Ok(self.pool.install(|| {
+        let blocks = self.pool.install(|| {
             plan.layout.blocks[blocks]
                 .par_iter()
                 .map(|range| {
@@ -592,7 +602,8 @@ impl Packer<'_, '_> {
                     }
                 })
                 .collect()
-        }))
+        });
+        Ok((blocks, encoded))
     }
 }
 
@@ -600,9 +611,6 @@ impl Packer<'_, '_> {
 #[derive(Debug)]
 pub(crate) struct StoredBlock {
     contents: BlockBytes,
-    /// Its trailer, when the device computed it (blocks stored
-    /// uncompressed); else the host computes it as it lays the file out.
-    trailer: Option<[u8; BLOCK_TRAILER_LEN]>,
     kind: CompressionType,
     first_key: Vec<u8>,
     last_key: Vec<u8>,
@@ -635,6 +643,10 @@ impl BlockBytes {
 #[derive(Debug)]
 pub(crate) struct FileParts {
     blocks: Vec<StoredBlock>,
+    /// When the device wrote the trailers in place (blocks stored
+    /// uncompressed): the file's data blocks exactly as the file holds
+    /// them, blocks and trailers back to back, written in one piece.
+    stored: Option<Arc<HostBytes>>,
     /// The filters `plan_filters` asks for, when the table has a filter.
     filters: Option<Vec<Vec<u8>>>,
     entries: u64,
@@ -658,21 +670,27 @@ impl FileParts {
         };
         let (smallest, largest) = (first.first_key.clone(), last.last_key.clone());
         let mut assembler = TableAssembler::new(self.options, dest);
-        for block in &self.blocks {
-            match &block.trailer {
-                Some(trailer) => assembler.write_data_block_with_trailer(
-                    &block.first_key,
-                    &block.last_key,
-                    block.contents.as_slice(),
-                    trailer,
-                )?,
-                None => assembler.write_data_block(
-                    &block.first_key,
-                    &block.last_key,
-                    block.contents.as_slice(),
-                    block.kind,
-                )?,
-            };
+        match &self.stored {
+            Some(stored) => assembler.write_stored_data_blocks(
+                stored.as_slice(),
+                self.blocks.iter().map(|block| {
+                    (
+                        block.first_key.as_slice(),
+                        block.last_key.as_slice(),
+                        block.contents.len(),
+                    )
+                }),
+            )?,
+            None => {
+                for block in &self.blocks {
+                    assembler.write_data_block(
+                        &block.first_key,
+                        &block.last_key,
+                        block.contents.as_slice(),
+                        block.kind,
+                    )?;
+                }
+            }
         }
         let filter = self.filters.as_deref().map(assemble_filters);
         let (dest, size) = assembler.finish_with_filter_block(filter)?;
@@ -888,7 +906,7 @@ mod tests {
             .collect();
         for interval in [1, 2, 5, 16] {
             let blocks = vec![0..1, 1..40, 40..41, 41..100];
-            let layout = group_layout(&sizes, &blocks, interval);
+            let layout = group_layout(&sizes, &blocks, interval, 0);
             for (b, range) in blocks.iter().enumerate() {
                 let mut builder = BlockBuilder::new(interval);
                 for j in range.clone() {

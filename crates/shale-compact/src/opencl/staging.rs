@@ -20,9 +20,17 @@ use opencl3::types::CL_BLOCKING;
 
 use super::device::{DeviceContext, DeviceError};
 
+/// Alignment of every pinned buffer's start: a page, so that direct I/O
+/// (`O_DIRECT`) reads into it and writes from it with no copy. A GPU
+/// driver's pinned memory is page-aligned already; PoCL's is not.
+const PINNED_ALIGNMENT: usize = 4096;
+
 /// One pinned, mapped host buffer.
 struct Mapped {
     buffer: Buffer<u8>,
+    /// Where the buffer is mapped (unmapped from there).
+    mapped: *mut u8,
+    /// Its first byte at a [`PINNED_ALIGNMENT`] boundary.
     pointer: *mut u8,
     capacity: usize,
 }
@@ -78,12 +86,14 @@ impl StagingPool {
     }
 
     fn map_new(&self, capacity: usize) -> Result<Mapped, DeviceError> {
+        // Room to start at an aligned address, whatever the runtime gives.
+        let size = capacity + PINNED_ALIGNMENT;
         // SAFETY: no host pointer is given; the runtime allocates it.
         let buffer = unsafe {
             Buffer::<u8>::create(
                 self.device.context(),
                 CL_MEM_ALLOC_HOST_PTR,
-                capacity,
+                size,
                 std::ptr::null_mut(),
             )
         }
@@ -98,7 +108,7 @@ impl StagingPool {
                 CL_BLOCKING,
                 CL_MAP_READ | CL_MAP_WRITE,
                 0,
-                capacity,
+                size,
                 &mut pointer,
                 &[],
             )
@@ -109,12 +119,17 @@ impl StagingPool {
                 "mapping pinned host memory gave no pointer",
             ));
         }
-        // SAFETY: the mapping is `capacity` writable bytes. Zeroed once, so
-        // that no byte of it is ever read uninitialised.
-        unsafe { std::ptr::write_bytes(pointer.cast::<u8>(), 0, capacity) };
+        let mapped = pointer.cast::<u8>();
+        let pad = (PINNED_ALIGNMENT - mapped as usize % PINNED_ALIGNMENT) % PINNED_ALIGNMENT;
+        // SAFETY: `pad < PINNED_ALIGNMENT`, so `pad + capacity` bytes lie
+        // in the mapping of `size`; they are writable, and zeroed once so
+        // that no byte of them is ever read uninitialised.
+        let pointer = unsafe { mapped.add(pad) };
+        unsafe { std::ptr::write_bytes(pointer, 0, capacity) };
         Ok(Mapped {
             buffer,
-            pointer: pointer.cast(),
+            mapped,
+            pointer,
             capacity,
         })
     }
@@ -122,12 +137,12 @@ impl StagingPool {
     /// Unmaps and frees `mapped`.
     fn unmap(&self, mapped: Mapped) {
         if let Ok(lease) = self.device.lease_queue() {
-            // SAFETY: `pointer` is the mapping of `buffer`, used by no one
+            // SAFETY: `mapped` is the mapping of `buffer`, used by no one
             // now; the queue is drained before the buffer is released.
             let unmapped = unsafe {
                 lease.queue().enqueue_unmap_mem_object(
                     mapped.buffer.get(),
-                    mapped.pointer.cast(),
+                    mapped.mapped.cast(),
                     &[],
                 )
             };
@@ -294,6 +309,8 @@ mod tests {
         let pool = StagingPool::new(device);
         let mut first = pool.take(10_000).unwrap();
         assert_eq!(first.bytes().len(), 10_000);
+        // Page-aligned, for direct I/O straight into and out of it.
+        assert_eq!(first.bytes().as_ptr() as usize % 4096, 0);
         first.bytes_mut().fill(7);
         assert!(first.bytes().iter().all(|&b| b == 7));
         let address = first.bytes().as_ptr();

@@ -957,7 +957,7 @@ fn encoded_blocks_match_the_block_builder_and_filters_the_policy() {
                 blocks.push(at..end);
                 at = end;
             }
-            let layout = super::pack::group_layout(&host_sizes, &blocks, interval);
+            let layout = super::pack::group_layout(&host_sizes, &blocks, interval, 0);
             let groups = layout.first.len();
             let g: Vec<_> = [
                 &layout.first,
@@ -1672,7 +1672,7 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
 }
 
 #[test]
-fn uncompressed_output_blocks_get_their_checksums_from_the_device() {
+fn uncompressed_output_blocks_get_their_trailers_in_place_from_the_device() {
     let Some(executor) = executor(OpenClOptions {
         policy: PlacementPolicy::AllDevice,
         ..OpenClOptions::default()
@@ -1691,11 +1691,12 @@ fn uncompressed_output_blocks_get_their_checksums_from_the_device() {
             output,
             &small_values,
         );
-        // Byte for byte: every trailer the device computed is the one
-        // streaming writes.
+        // Byte for byte: every trailer the device wrote in place is the
+        // one streaming writes, and each file's blocks come back and go
+        // out as one piece.
         let stats = assert_same_as_streaming(&executor, &job, &files).stats;
         assert_eq!(
-            stats.kernels.contains_key("block_checksum"),
+            stats.kernels.contains_key("block_trailers"),
             on_device,
             "{:?}",
             stats.kernels.keys().collect::<Vec<_>>()

@@ -13,7 +13,8 @@
 //!   reads are widened to aligned bounds, read into an aligned buffer and
 //!   the asked-for bytes copied out.
 //! - Writes ([`DirectWritableFile`]) collect bytes in an aligned buffer and
-//!   write whole aligned chunks with `O_DIRECT`. A file's length is rarely
+//!   write whole aligned chunks with `O_DIRECT`; an aligned piece written
+//!   while nothing is buffered goes to the disk straight from where it is. A file's length is rarely
 //!   a multiple of the alignment: on `sync` the unaligned tail is written
 //!   with `pwrite` through a second, ordinary descriptor of the same file,
 //!   and then `fdatasync` makes all of it durable, as the buffered path
@@ -68,13 +69,23 @@ impl AlignedBuffer {
         AlignedBuffer { ptr, capacity }
     }
 
+    /// A buffer of no bytes, allocating nothing (what a dropped file's
+    /// buffer is replaced with when it goes back to the spares).
+    fn empty() -> AlignedBuffer {
+        AlignedBuffer {
+            ptr: std::ptr::NonNull::<u8>::dangling().as_ptr(),
+            capacity: 0,
+        }
+    }
+
     fn layout(capacity: usize) -> Layout {
         Layout::from_size_align(capacity, DIRECT_IO_ALIGNMENT)
             .unwrap_or_else(|_| unreachable!("aligned sizes below isize::MAX"))
     }
 
     fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr` is a live allocation of `capacity` initialised bytes.
+        // SAFETY: `ptr` is a live allocation of `capacity` initialised bytes
+        // (or, for `empty`, dangling, aligned and non-null with capacity 0).
         unsafe { std::slice::from_raw_parts(self.ptr, self.capacity) }
     }
 
@@ -86,6 +97,10 @@ impl AlignedBuffer {
 
 impl Drop for AlignedBuffer {
     fn drop(&mut self) {
+        if self.capacity == 0 {
+            // `empty`: nothing was allocated.
+            return;
+        }
         // SAFETY: allocated in `new` with this layout.
         unsafe { dealloc(self.ptr, Self::layout(self.capacity)) }
     }
@@ -144,19 +159,37 @@ impl Window {
     }
 }
 
-/// Windows of files closed, for the next files opened: a compaction opens
-/// and closes many files, and a new window is 1 MiB to allocate and fault
-/// in (that cost the reading thread more than the reads themselves).
-static SPARE_WINDOWS: std::sync::Mutex<Vec<AlignedBuffer>> = std::sync::Mutex::new(Vec::new());
+/// Buffers of files closed (read windows and write buffers, both
+/// [`SPARE_SIZE`]), for the next files opened: a compaction opens and
+/// closes many files, and a new 1 MiB buffer to allocate and fault in cost
+/// the reading and writing threads more than their reads and writes.
+static SPARE_BUFFERS: std::sync::Mutex<Vec<AlignedBuffer>> = std::sync::Mutex::new(Vec::new());
 
-/// Spare windows kept at most (16 MiB).
-const MOST_SPARE_WINDOWS: usize = 16;
+/// The size of every spare buffer.
+const SPARE_SIZE: usize = 1 << 20;
+const _: () = assert!(READAHEAD == SPARE_SIZE && DIRECT_WRITE_BUFFER == SPARE_SIZE);
 
-fn spare_window() -> Option<AlignedBuffer> {
-    SPARE_WINDOWS
+/// Spare buffers kept at most (16 MiB).
+const MOST_SPARE_BUFFERS: usize = 16;
+
+/// A kept buffer of [`SPARE_SIZE`] bytes (its bytes those of its last
+/// use), or a new one.
+fn spare_buffer() -> AlignedBuffer {
+    SPARE_BUFFERS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .pop()
+        .unwrap_or_else(|| AlignedBuffer::new(SPARE_SIZE))
+}
+
+/// Keeps `buffer` for the next file, unless enough are kept.
+fn keep_spare(buffer: AlignedBuffer) {
+    let mut spare = SPARE_BUFFERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if spare.len() < MOST_SPARE_BUFFERS && buffer.capacity == SPARE_SIZE {
+        spare.push(buffer);
+    }
 }
 
 impl Drop for DirectRandomAccessFile {
@@ -167,12 +200,7 @@ impl Drop for DirectRandomAccessFile {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(window) = window {
-            let mut spare = SPARE_WINDOWS
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if spare.len() < MOST_SPARE_WINDOWS {
-                spare.push(window.buffer);
-            }
+            keep_spare(window.buffer);
         }
     }
 }
@@ -283,7 +311,7 @@ impl RandomAccess for DirectRandomAccessFile {
             return Ok(());
         }
         let window = window.get_or_insert_with(|| Window {
-            buffer: spare_window().unwrap_or_else(|| AlignedBuffer::new(READAHEAD)),
+            buffer: spare_buffer(),
             start: 0,
             len: 0,
         });
@@ -336,7 +364,7 @@ impl DirectWritableFile {
         Ok(DirectWritableFile {
             direct,
             buffered,
-            buffer: AlignedBuffer::new(DIRECT_WRITE_BUFFER),
+            buffer: spare_buffer(),
             len: 0,
             offset: 0,
         })
@@ -360,6 +388,15 @@ impl DirectWritableFile {
 
 impl Write for DirectWritableFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // Nothing buffered and an aligned source (a table's data blocks as
+        // they came back from a device into pinned memory): its aligned
+        // part goes to the disk straight from it, with no copy.
+        let whole = buf.len() - buf.len() % DIRECT_IO_ALIGNMENT;
+        if self.len == 0 && whole > 0 && (buf.as_ptr() as usize) % DIRECT_IO_ALIGNMENT == 0 {
+            self.direct.write_all_at(&buf[..whole], self.offset)?;
+            self.offset += whole as u64;
+            return Ok(whole);
+        }
         if self.len == self.buffer.capacity {
             self.write_aligned()?;
         }
@@ -372,6 +409,12 @@ impl Write for DirectWritableFile {
     /// Writes what is aligned; the tail waits for more bytes or `sync`.
     fn flush(&mut self) -> std::io::Result<()> {
         self.write_aligned()
+    }
+}
+
+impl Drop for DirectWritableFile {
+    fn drop(&mut self) {
+        keep_spare(std::mem::replace(&mut self.buffer, AlignedBuffer::empty()));
     }
 }
 
@@ -465,6 +508,34 @@ mod tests {
             let mut past = vec![0u8; 2];
             assert!(reader.read_exact_at(&mut past, size as u64).is_err());
         }
+    }
+
+    #[test]
+    fn aligned_pieces_written_straight_read_back_exactly() {
+        let Some(dir) = direct_dir() else {
+            return;
+        };
+        let path = dir.path().join("aligned");
+        let mut source = AlignedBuffer::new(5 * DIRECT_IO_ALIGNMENT);
+        for (i, b) in source.as_mut_slice().iter_mut().enumerate() {
+            *b = (i * 13 % 241) as u8;
+        }
+        let mut expected = Vec::new();
+        let mut file = DirectWritableFile::create(&path).unwrap();
+        // Aligned and whole, aligned with a tail, then unaligned pieces
+        // (buffered), then aligned again while bytes are buffered.
+        for piece in [
+            &source.as_slice()[..2 * DIRECT_IO_ALIGNMENT],
+            &source.as_slice()[..3 * DIRECT_IO_ALIGNMENT + 100],
+            &source.as_slice()[7..5_000],
+            &source.as_slice()[..DIRECT_IO_ALIGNMENT],
+        ] {
+            file.write_all(piece).unwrap();
+            expected.extend_from_slice(piece);
+        }
+        file.sync().unwrap();
+        drop(file);
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
     }
 
     #[test]
