@@ -226,6 +226,18 @@ impl EngineTotals {
                 stats.pack_secs,
                 stats.write_secs
             )?;
+            // A device executor's cost to the host, as `shale compact` and
+            // `shale.executors` print it.
+            if stats.device != shale_compact::job::DeviceCounters::default() {
+                let d = &stats.device;
+                writeln!(
+                    out,
+                    "  host cost: {}; per job {:.1} waits, {:.1} allocations",
+                    d.summary(),
+                    d.host_waits as f64 / (*jobs).max(1) as f64,
+                    d.device_allocations as f64 / (*jobs).max(1) as f64,
+                )?;
+            }
         }
         let (input, seconds) = self.compaction_input();
         if seconds > 0.0 {
@@ -551,6 +563,42 @@ mod tests {
         );
         assert_eq!(totals.write_amplification(), Some(3.0));
         assert_eq!(totals.compaction_input(), (40 << 20, 2.0));
+        // A device executor also says what it cost the host.
+        let mut device = totals.clone();
+        device.executors.insert(
+            "opencl".into(),
+            (
+                2,
+                PhaseStats {
+                    bytes_read: 8 << 20,
+                    total_secs: 1.0,
+                    device: shale_compact::job::DeviceCounters {
+                        kernel_launches: 40,
+                        transfers: 10,
+                        host_waits: 6,
+                        device_allocations: 2,
+                        host_thread_cpu_nanos: 300_000_000,
+                        ..Default::default()
+                    },
+                    ..PhaseStats::default()
+                },
+            ),
+        );
+        let mut out = Vec::new();
+        device
+            .write_summary(&mut out, CpuTime::default(), CpuTime::default(), 5.0)
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("Executor opencl: 2 jobs"))
+            .unwrap();
+        assert_eq!(
+            lines[at + 1],
+            "  host cost: 40 launches, 10 transfers (0.0 MB up, 0.0 from pinned memory; 0.0 MB down, 0.0 into pinned memory), 6 waits, 2 allocations, 0.0 MB copied on the host, 0.300 CPU-s in the executor's threads; per job 3.0 waits, 1.0 allocations"
+        );
+        assert!(lines[at + 2].starts_with("Executor parallel:"), "{text}");
         let mut out = Vec::new();
         let cpu = CpuTime {
             user: 3.0,
