@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use shale::compaction::scheduler::SchedulerCounts;
 use shale::db::LevelStats;
-use shale::shale_compact::job::PhaseStats;
+use shale::shale_compact::job::{DeviceCounters, PhaseStats};
 use shale::{SchedulerStats, StallStats, DB};
 
 use super::cpu::CpuTime;
@@ -228,7 +228,7 @@ impl EngineTotals {
             )?;
             // A device executor's cost to the host, as `shale compact` and
             // `shale.executors` print it.
-            if stats.device != shale_compact::job::DeviceCounters::default() {
+            if stats.device != DeviceCounters::default() {
                 let d = &stats.device;
                 writeln!(
                     out,
@@ -572,7 +572,7 @@ mod tests {
                 PhaseStats {
                     bytes_read: 8 << 20,
                     total_secs: 1.0,
-                    device: shale_compact::job::DeviceCounters {
+                    device: DeviceCounters {
                         kernel_launches: 40,
                         transfers: 10,
                         host_waits: 6,

@@ -184,6 +184,38 @@ struct KeptSizes {
     host: Vec<EntrySize>,
 }
 
+/// The kept entries' sizes as read back, three `u32` per entry (key
+/// length, value length, shared prefix), taken as [`EntrySize`]s where
+/// they lie: a copy of them cost the device-driving thread about a tenth
+/// of its CPU time (5M entries, 60 MB, on PoCL).
+fn entry_sizes(flat: Vec<u32>) -> Vec<EntrySize> {
+    const {
+        assert!(size_of::<EntrySize>() == 3 * size_of::<u32>());
+        assert!(align_of::<EntrySize>() == align_of::<u32>());
+    }
+    if flat.len() % 3 != 0 {
+        // Not what the kernel writes; never taken apart unevenly.
+        return flat
+            .chunks_exact(3)
+            .map(|s| EntrySize {
+                key_len: s[0],
+                value_len: s[1],
+                shared: s[2],
+            })
+            .collect();
+    }
+    let flat = flat.into_boxed_slice();
+    let entries = flat.len() / 3;
+    let pointer = Box::into_raw(flat).cast::<EntrySize>();
+    // SAFETY: `EntrySize` is `repr(C)` of three `u32` (size and alignment
+    // checked above, no padding), so the allocation of `3 * entries` u32
+    // (exactly that many: a boxed slice) is one of `entries` EntrySize of
+    // the same size and alignment, every bit pattern of which is valid;
+    // key length, value length and shared prefix are the fields' order and
+    // the kernel's.
+    unsafe { Vec::from_raw_parts(pointer, entries, entries) }
+}
+
 /// Where the slice's output blocks go.
 struct BlockPlan {
     /// Every block as a range of kept entries: the finished files' blocks,
@@ -264,14 +296,7 @@ impl Packer<'_, '_> {
             ],
         )?;
         let flat = self.session.download("kept sizes", &sizes, 3 * m)?;
-        let host = flat
-            .chunks_exact(3)
-            .map(|s| EntrySize {
-                key_len: s[0],
-                value_len: s[1],
-                shared: s[2],
-            })
-            .collect();
+        let host = entry_sizes(flat);
         Ok(KeptSizes {
             device: sizes,
             host,
@@ -885,6 +910,36 @@ fn bloom_for_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn downloaded_sizes_are_taken_as_entry_sizes_in_the_kernels_order() {
+        let flat = vec![1, 2, 3, 40, 50, 60];
+        assert_eq!(
+            entry_sizes(flat),
+            vec![
+                EntrySize {
+                    key_len: 1,
+                    value_len: 2,
+                    shared: 3
+                },
+                EntrySize {
+                    key_len: 40,
+                    value_len: 50,
+                    shared: 60
+                },
+            ]
+        );
+        assert!(entry_sizes(Vec::new()).is_empty());
+        // An uneven array (never the kernel's) is cut, not misread.
+        assert_eq!(entry_sizes(vec![7, 8, 9, 10]).len(), 1);
+        // Spare capacity is let go of first: the allocation's size is then
+        // exactly the entries'.
+        let mut spare = Vec::with_capacity(100);
+        spare.extend_from_slice(&[4, 5, 6]);
+        let sizes = entry_sizes(spare);
+        assert_eq!(sizes.len(), 1);
+        assert_eq!(sizes[0].shared, 6);
+    }
     use shale_format::block_builder::{shared_prefix_len, BlockBuilder};
 
     #[test]

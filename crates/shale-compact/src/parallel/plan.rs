@@ -15,8 +15,11 @@ use shale_format::table_builder::block_is_full;
 use crate::boundaries::output_file_full;
 use crate::job::CompactionJob;
 
-/// What the boundary scan needs of one kept entry.
+/// What the boundary scan needs of one kept entry. `repr(C)`: the device
+/// path reads these back as three `u32` per entry, in this order, and
+/// takes the downloaded array as they are (`opencl::pack`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct EntrySize {
     /// Length of the internal key.
     pub key_len: u32,
