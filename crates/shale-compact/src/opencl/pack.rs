@@ -181,7 +181,43 @@ struct Packer<'a, 's> {
 /// device (three `u32` per entry, for encoding) and on the host.
 struct KeptSizes {
     device: Buffer<u32>,
-    host: Vec<EntrySize>,
+    host: HostSizes,
+}
+
+/// The kept entries' sizes on the host: read back into pinned memory from
+/// the executor's pool (kept for the next slice: no fresh 12 bytes per
+/// entry to fault in, no staging copy by a GPU's driver) and taken as
+/// [`EntrySize`]s where they lie, or, where pinned memory cannot be had,
+/// an array of their own.
+enum HostSizes {
+    Pinned(HostBytes),
+    Heap(Vec<EntrySize>),
+}
+
+impl std::ops::Deref for HostSizes {
+    type Target = [EntrySize];
+
+    fn deref(&self) -> &[EntrySize] {
+        match self {
+            HostSizes::Pinned(bytes) => {
+                // SAFETY: `EntrySize` is `repr(C)` of three `u32` (no
+                // padding; every bit pattern is one), and `Pinned` is made
+                // only of bytes whose alignment and length
+                // `as_entry_sizes` checked.
+                let (_, sizes, _) = unsafe { bytes.as_slice().align_to::<EntrySize>() };
+                sizes
+            }
+            HostSizes::Heap(sizes) => sizes,
+        }
+    }
+}
+
+/// `bytes` as whole [`EntrySize`]s, when they are aligned for them and
+/// their length is a multiple of one.
+fn as_entry_sizes(bytes: &[u8]) -> bool {
+    // SAFETY: only looked at: whether the bytes split evenly.
+    let (head, _, tail) = unsafe { bytes.align_to::<EntrySize>() };
+    head.is_empty() && tail.is_empty()
 }
 
 /// The kept entries' sizes as read back, three `u32` per entry (key
@@ -295,8 +331,28 @@ impl Packer<'_, '_> {
                 mem(&sizes),
             ],
         )?;
-        let flat = self.session.download("kept sizes", &sizes, 3 * m)?;
-        let host = entry_sizes(flat);
+        let pinned = self
+            .session
+            .download_u32_pinned("kept sizes", &sizes, 3 * m, self.staging)?;
+        let host = match pinned {
+            Some(bytes) if as_entry_sizes(bytes.as_slice()) => HostSizes::Pinned(bytes),
+            Some(bytes) => HostSizes::Heap(
+                bytes
+                    .as_slice()
+                    .chunks_exact(12)
+                    .map(|s| EntrySize {
+                        key_len: u32::from_ne_bytes([s[0], s[1], s[2], s[3]]),
+                        value_len: u32::from_ne_bytes([s[4], s[5], s[6], s[7]]),
+                        shared: u32::from_ne_bytes([s[8], s[9], s[10], s[11]]),
+                    })
+                    .collect(),
+            ),
+            None => HostSizes::Heap(entry_sizes(self.session.download(
+                "kept sizes",
+                &sizes,
+                3 * m,
+            )?)),
+        };
         Ok(KeptSizes {
             device: sizes,
             host,

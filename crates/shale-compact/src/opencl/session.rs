@@ -550,6 +550,43 @@ impl<'d> Session<'d> {
         })
     }
 
+    /// The first `count` elements of `buffer`, as [`Session::download`]
+    /// reads them, into pinned memory from `staging` (bytes in the
+    /// platform's order); `None` when no pinned buffer aligned for `u32`
+    /// can be had (the caller then downloads into ordinary memory).
+    pub(crate) fn download_u32_pinned(
+        &mut self,
+        what: &str,
+        buffer: &Buffer<u32>,
+        count: usize,
+        staging: &Arc<StagingPool>,
+    ) -> Result<Option<HostBytes>, DeviceError> {
+        let bytes = count * size_of::<u32>();
+        let mut host = HostBytes::pinned(staging, bytes);
+        if !matches!(host, HostBytes::Pinned(_)) {
+            return Ok(None);
+        }
+        let event = {
+            let dest = GrowingBytes::grow(&mut host, bytes);
+            // SAFETY: any bytes are valid `u32`s; only the aligned middle
+            // is used, and only when it is all of `dest`.
+            let (head, words, tail) = unsafe { dest.align_to_mut::<u32>() };
+            if !head.is_empty() || !tail.is_empty() {
+                return Ok(None);
+            }
+            // SAFETY: `host` is waited for below before it is returned or
+            // dropped; a pinned mapping stays where it is when moved.
+            unsafe { self.enqueue_download(what, buffer, 0, words, &[]) }?
+        };
+        let download = BytesDownload {
+            what: what.to_string(),
+            event,
+            host,
+        };
+        self.counters.bytes_downloaded_pinned += bytes as u64;
+        self.finish_bytes(download).map(Some)
+    }
+
     /// Enqueues reading `host.len()` elements of `buffer` from `first` into
     /// `host` on the transfer queue, after `wait` and after everything
     /// enqueued on the compute queue so far, starts it and counts it;
