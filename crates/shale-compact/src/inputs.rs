@@ -352,15 +352,15 @@ fn read_aligned_into(
     let read = table
         .source
         .read_up_to(&mut region[pad..pad + len], start)
-        .map_err(|e| Error::io(format!("reading {} at offset {start}", table.name), e))?;
-    if read < wanted {
-        let e = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
-        return Err(Error::io(
-            format!("reading {} at offset {start}", table.name),
-            e,
-        ));
-    }
-    Ok(first + pad + skip)
+        .and_then(|read| {
+            if read >= wanted {
+                Ok(())
+            } else {
+                Err(std::io::ErrorKind::UnexpectedEof.into())
+            }
+        })
+        .map_err(|e| Error::io(format!("reading {} at offset {start}", table.name), e));
+    read.map(|()| first + pad + skip)
 }
 
 /// [`read_stretches`], each stretch read straight onto the end of `dest`

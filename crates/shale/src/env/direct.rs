@@ -14,13 +14,13 @@
 //!   the asked-for bytes copied out.
 //! - Writes ([`DirectWritableFile`]) collect bytes in an aligned buffer and
 //!   write whole aligned chunks with `O_DIRECT`; an aligned piece written
-//!   while nothing is buffered goes to the disk straight from where it is. A file's length is rarely
-//!   a multiple of the alignment: on `sync` the unaligned tail is written
-//!   with `pwrite` through a second, ordinary descriptor of the same file,
-//!   and then `fdatasync` makes all of it durable, as the buffered path
-//!   does. The tail stays in the buffer, so bytes written after a sync
-//!   rewrite that last partial chunk with `O_DIRECT` from an aligned
-//!   offset.
+//!   while nothing is buffered goes to the disk straight from where it is.
+//!   A file's length is rarely a multiple of the alignment: on `sync` the
+//!   unaligned tail is written with `pwrite` through a second, ordinary
+//!   descriptor of the same file, and then `fdatasync` makes all of it
+//!   durable, as the buffered path does. The tail stays in the buffer, so
+//!   bytes written after a sync rewrite that last partial chunk with
+//!   `O_DIRECT` from an aligned offset.
 //!
 //! A file system that refuses `O_DIRECT` (tmpfs before Linux 6.6 answers
 //! `EINVAL` at open)
@@ -130,7 +130,7 @@ fn open_error(action: &str, path: &Path, err: std::io::Error) -> Error {
 /// Bytes a direct read of a small piece (a block) reads at once.
 /// Compaction reads its input files' blocks in order, and with `O_DIRECT`
 /// nothing reads ahead for it: read one at a time, each 4 KiB block was a
-/// read from the disk, and `streaming` with direct I/O compacted at a sixth
+/// read from the disk, and `streaming` with direct I/O compacted at a fifth
 /// of its speed with the page cache (`docs/results/opencl-pocl.md`). RocksDB
 /// reads ahead for direct compaction reads too (`compaction_readahead_size`).
 const READAHEAD: usize = 1 << 20;
