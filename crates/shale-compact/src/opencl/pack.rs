@@ -3,13 +3,16 @@
 //!
 //! | step | where |
 //! | --- | --- |
-//! | key/value lengths and shared prefixes of kept entries | device: `kept_sizes` |
-//! | block and file boundaries (one sequential scan over integers), restart-group output offsets | host: `parallel::plan::plan_boundaries_from_sizes`, `group_layout` |
+//! | key/value lengths, shared prefixes and encoded lengths of kept entries | device: `kept_sizes` |
+//! | prefix sums of the encoded lengths | device: `scan_groups_u32` (`scan.rs`) |
+//! | where a block starting at each kept entry would end, and its size: a binary search per entry over the prefix sums | device: `block_ends` |
+//! | which of those blocks are the slice's, and where files end: one step per block | host: `parallel::plan::plan_boundaries_from_block_ends` |
+//! | every restart group's first entry and output offset | device: `layout_groups` |
 //! | data block encoding, one work item per restart group | device: `encode_groups` |
 //! | first/last keys of each block (index entries, file bounds) | device: `gather_keys` |
 //! | Snappy compression | host (the device has no Snappy) |
 //! | Bloom filters: byte vector, then folded into bits (Algorithm 2) | device: `bloom_set`, `bloom_fold` |
-//! | block trailers (masked CRC32C) of blocks stored uncompressed | device: `block_checksum` |
+//! | block trailers (masked CRC32C) of blocks stored uncompressed | device: `block_trailers` |
 //! | index block, filter block layout, metaindex, footer, trailers of Snappy blocks | host: `TableAssembler`, as every executor |
 //!
 //! The encoded blocks come back file by file on the transfer queue while
@@ -27,8 +30,15 @@
 //! block and file boundaries are then decided from the open file's first
 //! entry, exactly as one pass over the whole job decides them.
 //!
+//! Why the host still takes one step per block: a block's end depends on
+//! where it starts, so the slice's blocks are a chain through the block
+//! ends, and following it is one dependent read per block, which a single
+//! device thread does no faster than the host; the host reads 8 bytes per
+//! kept entry back (pinned, a copy by the device alone on a GPU) instead
+//! of the 12 it scanned one entry at a time before.
+//!
 //! Output trailers (masked CRC32C of the block as stored and its type
-//! byte) come from the device (`block_checksum`) when the table stores
+//! byte) come from the device (`block_trailers`) when the table stores
 //! blocks uncompressed: the block the device encoded is the block stored.
 //! With Snappy the trailer covers the compressed bytes, which only the
 //! host has, so `TableAssembler` computes it there.
@@ -39,7 +49,6 @@ use std::sync::Arc;
 use opencl3::memory::Buffer;
 use rayon::prelude::*;
 use shale_format::bloom::{filter_bits, probes_for_bits_per_key};
-use shale_format::coding::varint_length;
 use shale_format::filter_block::{assemble_filters, plan_filters};
 use shale_format::format::{maybe_compress, CompressionType, BLOCK_TRAILER_LEN};
 use shale_format::options::TableOptions;
@@ -47,10 +56,11 @@ use shale_format::table_assembler::TableAssembler;
 
 use super::device::DeviceError;
 use super::pipeline::DeviceEntries;
+use super::scan::exclusive_scan_u32_on_device;
 use super::session::{mem, Arg, BytesDownload, Download, Session};
 use super::staging::{HostBytes, StagingPool};
 use crate::job::CompactionJob;
-use crate::parallel::plan::{plan_boundaries_from_sizes, EntrySize, PlannedFile, ScanState};
+use crate::parallel::plan::{plan_boundaries_from_block_ends, BlockEnd, PlannedFile, ScanState};
 
 /// What laying out a finished table wrote.
 pub(crate) struct AssembledFile {
@@ -59,67 +69,6 @@ pub(crate) struct AssembledFile {
     pub(crate) smallest: Vec<u8>,
     pub(crate) largest: Vec<u8>,
     pub(crate) entries: u64,
-}
-
-/// Where every restart group of every output block goes.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct GroupLayout {
-    /// Per group: first kept entry, entry count, output offset, first group
-    /// of its block, 1 for the last group of a block.
-    pub(crate) first: Vec<u32>,
-    pub(crate) count: Vec<u32>,
-    pub(crate) offset: Vec<u32>,
-    pub(crate) block_first_group: Vec<u32>,
-    pub(crate) last: Vec<u8>,
-    /// Per block: its bytes in the output buffer.
-    pub(crate) blocks: Vec<Range<usize>>,
-}
-
-/// Lays out the planned blocks (ranges of kept entries) back to back: each
-/// block's restart groups of `restart_interval` entries, then its restart
-/// array, then `gap` bytes (room for its trailer, when the device writes
-/// it in place). Offsets follow from the sizes exactly as `BlockBuilder`
-/// writes.
-pub(crate) fn group_layout(
-    sizes: &[EntrySize],
-    blocks: &[Range<usize>],
-    restart_interval: usize,
-    gap: usize,
-) -> GroupLayout {
-    let interval = restart_interval.max(1);
-    let mut layout = GroupLayout::default();
-    let mut cursor = 0usize;
-    for block in blocks {
-        let block_start = cursor;
-        let first_group = layout.first.len() as u32;
-        let mut group = block.start;
-        while group < block.end {
-            let end = (group + interval).min(block.end);
-            layout.first.push(group as u32);
-            layout.count.push((end - group) as u32);
-            layout.offset.push(cursor as u32);
-            layout.block_first_group.push(first_group);
-            layout.last.push(0);
-            for (j, size) in sizes.iter().enumerate().take(end).skip(group) {
-                let shared = if j == group { 0 } else { size.shared as usize };
-                let non_shared = size.key_len as usize - shared;
-                cursor += varint_length(shared as u64)
-                    + varint_length(non_shared as u64)
-                    + varint_length(u64::from(size.value_len))
-                    + non_shared
-                    + size.value_len as usize;
-            }
-            group = end;
-        }
-        if let Some(last) = layout.last.last_mut() {
-            *last = 1;
-        }
-        let groups = layout.first.len() - first_group as usize;
-        cursor += 4 * groups + 4;
-        layout.blocks.push(block_start..cursor);
-        cursor += gap;
-    }
-    layout
 }
 
 /// What packing one slice produced.
@@ -152,11 +101,14 @@ pub(crate) fn pack_on_device(
         entries,
     };
     let sizes = packer.kept_sizes()?;
-    let plan = packer.plan_blocks(&sizes.host, last)?;
-    let out = packer.encode(&sizes, &plan)?;
+    let ends = packer.block_ends(&sizes)?;
+    let plan = packer.plan_blocks(&ends, last)?;
+    // The block ends' pinned buffer goes back to the pool.
+    drop(ends);
+    let (out, key_lengths) = packer.encode(&sizes, &plan)?;
     packer.write_trailers(&plan, &out)?;
     let downloads = packer.start_downloads(&plan, &out)?;
-    let boundary_keys = packer.boundary_keys(&sizes.host, &plan)?;
+    let boundary_keys = packer.boundary_keys(&key_lengths, &plan)?;
     let open_blocks = packer.open_blocks(&plan, downloads.open, downloads.open_range)?;
     let files = packer.finish_files(&plan, downloads.files, &boundary_keys)?;
     drop(out);
@@ -177,70 +129,69 @@ struct Packer<'a, 's> {
     entries: &'a DeviceEntries,
 }
 
-/// The kept entries' key and value lengths and shared prefixes, on the
-/// device (three `u32` per entry, for encoding) and on the host.
+/// The kept entries on the device: three `u32` per entry (key and value
+/// lengths, shared prefix) for encoding, and the prefix sums of their
+/// encoded lengths that the block plan is made from (`kernels/plan.cl`).
 struct KeptSizes {
     device: Buffer<u32>,
-    host: HostSizes,
+    sums: Buffer<u64>,
+    /// The restart interval, and the length of each of its residue
+    /// classes' runs in `sums`.
+    interval: u32,
+    per_class: u32,
 }
 
-/// The kept entries' sizes on the host: read back into pinned memory from
-/// the executor's pool (kept for the next slice: no fresh 12 bytes per
-/// entry to fault in, no staging copy by a GPU's driver) and taken as
-/// [`EntrySize`]s where they lie, or, where pinned memory cannot be had,
-/// an array of their own.
-enum HostSizes {
+/// Every kept entry's [`BlockEnd`] on the host: read back into pinned
+/// memory from the executor's pool and taken where it lies, or, where
+/// pinned memory cannot be had, an array of its own.
+enum HostEnds {
     Pinned(HostBytes),
-    Heap(Vec<EntrySize>),
+    Heap(Vec<BlockEnd>),
 }
 
-impl std::ops::Deref for HostSizes {
-    type Target = [EntrySize];
+impl std::ops::Deref for HostEnds {
+    type Target = [BlockEnd];
 
-    fn deref(&self) -> &[EntrySize] {
+    fn deref(&self) -> &[BlockEnd] {
         match self {
-            HostSizes::Pinned(bytes) => {
-                // SAFETY: `EntrySize` is `repr(C)` of three `u32` (no
+            HostEnds::Pinned(bytes) => {
+                // SAFETY: `BlockEnd` is `repr(C)` of two `u32` (no
                 // padding; every bit pattern is one), and `Pinned` is made
-                // only of bytes whose alignment and length
-                // `as_entry_sizes` checked.
-                let (_, sizes, _) = unsafe { bytes.as_slice().align_to::<EntrySize>() };
-                sizes
+                // only of bytes whose alignment and length `as_block_ends`
+                // checked.
+                let (_, ends, _) = unsafe { bytes.as_slice().align_to::<BlockEnd>() };
+                ends
             }
-            HostSizes::Heap(sizes) => sizes,
+            HostEnds::Heap(ends) => ends,
         }
     }
 }
 
-/// `bytes` as whole [`EntrySize`]s, when they are aligned for them and
+/// `bytes` as whole [`BlockEnd`]s, when they are aligned for them and
 /// their length is a multiple of one.
-fn as_entry_sizes(bytes: &[u8]) -> bool {
+fn as_block_ends(bytes: &[u8]) -> bool {
     // SAFETY: only looked at: whether the bytes split evenly.
-    let (head, _, tail) = unsafe { bytes.align_to::<EntrySize>() };
+    let (head, _, tail) = unsafe { bytes.align_to::<BlockEnd>() };
     head.is_empty() && tail.is_empty()
 }
 
-/// The kept entries' sizes as read back into ordinary memory, three `u32`
-/// per entry (key length, value length, shared prefix), taken as
-/// [`EntrySize`]s where they lie: copying them into an array of their own
-/// had cost the device-driving thread a sixth of its CPU time (medians
-/// 0.179 and 0.150 s, 5M entries, on PoCL: `docs/results/opencl-pocl.md`).
-/// A trailing partial entry (never what the kernel writes) is dropped.
-fn entry_sizes(mut flat: Vec<u32>) -> Vec<EntrySize> {
+/// Block ends as read back into ordinary memory, two `u32` per entry (end,
+/// size), taken as [`BlockEnd`]s where they lie rather than copied. A
+/// trailing partial entry (never what the kernel writes) is dropped.
+fn block_ends_of(mut flat: Vec<u32>) -> Vec<BlockEnd> {
     const {
-        assert!(size_of::<EntrySize>() == 3 * size_of::<u32>());
-        assert!(align_of::<EntrySize>() == align_of::<u32>());
+        assert!(size_of::<BlockEnd>() == 2 * size_of::<u32>());
+        assert!(align_of::<BlockEnd>() == align_of::<u32>());
     }
-    flat.truncate(flat.len() / 3 * 3);
+    flat.truncate(flat.len() / 2 * 2);
     let flat = flat.into_boxed_slice();
-    let entries = flat.len() / 3;
-    let pointer = Box::into_raw(flat).cast::<EntrySize>();
-    // SAFETY: `EntrySize` is `repr(C)` of three `u32` (size and alignment
-    // checked above, no padding), so the allocation of `3 * entries` u32
-    // (exactly that many: a boxed slice) is one of `entries` EntrySize of
-    // the same size and alignment, every bit pattern of which is valid;
-    // key length, value length and shared prefix are the fields' order and
-    // the kernel's.
+    let entries = flat.len() / 2;
+    let pointer = Box::into_raw(flat).cast::<BlockEnd>();
+    // SAFETY: `BlockEnd` is `repr(C)` of two `u32` (size and alignment
+    // checked above, no padding), so the allocation of `2 * entries` u32
+    // (exactly that many: a boxed slice) is one of `entries` BlockEnd of the
+    // same size and alignment, every bit pattern of which is valid; end and
+    // size are the fields' order and the kernel's.
     unsafe { Vec::from_raw_parts(pointer, entries, entries) }
 }
 
@@ -255,8 +206,14 @@ struct BlockPlan {
     finished_entries: usize,
     /// Per finished file, its blocks (indices into `ranges`).
     file_blocks: Vec<Range<usize>>,
-    /// Every restart group's place in the output buffer.
-    layout: GroupLayout,
+    /// Per block (as `ranges`): its bytes in the output buffer.
+    blocks: Vec<Range<usize>>,
+    /// Per block, its first kept entry, output offset and first restart
+    /// group, then one more record (kept entries, output bytes, groups):
+    /// what `layout_groups` places the groups from.
+    records: Vec<u32>,
+    /// Restart groups in all blocks.
+    groups: usize,
     /// Bytes of encoded blocks (with their trailers, when in place).
     out_len: usize,
     /// Bytes after each block for its trailer: [`BLOCK_TRAILER_LEN`] when
@@ -269,7 +226,7 @@ impl BlockPlan {
     /// The bytes of `blocks` (indices into `ranges`) in the output buffer,
     /// the last one's trailer included when it is in place.
     fn bytes_of(&self, blocks: Range<usize>) -> Range<usize> {
-        let layout = &self.layout.blocks;
+        let layout = &self.blocks;
         let start = layout.get(blocks.start).map_or(self.out_len, |b| b.start);
         let end = blocks
             .end
@@ -303,16 +260,31 @@ impl BoundaryKeys {
 }
 
 impl Packer<'_, '_> {
-    /// Computes the kept entries' sizes on the device and reads them back.
+    /// Computes the kept entries' sizes and the prefix sums of their
+    /// encoded lengths on the device; nothing comes back.
     fn kept_sizes(&mut self) -> Result<KeptSizes, DeviceError> {
         let entries = self.entries;
         let m = entries.kept_count;
+        let interval = self.job.table.block_restart_interval.max(1);
+        let per_class = m.div_ceil(interval);
+        let classes = interval * per_class;
+        // The entries' lengths, a zero, every residue class's run, a zero.
+        let lengths = m + 1 + classes + 1;
+        let too_large = || {
+            DeviceError::new(format!(
+                "{m} kept entries in restart groups of {interval}: past 32-bit indices"
+            ))
+        };
+        let to_u32 = |n: usize| u32::try_from(n).map_err(|_| too_large());
+        let (interval, per_class) = (to_u32(interval)?, to_u32(per_class)?);
+        to_u32(lengths)?;
         let sizes = self.session.alloc::<u32>("kept sizes", 3 * m)?;
+        let encoded = self.session.alloc::<u32>("encoded lengths", lengths)?;
         self.session.launch(
             "kept_sizes",
-            m,
+            classes + 1,
             None,
-            m as u64 * 16,
+            m as u64 * 24,
             &[
                 mem(&entries.keys),
                 mem(&entries.key_offset),
@@ -320,36 +292,79 @@ impl Packer<'_, '_> {
                 mem(&entries.value_len),
                 mem(&entries.kept),
                 Arg::U32(m as u32),
+                Arg::U32(interval),
+                Arg::U32(per_class),
                 mem(&sizes),
+                mem(&encoded),
+            ],
+        )?;
+        let sums =
+            exclusive_scan_u32_on_device(self.session, "encoded lengths", &encoded, lengths)?;
+        Ok(KeptSizes {
+            device: sizes,
+            sums,
+            interval,
+            per_class,
+        })
+    }
+
+    /// For every kept entry, where a block starting there would end and
+    /// its size (a binary search per entry on the device), read back.
+    fn block_ends(&mut self, sizes: &KeptSizes) -> Result<HostEnds, DeviceError> {
+        let m = self.entries.kept_count;
+        let stops = &self.entries.stops;
+        // OpenCL has no empty buffers; with no stop, one the kernel never reads.
+        let stops_buffer = if stops.is_empty() {
+            self.session.upload("output file cuts", &[0u32])?
+        } else {
+            self.session.upload("output file cuts", stops)?
+        };
+        let block_size = self.job.table.block_size.min(u32::MAX as usize);
+        // A block of this many entries is full: each encodes to 3 bytes or more.
+        let max_entries = block_size.div_ceil(3).max(1);
+        let ends = self.session.alloc::<u32>("block ends", 2 * m)?;
+        self.session.launch(
+            "block_ends",
+            m,
+            None,
+            m as u64 * 8,
+            &[
+                mem(&sizes.sums),
+                Arg::U32(m as u32),
+                Arg::U32(sizes.interval),
+                Arg::U32(sizes.per_class),
+                mem(&stops_buffer),
+                Arg::U32(stops.len() as u32),
+                Arg::U32(block_size as u32),
+                Arg::U32(max_entries as u32),
+                mem(&ends),
             ],
         )?;
         let pinned = self
             .session
-            .download_u32_pinned("kept sizes", &sizes, 3 * m, self.staging)?;
-        let host = match pinned {
-            Some(bytes) if as_entry_sizes(bytes.as_slice()) => HostSizes::Pinned(bytes),
-            _ => HostSizes::Heap(entry_sizes(self.session.download(
-                "kept sizes",
-                &sizes,
-                3 * m,
+            .download_u32_pinned("block ends", &ends, 2 * m, self.staging)?;
+        Ok(match pinned {
+            Some(bytes) if as_block_ends(bytes.as_slice()) => HostEnds::Pinned(bytes),
+            _ => HostEnds::Heap(block_ends_of(self.session.download(
+                "block ends",
+                &ends,
+                2 * m,
             )?)),
-        };
-        Ok(KeptSizes {
-            device: sizes,
-            host,
         })
     }
 
-    /// Block and file boundaries, the one sequential scan over integers,
-    /// and the restart groups' layout: finished files first; only the last
+    /// Block and file boundaries, one step per block over the block ends,
+    /// and where each block goes: finished files first; only the last
     /// planned file may still be open.
-    fn plan_blocks(&self, sizes: &[EntrySize], last: bool) -> Result<BlockPlan, DeviceError> {
+    fn plan_blocks(&self, ends: &[BlockEnd], last: bool) -> Result<BlockPlan, DeviceError> {
+        let malformed = || DeviceError::new("the device's block plan is malformed");
         let mut state = ScanState {
             file_open: false,
             raw_data_bytes: 0,
         };
         let (planned, unfinished_block) =
-            plan_boundaries_from_sizes(sizes, &self.entries.stops, &mut state, self.job, last);
+            plan_boundaries_from_block_ends(ends, &self.entries.stops, &mut state, self.job, last)
+                .ok_or_else(malformed)?;
         let finished: Vec<&PlannedFile> = planned.iter().filter(|f| f.finish).collect();
         let mut ranges: Vec<Range<usize>> = finished
             .iter()
@@ -376,18 +391,30 @@ impl Packer<'_, '_> {
         } else {
             0
         };
-        let layout = group_layout(
-            sizes,
-            &ranges,
-            self.job.table.block_restart_interval,
-            trailer_gap,
-        );
-        let out_len = layout.blocks.last().map_or(0, |b| b.end + trailer_gap);
-        if out_len > u32::MAX as usize {
-            return Err(DeviceError::new(format!(
-                "{out_len} bytes of output blocks: past 32-bit offsets"
-            )));
+        let interval = self.job.table.block_restart_interval.max(1);
+        let mut blocks = Vec::with_capacity(ranges.len());
+        let mut records = Vec::with_capacity(3 * ranges.len() + 3);
+        let (mut out_len, mut groups) = (0usize, 0usize);
+        for range in &ranges {
+            let end = ends.get(range.start).ok_or_else(malformed)?;
+            if end.end as usize != range.end {
+                return Err(malformed());
+            }
+            records.extend([range.start as u32, out_len as u32, groups as u32]);
+            blocks.push(out_len..out_len + end.len as usize);
+            out_len += end.len as usize + trailer_gap;
+            groups += range.len().div_ceil(interval);
+            if out_len > u32::MAX as usize {
+                return Err(DeviceError::new(format!(
+                    "{out_len} bytes of output blocks: past 32-bit offsets"
+                )));
+            }
         }
+        records.extend([
+            self.entries.kept_count as u32,
+            out_len as u32,
+            groups as u32,
+        ]);
         let mut file_blocks = Vec::with_capacity(finished.len());
         let mut next_block = 0;
         for file in &finished {
@@ -399,7 +426,9 @@ impl Packer<'_, '_> {
             finished_blocks,
             finished_entries,
             file_blocks,
-            layout,
+            blocks,
+            records,
+            groups,
             out_len,
             trailer_gap,
         })
@@ -414,17 +443,47 @@ impl Packer<'_, '_> {
         self.job.table.table_options().compression == CompressionType::None
     }
 
-    /// Encodes every restart group of every planned block on the device.
-    fn encode(&mut self, sizes: &KeptSizes, plan: &BlockPlan) -> Result<Buffer<u8>, DeviceError> {
-        let (session, entries, layout) = (&mut *self.session, self.entries, &plan.layout);
-        let groups = layout.first.len();
+    /// Places every restart group of every planned block, then encodes
+    /// them, on the device. Returns the encoded blocks, and the lengths of
+    /// the finished blocks' first and last keys.
+    fn encode(
+        &mut self,
+        sizes: &KeptSizes,
+        plan: &BlockPlan,
+    ) -> Result<(Buffer<u8>, Buffer<u32>), DeviceError> {
+        let (session, entries, groups) = (&mut *self.session, self.entries, plan.groups);
+        let records = session.upload("output blocks' plan", &plan.records)?;
+        let key_lengths = session.alloc::<u32>("boundary keys", 2 * plan.finished_blocks)?;
         let group_buffers = [
-            session.upload("output groups", &layout.first)?,
-            session.upload("output groups", &layout.count)?,
-            session.upload("output groups", &layout.offset)?,
-            session.upload("output groups", &layout.block_first_group)?,
+            session.alloc::<u32>("output groups", groups)?,
+            session.alloc::<u32>("output groups", groups)?,
+            session.alloc::<u32>("output groups", groups)?,
+            session.alloc::<u32>("output groups", groups)?,
         ];
-        let group_last = session.upload("output groups", &layout.last)?;
+        let group_last = session.alloc::<u8>("output groups", groups)?;
+        session.launch(
+            "layout_groups",
+            groups,
+            None,
+            groups as u64 * 17,
+            &[
+                mem(&sizes.sums),
+                Arg::U32(entries.kept_count as u32),
+                Arg::U32(sizes.interval),
+                Arg::U32(sizes.per_class),
+                mem(&records),
+                Arg::U32(plan.ranges.len() as u32),
+                Arg::U32(groups as u32),
+                mem(&group_buffers[0]),
+                mem(&group_buffers[1]),
+                mem(&group_buffers[2]),
+                mem(&group_buffers[3]),
+                mem(&group_last),
+                mem(&sizes.device),
+                Arg::U32(plan.finished_blocks as u32),
+                mem(&key_lengths),
+            ],
+        )?;
         let out = session.alloc::<u8>("output blocks", plan.out_len)?;
         session.launch(
             "encode_groups",
@@ -447,7 +506,7 @@ impl Packer<'_, '_> {
                 mem(&out),
             ],
         )?;
-        Ok(out)
+        Ok((out, key_lengths))
     }
 
     /// When blocks are stored uncompressed, has the device write every
@@ -459,7 +518,7 @@ impl Packer<'_, '_> {
             return Ok(());
         }
         let session = &mut *self.session;
-        let finished = &plan.layout.blocks[..blocks];
+        let finished = &plan.blocks[..blocks];
         let offsets: Vec<u32> = finished.iter().map(|b| b.start as u32).collect();
         let lengths: Vec<u32> = finished.iter().map(|b| b.len() as u32).collect();
         let offsets = session.upload("block offsets", &offsets)?;
@@ -514,26 +573,26 @@ impl Packer<'_, '_> {
     }
 
     /// Gathers the first and last key of every finished block on the device
-    /// and reads them back.
+    /// and reads them back (their lengths first, to place them).
     fn boundary_keys(
         &mut self,
-        sizes: &[EntrySize],
+        key_lengths: &Buffer<u32>,
         plan: &BlockPlan,
     ) -> Result<BoundaryKeys, DeviceError> {
         let (session, entries) = (&mut *self.session, self.entries);
-        let finished_blocks = plan.finished_blocks;
-        let mut which = Vec::with_capacity(2 * finished_blocks);
-        let mut key_at = Vec::with_capacity(2 * finished_blocks + 1);
+        let which: Vec<u32> = plan.ranges[..plan.finished_blocks]
+            .iter()
+            .flat_map(|range| [range.start as u32, range.end as u32 - 1])
+            .collect();
+        let which_buffer = session.upload("boundary keys", &which)?;
+        let lengths = session.download("boundary keys", key_lengths, which.len())?;
+        let mut key_at = Vec::with_capacity(which.len() + 1);
         let mut key_bytes = 0usize;
-        for range in &plan.ranges[..finished_blocks] {
-            for j in [range.start, range.end - 1] {
-                which.push(j as u32);
-                key_at.push(key_bytes);
-                key_bytes += sizes[j].key_len as usize;
-            }
+        for &len in &lengths {
+            key_at.push(key_bytes);
+            key_bytes += len as usize;
         }
         key_at.push(key_bytes);
-        let which_buffer = session.upload("boundary keys", &which)?;
         let at: Vec<u32> = key_at.iter().map(|&a| a as u32).collect();
         let at_buffer = session.upload("boundary keys", &at)?;
         let gathered = session.alloc::<u8>("boundary keys", key_bytes)?;
@@ -566,7 +625,7 @@ impl Packer<'_, '_> {
     ) -> Result<Vec<Vec<u8>>, DeviceError> {
         let open_bytes = self.session.finish_download(open)?;
         self.session.counters.host_bytes_copied += open_bytes.len() as u64;
-        Ok(plan.layout.blocks[plan.finished_blocks..]
+        Ok(plan.blocks[plan.finished_blocks..]
             .iter()
             .map(|range| {
                 open_bytes[range.start - open_range.start..range.end - open_range.start].to_vec()
@@ -645,7 +704,7 @@ impl Packer<'_, '_> {
         let encoded = Arc::new(self.session.finish_bytes(download)?);
         let base = plan.bytes_of(blocks.clone()).start;
         let blocks = self.pool.install(|| {
-            plan.layout.blocks[blocks]
+            plan.blocks[blocks]
                 .par_iter()
                 .map(|range| {
                     let range = range.start - base..range.end - base;
@@ -945,38 +1004,90 @@ fn bloom_for_files(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::parallel::plan::EntrySize;
+    use shale_format::coding::varint_length;
+
+    /// Where every restart group of every output block goes.
+    #[derive(Debug, Default, PartialEq, Eq)]
+    pub(crate) struct GroupLayout {
+        /// Per group: first kept entry, entry count, output offset, first group
+        /// of its block, 1 for the last group of a block.
+        pub(crate) first: Vec<u32>,
+        pub(crate) count: Vec<u32>,
+        pub(crate) offset: Vec<u32>,
+        pub(crate) block_first_group: Vec<u32>,
+        pub(crate) last: Vec<u8>,
+        /// Per block: its bytes in the output buffer.
+        pub(crate) blocks: Vec<Range<usize>>,
+    }
+
+    /// Lays out the planned blocks (ranges of kept entries) back to back: each
+    /// block's restart groups of `restart_interval` entries, then its restart
+    /// array, then `gap` bytes (room for its trailer, when the device writes
+    /// it in place). Offsets follow from the sizes exactly as `BlockBuilder`
+    /// writes.
+    pub(crate) fn group_layout(
+        sizes: &[EntrySize],
+        blocks: &[Range<usize>],
+        restart_interval: usize,
+        gap: usize,
+    ) -> GroupLayout {
+        let interval = restart_interval.max(1);
+        let mut layout = GroupLayout::default();
+        let mut cursor = 0usize;
+        for block in blocks {
+            let block_start = cursor;
+            let first_group = layout.first.len() as u32;
+            let mut group = block.start;
+            while group < block.end {
+                let end = (group + interval).min(block.end);
+                layout.first.push(group as u32);
+                layout.count.push((end - group) as u32);
+                layout.offset.push(cursor as u32);
+                layout.block_first_group.push(first_group);
+                layout.last.push(0);
+                for (j, size) in sizes.iter().enumerate().take(end).skip(group) {
+                    let shared = if j == group { 0 } else { size.shared as usize };
+                    let non_shared = size.key_len as usize - shared;
+                    cursor += varint_length(shared as u64)
+                        + varint_length(non_shared as u64)
+                        + varint_length(u64::from(size.value_len))
+                        + non_shared
+                        + size.value_len as usize;
+                }
+                group = end;
+            }
+            if let Some(last) = layout.last.last_mut() {
+                *last = 1;
+            }
+            let groups = layout.first.len() - first_group as usize;
+            cursor += 4 * groups + 4;
+            layout.blocks.push(block_start..cursor);
+            cursor += gap;
+        }
+        layout
+    }
 
     #[test]
-    fn downloaded_sizes_are_taken_as_entry_sizes_in_the_kernels_order() {
-        let flat = vec![1, 2, 3, 40, 50, 60];
+    fn downloaded_block_ends_are_taken_in_the_kernels_order() {
+        let flat = vec![1, 2, 40, 50];
         assert_eq!(
-            entry_sizes(flat),
-            vec![
-                EntrySize {
-                    key_len: 1,
-                    value_len: 2,
-                    shared: 3
-                },
-                EntrySize {
-                    key_len: 40,
-                    value_len: 50,
-                    shared: 60
-                },
-            ]
+            block_ends_of(flat),
+            vec![BlockEnd { end: 1, len: 2 }, BlockEnd { end: 40, len: 50 }]
         );
-        assert!(entry_sizes(Vec::new()).is_empty());
+        assert!(block_ends_of(Vec::new()).is_empty());
         // An uneven array (never the kernel's) is cut, not misread.
-        assert_eq!(entry_sizes(vec![7, 8, 9, 10]).len(), 1);
+        assert_eq!(block_ends_of(vec![7, 8, 9]).len(), 1);
         // Spare capacity is let go of first: the allocation's size is then
         // exactly the entries'.
         let mut spare = Vec::with_capacity(100);
-        spare.extend_from_slice(&[4, 5, 6]);
-        let sizes = entry_sizes(spare);
-        assert_eq!(sizes.len(), 1);
-        assert_eq!(sizes[0].shared, 6);
+        spare.extend_from_slice(&[4, 5]);
+        let ends = block_ends_of(spare);
+        assert_eq!(ends, vec![BlockEnd { end: 4, len: 5 }]);
     }
+
     use shale_format::block_builder::{shared_prefix_len, BlockBuilder};
 
     #[test]

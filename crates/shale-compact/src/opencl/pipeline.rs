@@ -64,8 +64,9 @@ pub(crate) struct DeviceEntries {
     /// Merged order's kept entries (entry numbers), `kept_count` of them.
     pub(crate) kept: Buffer<u32>,
     pub(crate) kept_count: usize,
-    /// `stops[j]`: the output file must end before kept entry `j`.
-    pub(crate) stops: Vec<bool>,
+    /// The kept entries the output file must end before, in order (the
+    /// grandparent cuts).
+    pub(crate) stops: Vec<u32>,
 }
 
 fn input_error(error: shale_format::Error) -> DeviceError {
@@ -146,7 +147,8 @@ struct Unpacked {
 struct Kept {
     kept: Buffer<u32>,
     count: usize,
-    stops: Vec<bool>,
+    /// Kept entries a file must end before, in order.
+    stops: Vec<u32>,
 }
 
 impl SliceRun<'_, '_, '_> {
@@ -491,30 +493,35 @@ impl SliceRun<'_, '_, '_> {
         )?;
         let stops = match stops_by_merged {
             Some((stop_before, keep)) => self.stops_of_kept(stop_before, &keep)?,
-            None => vec![false; count],
+            None => Vec::new(),
         };
         Ok(Kept { kept, count, stops })
     }
 
-    /// The cut before kept entry j: a grandparent cut seen at or since the
-    /// previous kept entry. Carried entries (all kept) had their stops in an
-    /// earlier slice; a cut pending from there belongs to the next new entry.
+    /// The kept entries with a cut before them, in order: kept entry j has
+    /// one when a grandparent cut was seen at or since the previous kept
+    /// entry. Carried entries (all kept) had their stops in an earlier
+    /// slice; a cut pending from there belongs to the next new entry.
     fn stops_of_kept(
         &mut self,
         stop_before: Vec<bool>,
         keep: &[u32],
-    ) -> Result<Vec<bool>, DeviceError> {
+    ) -> Result<Vec<u32>, DeviceError> {
         let carried = self.carried;
         if keep.iter().take(carried).any(|&k| k == 0) {
             return Err(DeviceError::new(
                 "gc dropped an entry carried over from the previous slice",
             ));
         }
-        let mut stops = vec![false; carried];
+        let mut stops = Vec::new();
+        let mut kept = carried as u32;
         for (stop, &keep) in stop_before.into_iter().zip(keep).skip(carried) {
             self.carry.pending_stop |= stop;
             if keep != 0 {
-                stops.push(std::mem::take(&mut self.carry.pending_stop));
+                if std::mem::take(&mut self.carry.pending_stop) {
+                    stops.push(kept);
+                }
+                kept += 1;
             }
         }
         Ok(stops)

@@ -19,7 +19,18 @@ pub(crate) fn exclusive_scan_u32(
     values: &Buffer<u32>,
     n: usize,
 ) -> Result<(Buffer<u64>, u64), DeviceError> {
-    scan(session, what, mem(values), n, "scan_groups_u32", 4)
+    let (out, total) = scan(session, what, mem(values), n, "scan_groups_u32", 4, true)?;
+    Ok((out, total.unwrap_or(0)))
+}
+
+/// [`exclusive_scan_u32`] without reading the total back: nothing waits.
+pub(crate) fn exclusive_scan_u32_on_device(
+    session: &mut Session<'_>,
+    what: &str,
+    values: &Buffer<u32>,
+    n: usize,
+) -> Result<Buffer<u64>, DeviceError> {
+    Ok(scan(session, what, mem(values), n, "scan_groups_u32", 4, false)?.0)
 }
 
 fn scan(
@@ -29,10 +40,11 @@ fn scan(
     n: usize,
     kernel: &'static str,
     value_bytes: u64,
-) -> Result<(Buffer<u64>, u64), DeviceError> {
+    read_total: bool,
+) -> Result<(Buffer<u64>, Option<u64>), DeviceError> {
     let out = session.alloc::<u64>(what, n)?;
     if n == 0 {
-        return Ok((out, 0));
+        return Ok((out, Some(0)));
     }
     let group = session.group_size(kernel, SCAN_GROUP)?;
     let groups = n.div_ceil(group);
@@ -51,10 +63,22 @@ fn scan(
         ],
     )?;
     if groups == 1 {
-        let total = session.read_one(what, &sums, 0)?;
+        let total = if read_total {
+            Some(session.read_one(what, &sums, 0)?)
+        } else {
+            None
+        };
         return Ok((out, total));
     }
-    let (scanned, total) = scan(session, what, mem(&sums), groups, "scan_groups_u64", 8)?;
+    let (scanned, total) = scan(
+        session,
+        what,
+        mem(&sums),
+        groups,
+        "scan_groups_u64",
+        8,
+        read_total,
+    )?;
     session.launch(
         "scan_add_group_offsets",
         n,

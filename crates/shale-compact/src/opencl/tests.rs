@@ -906,50 +906,101 @@ fn encoded_blocks_match_the_block_builder_and_filters_the_policy() {
         let value_offset = s.upload("t", &value_offsets).unwrap();
         let data = s.upload("t", &data).unwrap();
         let kept_buffer = s.upload("t", &kept).unwrap();
-        let sizes = s.alloc::<u32>("t", 3 * m).unwrap();
-        s.launch(
-            "kept_sizes",
-            m,
-            None,
-            0,
-            &[
-                mem(&keys_buffer),
-                mem(&key_offset),
-                mem(&key_len),
-                mem(&value_len),
-                mem(&kept_buffer),
-                Arg::U32(m as u32),
-                mem(&sizes),
-            ],
-        )
-        .unwrap();
-        let flat = s.download("t", &sizes, 3 * m).unwrap();
-        let host_sizes: Vec<crate::parallel::plan::EntrySize> = flat
-            .chunks_exact(3)
-            .map(|c| crate::parallel::plan::EntrySize {
-                key_len: c[0],
-                value_len: c[1],
-                shared: c[2],
-            })
-            .collect();
-        for (j, size) in host_sizes.iter().enumerate() {
-            let e = kept[j] as usize;
-            let shared = if j == 0 {
-                0
-            } else {
-                shared_prefix_len(&keys[kept[j - 1] as usize], &keys[e])
-            };
-            assert_eq!(
-                (
-                    size.key_len as usize,
-                    size.value_len as usize,
-                    size.shared as usize
-                ),
-                (keys[e].len(), values[e].len(), shared)
-            );
-        }
         for interval in [1usize, 3, 16] {
-            // Blocks of random lengths.
+            // Sizes, encoded lengths and their prefix sums.
+            let per_class = m.div_ceil(interval);
+            let classes = interval * per_class;
+            let lengths = m + 1 + classes + 1;
+            let sizes = s.alloc::<u32>("t", 3 * m).unwrap();
+            let encoded = s.alloc::<u32>("t", lengths).unwrap();
+            s.launch(
+                "kept_sizes",
+                classes + 1,
+                None,
+                0,
+                &[
+                    mem(&keys_buffer),
+                    mem(&key_offset),
+                    mem(&key_len),
+                    mem(&value_len),
+                    mem(&kept_buffer),
+                    Arg::U32(m as u32),
+                    Arg::U32(interval as u32),
+                    Arg::U32(per_class as u32),
+                    mem(&sizes),
+                    mem(&encoded),
+                ],
+            )
+            .unwrap();
+            let flat = s.download("t", &sizes, 3 * m).unwrap();
+            let host_sizes: Vec<crate::parallel::plan::EntrySize> = flat
+                .chunks_exact(3)
+                .map(|c| crate::parallel::plan::EntrySize {
+                    key_len: c[0],
+                    value_len: c[1],
+                    shared: c[2],
+                })
+                .collect();
+            for (j, size) in host_sizes.iter().enumerate() {
+                let e = kept[j] as usize;
+                let shared = if j == 0 {
+                    0
+                } else {
+                    shared_prefix_len(&keys[kept[j - 1] as usize], &keys[e])
+                };
+                assert_eq!(
+                    (
+                        size.key_len as usize,
+                        size.value_len as usize,
+                        size.shared as usize
+                    ),
+                    (keys[e].len(), values[e].len(), shared)
+                );
+            }
+            let sums = scan::exclusive_scan_u32_on_device(s, "t", &encoded, lengths).unwrap();
+
+            // Every entry's block end, against one BlockSizer per start.
+            for block_size in [40usize, 512, 4096] {
+                let stops: Vec<u32> = (1..m as u32).filter(|_| rng.below(40) == 0).collect();
+                let mut job = testing::job(vec![]);
+                job.table.block_size = block_size;
+                job.table.block_restart_interval = interval;
+                let expected = crate::parallel::plan::tests::block_ends(&host_sizes, &stops, &job);
+                let stops_buffer = s.upload("t", &stops).unwrap();
+                let ends = s.alloc::<u32>("t", 2 * m).unwrap();
+                s.launch(
+                    "block_ends",
+                    m,
+                    None,
+                    0,
+                    &[
+                        mem(&sums),
+                        Arg::U32(m as u32),
+                        Arg::U32(interval as u32),
+                        Arg::U32(per_class as u32),
+                        mem(&stops_buffer),
+                        Arg::U32(stops.len() as u32),
+                        Arg::U32(block_size as u32),
+                        Arg::U32(block_size.div_ceil(3) as u32),
+                        mem(&ends),
+                    ],
+                )
+                .unwrap();
+                let ends = s.download("t", &ends, 2 * m).unwrap();
+                let ends: Vec<crate::parallel::plan::BlockEnd> = ends
+                    .chunks_exact(2)
+                    .map(|c| crate::parallel::plan::BlockEnd {
+                        end: c[0],
+                        len: c[1],
+                    })
+                    .collect();
+                assert_eq!(
+                    ends, expected,
+                    "interval {interval}, blocks of {block_size}"
+                );
+            }
+
+            // Blocks of random lengths, their groups placed on the device.
             let mut blocks = Vec::new();
             let mut at = 0;
             while at < m {
@@ -957,19 +1008,68 @@ fn encoded_blocks_match_the_block_builder_and_filters_the_policy() {
                 blocks.push(at..end);
                 at = end;
             }
-            let layout = super::pack::group_layout(&host_sizes, &blocks, interval, 0);
+            let gap = [0, 5][rng.below(2) as usize];
+            let layout = super::pack::tests::group_layout(&host_sizes, &blocks, interval, gap);
             let groups = layout.first.len();
-            let g: Vec<_> = [
+            let mut records = Vec::new();
+            let mut group = 0;
+            for (range, bytes) in blocks.iter().zip(&layout.blocks) {
+                records.extend([range.start as u32, bytes.start as u32, group as u32]);
+                group += range.len().div_ceil(interval);
+            }
+            let out_len = layout.blocks.last().unwrap().end + gap;
+            records.extend([m as u32, out_len as u32, group as u32]);
+            assert_eq!(group, groups);
+            let records = s.upload("t", &records).unwrap();
+            let g: Vec<_> = (0..4)
+                .map(|_| s.alloc::<u32>("t", groups).unwrap())
+                .collect();
+            let last = s.alloc::<u8>("t", groups).unwrap();
+            // Boundary key lengths of all but the last block.
+            let key_blocks = blocks.len() - 1;
+            let key_lengths = s.alloc::<u32>("t", 2 * key_blocks).unwrap();
+            s.launch(
+                "layout_groups",
+                groups,
+                None,
+                0,
+                &[
+                    mem(&sums),
+                    Arg::U32(m as u32),
+                    Arg::U32(interval as u32),
+                    Arg::U32(per_class as u32),
+                    mem(&records),
+                    Arg::U32(blocks.len() as u32),
+                    Arg::U32(groups as u32),
+                    mem(&g[0]),
+                    mem(&g[1]),
+                    mem(&g[2]),
+                    mem(&g[3]),
+                    mem(&last),
+                    mem(&sizes),
+                    Arg::U32(key_blocks as u32),
+                    mem(&key_lengths),
+                ],
+            )
+            .unwrap();
+            let expected_lengths: Vec<u32> = blocks[..key_blocks]
+                .iter()
+                .flat_map(|r| [r.start, r.end - 1])
+                .map(|j| keys[kept[j] as usize].len() as u32)
+                .collect();
+            assert_eq!(
+                s.download("t", &key_lengths, 2 * key_blocks).unwrap(),
+                expected_lengths
+            );
+            for (buffer, expected) in g.iter().zip([
                 &layout.first,
                 &layout.count,
                 &layout.offset,
                 &layout.block_first_group,
-            ]
-            .iter()
-            .map(|a| s.upload("t", a).unwrap())
-            .collect();
-            let last = s.upload("t", &layout.last).unwrap();
-            let out_len = layout.blocks.last().unwrap().end;
+            ]) {
+                assert_eq!(&s.download("t", buffer, groups).unwrap(), expected);
+            }
+            assert_eq!(s.download("t", &last, groups).unwrap(), layout.last);
             let out = s.alloc::<u8>("t", out_len).unwrap();
             s.launch(
                 "encode_groups",
@@ -1596,9 +1696,10 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
         d.host_waits,
         d.kernel_launches
     );
-    // (Per-file filters made this job 46 launches and 102 transfers.)
+    // (Per-file filters made this job 46 launches and 102 transfers; the
+    // block plan on the device, its prefix sum and two kernels, 22 → 27.)
     assert!(
-        d.kernel_launches < 25 && d.transfers <= 30 + 2 * output_files,
+        d.kernel_launches < 30 && d.transfers <= 30 + 2 * output_files,
         "{output_files} files: {}",
         d.summary()
     );
@@ -1883,4 +1984,44 @@ fn inputs_read_with_direct_io_go_straight_into_aligned_places() {
         let reads = aligned_reads.load(std::sync::atomic::Ordering::Relaxed);
         assert!(reads >= 4, "seed {seed}: {reads} aligned reads");
     }
+}
+
+#[test]
+fn a_device_job_stays_within_its_device_memory_estimate() {
+    // Small values that Snappy shrinks: the most device bytes per input
+    // byte (every entry's tuple, sizes and plan arrays against few stored
+    // bytes), in one slice.
+    // Half random, half repeated, as `shale bench` makes them.
+    let compressible = |rng: &mut Rng| -> Option<Vec<u8>> {
+        let mut value = rng.bytes(16);
+        value.resize(32, b'a');
+        Some(value)
+    };
+    let (job, files) = make_job(
+        77,
+        3,
+        40_000,
+        &settings(true, Some(10), 4096, 16),
+        settings(true, Some(10), 4096, 16),
+        &compressible,
+    );
+    let Some(executor) = executor(OpenClOptions {
+        policy: PlacementPolicy::AllDevice,
+        ..OpenClOptions::default()
+    }) else {
+        return;
+    };
+    assert_same_as_streaming(&executor, &job, &files);
+    let stats = executor.stats();
+    assert_eq!(stats.slices, 1, "{stats:?}");
+    let per_input_byte = stats.peak_job_device_bytes as f64 / job.input_bytes() as f64;
+    eprintln!(
+        "{} device bytes for {} input bytes: {per_input_byte:.2} per byte",
+        stats.peak_job_device_bytes,
+        job.input_bytes()
+    );
+    assert!(
+        stats.peak_job_device_bytes <= estimated_device_bytes(&job),
+        "{per_input_byte:.2} device bytes per input byte, over the estimate of {DEVICE_BYTES_PER_INPUT_BYTE}"
+    );
 }

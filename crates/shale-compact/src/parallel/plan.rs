@@ -164,6 +164,88 @@ pub fn plan_boundaries_from_sizes(
     (files, carry)
 }
 
+/// Where a block starting at some kept entry would end, and its size: what
+/// the OpenCL executor's `block_ends` kernel computes for every kept entry
+/// at once, so that choosing the blocks and files of a slice takes one step
+/// per block instead of one per entry. `repr(C)`: read back as two `u32`
+/// per entry, in this order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct BlockEnd {
+    /// The block's end (exclusive): just after the first entry at which it
+    /// is full ([`block_is_full`]), else at the first stop after its start,
+    /// else at the end of the slice.
+    pub end: u32,
+    /// Its size at that end, as [`BlockSizer::estimate`] gives it.
+    pub len: u32,
+}
+
+/// [`plan_boundaries_from_sizes`]'s plan, from every kept entry's
+/// [`BlockEnd`] and the sorted kept entries a file must end before
+/// (`stops`): the same rules, applied once per block. `None` when `ends`
+/// cannot be what the rules give (an end before its start or past the
+/// slice, a block cut where no stop is).
+pub fn plan_boundaries_from_block_ends(
+    ends: &[BlockEnd],
+    stops: &[u32],
+    state: &mut ScanState,
+    job: &CompactionJob,
+    last: bool,
+) -> Option<(Vec<PlannedFile>, Range<usize>)> {
+    let total = ends.len();
+    let mut files = Vec::new();
+    let mut current = PlannedFile::default();
+    let mut stops = stops.iter().map(|&s| s as usize).peekable();
+    let mut start = 0;
+    while start < total {
+        while stops.next_if(|&stop| stop < start).is_some() {}
+        if stops.next_if_eq(&start).is_some() && state.file_open {
+            current.finish = true;
+            files.push(std::mem::take(&mut current));
+            state.file_open = false;
+            state.raw_data_bytes = 0;
+        }
+        state.file_open = true;
+        let BlockEnd { end, len } = ends[start];
+        let end = end as usize;
+        if end <= start || end > total {
+            return None;
+        }
+        if block_is_full(len as usize, job.table.block_size) {
+            current.blocks.push(start..end);
+            state.raw_data_bytes += u64::from(len);
+            start = end;
+            if output_file_full(state.raw_data_bytes, job.max_output_file_size) {
+                current.finish = true;
+                files.push(std::mem::take(&mut current));
+                state.file_open = false;
+                state.raw_data_bytes = 0;
+            }
+        } else if end < total {
+            // Cut by a stop, which then ends the file.
+            if stops.peek() != Some(&end) {
+                return None;
+            }
+            current.blocks.push(start..end);
+            start = end;
+        } else {
+            break;
+        }
+    }
+    let mut carry = start..total;
+    if last {
+        if !carry.is_empty() {
+            current.blocks.push(carry.clone());
+            carry = total..total;
+        }
+        current.finish = state.file_open;
+        state.file_open = false;
+    }
+    files.push(current);
+    files.retain(|f| !f.blocks.is_empty() || f.finish);
+    Some((files, carry))
+}
+
 /// True when the job's grandparent files are in increasing order of their
 /// largest keys, which [`crate::boundaries::GrandparentCutter::should_stop_before_position`]
 /// needs to agree with its key-based form (files of one level always are).
@@ -216,6 +298,122 @@ pub(crate) mod tests {
             },
             ..crate::testing::job(vec![])
         }
+    }
+
+    /// CPU twin of the device's `block_ends`: one [`BlockSizer`] per
+    /// possible start.
+    pub(crate) fn block_ends(
+        sizes: &[EntrySize],
+        stops: &[u32],
+        job: &CompactionJob,
+    ) -> Vec<BlockEnd> {
+        let interval = job.table.block_restart_interval.max(1);
+        (0..sizes.len())
+            .map(|start| {
+                let limit = stops
+                    .iter()
+                    .map(|&s| s as usize)
+                    .find(|&s| s > start)
+                    .unwrap_or(sizes.len());
+                let mut block = BlockSizer::new();
+                let mut end = start;
+                while end < limit {
+                    let size = sizes[end];
+                    block.add(
+                        interval,
+                        size.shared as usize,
+                        size.key_len as usize,
+                        size.value_len as usize,
+                    );
+                    end += 1;
+                    if block_is_full(block.estimate(), job.table.block_size) {
+                        break;
+                    }
+                }
+                BlockEnd {
+                    end: end as u32,
+                    len: block.estimate() as u32,
+                }
+            })
+            .collect()
+    }
+
+    /// Random kept-entry sizes and stops (sorted kept indices).
+    pub(crate) fn sizes_and_stops(state: &mut u64) -> (Vec<EntrySize>, Vec<u32>) {
+        let n = (next(state) % 400) as usize;
+        let sizes: Vec<EntrySize> = (0..n)
+            .map(|j| {
+                let key_len = 8 + (next(state) % 40) as u32;
+                EntrySize {
+                    key_len,
+                    value_len: (next(state) % [4, 40, 300][(next(state) % 3) as usize]) as u32,
+                    shared: if j == 0 {
+                        0
+                    } else {
+                        (next(state) % u64::from(key_len + 1)) as u32
+                    },
+                }
+            })
+            .collect();
+        let stops: Vec<u32> = (0..n as u32).filter(|_| next(state) % 23 == 0).collect();
+        (sizes, stops)
+    }
+
+    #[test]
+    fn block_ends_plan_equals_the_entry_scan() {
+        let mut state = 17;
+        for _ in 0..400 {
+            let job = job(&mut state);
+            let (sizes, stops) = sizes_and_stops(&mut state);
+            let stop_flags: Vec<bool> = (0..sizes.len() as u32)
+                .map(|j| stops.binary_search(&j).is_ok())
+                .collect();
+            let ends = block_ends(&sizes, &stops, &job);
+            for last in [false, true] {
+                for open in [false, true] {
+                    let raw = if open { next(&mut state) % 3000 } else { 0 };
+                    let mut a = ScanState {
+                        file_open: open,
+                        raw_data_bytes: raw,
+                    };
+                    let mut b = ScanState {
+                        file_open: open,
+                        raw_data_bytes: raw,
+                    };
+                    let (files_a, carry_a) =
+                        plan_boundaries_from_sizes(&sizes, &stop_flags, &mut a, &job, last);
+                    let (files_b, carry_b) =
+                        plan_boundaries_from_block_ends(&ends, &stops, &mut b, &job, last)
+                            .expect("a well-formed plan");
+                    assert_eq!(carry_a, carry_b);
+                    assert_eq!(
+                        (a.file_open, a.raw_data_bytes),
+                        (b.file_open, b.raw_data_bytes)
+                    );
+                    let shape = |files: &[PlannedFile]| -> Vec<(Vec<Range<usize>>, bool)> {
+                        files.iter().map(|f| (f.blocks.clone(), f.finish)).collect()
+                    };
+                    assert_eq!(shape(&files_a), shape(&files_b));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_block_ends_are_refused() {
+        let job = crate::testing::job(vec![]);
+        let mut state = ScanState {
+            file_open: false,
+            raw_data_bytes: 0,
+        };
+        let backwards = [BlockEnd { end: 0, len: 10 }];
+        assert!(plan_boundaries_from_block_ends(&backwards, &[], &mut state, &job, true).is_none());
+        let past = [BlockEnd { end: 5, len: 10 }];
+        assert!(plan_boundaries_from_block_ends(&past, &[], &mut state, &job, true).is_none());
+        // A short block cut where no stop is.
+        let cut = [BlockEnd { end: 1, len: 10 }, BlockEnd { end: 2, len: 10 }];
+        assert!(plan_boundaries_from_block_ends(&cut, &[], &mut state, &job, true).is_none());
+        assert!(plan_boundaries_from_block_ends(&cut, &[1], &mut state, &job, true).is_some());
     }
 
     #[test]

@@ -1,18 +1,43 @@
-// Pack: the kept entries into data blocks. kept_sizes gives the host what
-// its sequential boundary scan needs (key length, value length, bytes
-// shared with the previous kept key); the host fixes block and file
-// boundaries and every restart group's output offset from those integers;
-// encode_groups then writes every group in parallel, one work item per
-// restart group (the paper's Pack unit), and the last group of each block
-// writes the block's restart array. CPU twin: shale_format::block_builder.
+// Pack: the kept entries into data blocks. kept_sizes gives every kept
+// entry's lengths and shared prefix, and each entry's encoded size both as
+// it follows the previous entry and as a restart point, for the device's
+// block plan (plan.cl); encode_groups then writes every restart group in
+// parallel, one work item per group (the paper's Pack unit), and the last
+// group of each block writes the block's restart array. CPU twin:
+// shale_format::block_builder.
 
-// sizes[3j] = key length, sizes[3j+1] = value length, sizes[3j+2] = bytes
-// shared with the previous kept entry's key (0 for the first).
+inline uint encoded_entry_len(uint shared, uint key_len, uint value_len) {
+    uint non_shared = key_len - shared;
+    return varint_length(shared) + varint_length(non_shared) + varint_length(value_len) +
+           non_shared + value_len;
+}
+
+// For kept entry j < total: sizes[3j] = key length, sizes[3j+1] = value
+// length, sizes[3j+2] = bytes shared with the previous kept entry's key (0
+// for the first); bytes[j] = its encoded length after the previous entry;
+// bytes[total + 1 + p(j)] = what it adds as a restart point, where p(j) =
+// (j % interval) * per_class + j / interval lays each residue class of
+// `interval` out contiguously (so one prefix sum gives every class's
+// running sum). bytes[total], bytes[total + 1 + interval * per_class] and
+// the places of j >= total are 0. Launched over interval * per_class + 1
+// items (at least total + 1).
 __kernel void kept_sizes(__global const uchar* keys, __global const uint* key_offset,
                          __global const uint* key_len, __global const uint* value_len,
-                         __global const uint* kept, uint total, __global uint* sizes) {
+                         __global const uint* kept, uint total, uint interval, uint per_class,
+                         __global uint* sizes, __global uint* bytes) {
     uint j = get_global_id(0);
+    uint classes = interval * per_class;
+    if (j > classes) {
+        return;
+    }
+    if (j == classes) {
+        bytes[total] = 0;
+        bytes[total + 1 + classes] = 0;
+        return;
+    }
+    uint restart_place = total + 1 + (j % interval) * per_class + j / interval;
     if (j >= total) {
+        bytes[restart_place] = 0;
         return;
     }
     uint e = kept[j];
@@ -21,9 +46,14 @@ __kernel void kept_sizes(__global const uchar* keys, __global const uint* key_of
         uint p = kept[j - 1];
         shared = shared_prefix_len(keys + key_offset[p], key_len[p], keys + key_offset[e], key_len[e]);
     }
-    sizes[3 * j] = key_len[e];
-    sizes[3 * j + 1] = value_len[e];
+    uint klen = key_len[e];
+    uint vlen = value_len[e];
+    sizes[3 * j] = klen;
+    sizes[3 * j + 1] = vlen;
     sizes[3 * j + 2] = shared;
+    uint after = encoded_entry_len(shared, klen, vlen);
+    bytes[j] = after;
+    bytes[restart_place] = encoded_entry_len(0, klen, vlen) - after;
 }
 
 // Group g holds kept entries [group_first[g], group_first[g] + group_count[g])
