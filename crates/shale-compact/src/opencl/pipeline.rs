@@ -492,10 +492,88 @@ impl SliceRun<'_, '_, '_> {
             ],
         )?;
         let stops = match stops_by_merged {
-            Some((stop_before, keep)) => self.stops_of_kept(stop_before, &keep)?,
-            None => Vec::new(),
+            GrandparentStops::None => Vec::new(),
+            GrandparentStops::PerEntry(stop_before, keep) => {
+                self.stops_of_kept(stop_before, &keep)?
+            }
+            GrandparentStops::Positions(passed) => {
+                self.stops_from_positions(&passed, &position, n, count)?
+            }
         };
         Ok(Kept { kept, count, stops })
+    }
+
+    /// [`SliceRun::stops_of_kept`] from the grandparent positions on the
+    /// device: only the entries where the position changes (at most one
+    /// more than there are grandparents) come back, each with the number of
+    /// kept entries before it, and the cutter runs over those. `position`
+    /// is the kept entries' prefix sum, `count` its total.
+    fn stops_from_positions(
+        &mut self,
+        passed: &Buffer<u32>,
+        position: &Buffer<u64>,
+        n: usize,
+        count: usize,
+    ) -> Result<Vec<u32>, DeviceError> {
+        let carried = self.carried;
+        if n <= carried {
+            return Ok(Vec::new());
+        }
+        let capacity = self.job.grandparents.len() + 1;
+        let session = &mut *self.session;
+        let changes = session.alloc_zeroed::<u32>("grandparent cuts", 1 + 3 * capacity)?;
+        session.launch(
+            "grandparent_changes",
+            n,
+            None,
+            n as u64 * 8,
+            &[
+                mem(passed),
+                mem(position),
+                Arg::U32(carried as u32),
+                Arg::U32(n as u32),
+                Arg::U32(capacity as u32),
+                mem(&changes),
+            ],
+        )?;
+        let changes = session.download("grandparent cuts", &changes, 1 + 3 * capacity)?;
+        let found = changes[0] as usize;
+        if found == 0 || found > capacity {
+            return Err(DeviceError::new(format!(
+                "{found} grandparent position changes for {} grandparents: the positions do not grow in key order",
+                capacity - 1
+            )));
+        }
+        let mut changes: Vec<&[u32]> = changes[1..1 + 3 * found].chunks_exact(3).collect();
+        changes.sort_unstable_by_key(|change| change[0]);
+        if changes[0][0] as usize != carried || changes[0][2] as usize != carried {
+            return Err(DeviceError::new(
+                "gc dropped an entry carried over from the previous slice",
+            ));
+        }
+        // A cut belongs to the first kept entry at or after it; past the
+        // slice's last kept entry, to the next slice's first new one.
+        let was_pending = std::mem::take(&mut self.carry.pending_stop);
+        let cutter = &mut self.carry.cutter;
+        let mut stops: Vec<u32> = Vec::new();
+        let mut pending = false;
+        let mut cut_before = |kept: usize| {
+            if kept >= count {
+                pending = true;
+            } else if stops.last() != Some(&(kept as u32)) {
+                stops.push(kept as u32);
+            }
+        };
+        if was_pending {
+            cut_before(carried);
+        }
+        for change in changes {
+            if cutter.should_stop_before_position(change[1] as usize) {
+                cut_before(change[2] as usize);
+            }
+        }
+        self.carry.pending_stop = pending;
+        Ok(stops)
     }
 
     /// The kept entries with a cut before them, in order: kept entry j has
@@ -532,9 +610,7 @@ impl SliceRun<'_, '_, '_> {
         unpacked: &Unpacked,
         order: &Buffer<u32>,
     ) -> Result<GcResult, DeviceError> {
-        let (session, job, carried, n) =
-            (&mut *self.session, self.job, self.carried, unpacked.entries);
-        let cutter = &mut self.carry.cutter;
+        let (session, job, n) = (&mut *self.session, self.job, unpacked.entries);
         let (keys, key_offset, key_len) = (&unpacked.keys, &unpacked.key_offset, &unpacked.key_len);
         // The deeper levels' user-key ranges, flattened.
         let mut range_keys = Vec::new();
@@ -587,7 +663,7 @@ impl SliceRun<'_, '_, '_> {
         )?;
         session.check_flag("compaction input has a bad internal key", &error)?;
         if job.grandparents.is_empty() {
-            return Ok((keep, None));
+            return Ok((keep, GrandparentStops::None));
         }
         let mut gp_keys = Vec::new();
         let mut gp_offset = Vec::new();
@@ -619,16 +695,7 @@ impl SliceRun<'_, '_, '_> {
                 mem(&passed),
             ],
         )?;
-        let passed = session.download("grandparent positions", &passed, n)?;
-        let keep_host = session.download("keep flags", &keep, n)?;
-        // The cut is sequential by nature: a scan over integers. Carried
-        // entries were fed to the cutter in an earlier slice.
-        let stops = passed
-            .iter()
-            .enumerate()
-            .map(|(i, &p)| i >= carried && cutter.should_stop_before_position(p as usize))
-            .collect();
-        Ok((keep, Some((stops, keep_host))))
+        Ok((keep, GrandparentStops::Positions(passed)))
     }
 
     /// C-Compaction's gc: the merged keys come back to the host, which decides
@@ -677,12 +744,12 @@ impl SliceRun<'_, '_, '_> {
                 .collect::<Result<_, DeviceError>>()
         })?;
         let stops = if job.grandparents.is_empty() {
-            None
+            GrandparentStops::None
         } else {
             let stops = (0..n)
                 .map(|i| Ok(i >= carried && cutter.should_stop_before(key(i)?)))
                 .collect::<Result<Vec<bool>, DeviceError>>()?;
-            Some((stops, keep.clone()))
+            GrandparentStops::PerEntry(stops, keep.clone())
         };
         let keep_buffer = session.upload("keep flags", &keep)?;
         Ok((keep_buffer, stops))
@@ -820,7 +887,18 @@ fn restart_groups(
     Ok((starts, limits, block_first_group))
 }
 
-/// The result of gc: keep flags on the device and, when the job has
-/// grandparents, per merged entry whether a grandparent cut falls before it
-/// together with the keep flags on the host.
-type GcResult = (Buffer<u32>, Option<(Vec<bool>, Vec<u32>)>);
+/// The result of gc: keep flags on the device, and what the grandparent
+/// cuts are found from.
+type GcResult = (Buffer<u32>, GrandparentStops);
+
+/// What gc leaves for the grandparent cuts.
+enum GrandparentStops {
+    /// The job has no grandparents.
+    None,
+    /// On the host (C-Compaction's gc): per merged entry whether a cut
+    /// falls before it, and the keep flags.
+    PerEntry(Vec<bool>, Vec<u32>),
+    /// On the device: per merged entry, how many grandparents' largest keys
+    /// sort before it.
+    Positions(Buffer<u32>),
+}

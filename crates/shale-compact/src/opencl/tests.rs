@@ -867,6 +867,42 @@ fn gc_and_grandparent_kernels_match_the_cpu_rules() {
                 s.download("t", &kept, total as usize).unwrap(),
                 twins::compact(&order, &keep)
             );
+
+            // Where the grandparent position changes, from a random entry
+            // on, with the kept entries before each.
+            let from = rng.below(n as u64 + 1) as usize;
+            let capacity = grandparents.len() + 1;
+            let passed_buffer = s.upload("t", &passed).unwrap();
+            let changes = s.alloc_zeroed::<u32>("t", 1 + 3 * capacity).unwrap();
+            s.launch(
+                "grandparent_changes",
+                n,
+                None,
+                0,
+                &[
+                    mem(&passed_buffer),
+                    mem(&position),
+                    Arg::U32(from as u32),
+                    Arg::U32(n as u32),
+                    Arg::U32(capacity as u32),
+                    mem(&changes),
+                ],
+            )
+            .unwrap();
+            let changes = s.download("t", &changes, 1 + 3 * capacity).unwrap();
+            let mut found: Vec<[u32; 3]> = changes[1..1 + 3 * changes[0] as usize]
+                .chunks_exact(3)
+                .map(|c| [c[0], c[1], c[2]])
+                .collect();
+            found.sort_unstable();
+            let expected: Vec<[u32; 3]> = (from..n)
+                .filter(|&i| i == from || passed[i] != passed[i - 1])
+                .map(|i| {
+                    let before = keep[..i].iter().filter(|&&k| k != 0).count();
+                    [i as u32, passed[i], before as u32]
+                })
+                .collect();
+            assert_eq!(found, expected, "round {round}, from {from}");
         }
     });
 }

@@ -117,6 +117,32 @@ __kernel void grandparent_index(__global const uchar* keys, __global const uint*
     passed[i] = lo;
 }
 
+// The merged entries from `from` on at which the grandparent position
+// changes, and entry `from` itself: only there can the grandparent cut
+// (boundaries::GrandparentCutter) end a file, since its overlap grows only
+// as the position does. out[0] counts them (zeroed before); change c is
+// out[1 + 3c] = the entry, out[2 + 3c] = its position, out[3 + 3c] = the
+// kept entries before it (`position`, stream compaction's prefix sum), in
+// no particular order; at most `capacity` are written (positions only
+// grow, so the grandparents' count plus one always suffices).
+__kernel void grandparent_changes(__global const uint* passed, __global const ulong* position,
+                                  uint from, uint total, uint capacity,
+                                  __global uint* out) {
+    uint i = get_global_id(0);
+    if (i < from || i >= total) {
+        return;
+    }
+    if (i != from && passed[i] == passed[i - 1]) {
+        return;
+    }
+    uint slot = atomic_inc(&out[0]);
+    if (slot < capacity) {
+        out[1 + 3 * slot] = i;
+        out[2 + 3 * slot] = passed[i];
+        out[3 + 3 * slot] = (uint)position[i];
+    }
+}
+
 // kept[position[i]] = order[i] for every kept merged entry i.
 __kernel void compact_kept(__global const uint* order, __global const uint* keep,
                            __global const ulong* position, uint total, __global uint* kept) {
