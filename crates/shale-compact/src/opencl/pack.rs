@@ -265,7 +265,10 @@ impl Packer<'_, '_> {
     fn kept_sizes(&mut self) -> Result<KeptSizes, DeviceError> {
         let entries = self.entries;
         let m = entries.kept_count;
-        let interval = self.job.table.block_restart_interval.max(1);
+        // An interval past the slice's entries places restarts as the
+        // slice's count does (only at a block's first entry), without
+        // residue classes of empty places.
+        let interval = self.job.table.block_restart_interval.clamp(1, m.max(1));
         let per_class = m.div_ceil(interval);
         let classes = interval * per_class;
         // The entries' lengths, a zero, every residue class's run, a zero.

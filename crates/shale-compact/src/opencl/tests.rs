@@ -2061,3 +2061,28 @@ fn a_device_job_stays_within_its_device_memory_estimate() {
         "{per_input_byte:.2} device bytes per input byte, over the estimate of {DEVICE_BYTES_PER_INPUT_BYTE}"
     );
 }
+
+#[test]
+fn a_restart_interval_past_a_slice_gives_the_same_tables() {
+    // Restart groups longer than a slice's entries, and one entry each.
+    for restart in [1, 100_000] {
+        let (job, files) = make_job(
+            78,
+            3,
+            300,
+            &settings(false, None, 512, 4),
+            settings(false, Some(10), 2048, restart),
+            &small_values,
+        );
+        let Some(executor) = executor(OpenClOptions {
+            policy: PlacementPolicy::AllDevice,
+            max_slice_input_bytes: Some(4 << 10),
+            ..OpenClOptions::default()
+        }) else {
+            return;
+        };
+        let output = assert_same_as_streaming(&executor, &job, &files);
+        assert_eq!(output.executor, OPENCL);
+        assert!(executor.stats().slices > 2, "{:?}", executor.stats());
+    }
+}
