@@ -261,7 +261,7 @@ mod tests {
 
     use super::*;
     use crate::job::CompactionJob;
-    use crate::parallel::plan::tests::{job, next};
+    use crate::parallel::plan::tests::{assert_same_plan, job, next};
     use crate::parallel::plan::{plan_boundaries_from_sizes, EntrySize, ScanState};
     use shale_format::block_builder::shared_prefix_len;
 
@@ -348,19 +348,9 @@ mod tests {
                     file_open: false,
                     raw_data_bytes: 0,
                 };
-                let (files_a, carry_a) =
-                    plan_boundaries(&blocks, &kept, &stops, &mut a, &job, last);
-                let (files_b, carry_b) =
-                    plan_boundaries_from_sizes(&sizes, &stops, &mut b, &job, last);
-                assert_eq!(carry_a, carry_b);
-                assert_eq!(
-                    (a.file_open, a.raw_data_bytes),
-                    (b.file_open, b.raw_data_bytes)
-                );
-                let shape = |files: &[PlannedFile]| -> Vec<(Vec<Range<usize>>, bool)> {
-                    files.iter().map(|f| (f.blocks.clone(), f.finish)).collect()
-                };
-                assert_eq!(shape(&files_a), shape(&files_b));
+                let plan_a = plan_boundaries(&blocks, &kept, &stops, &mut a, &job, last);
+                let plan_b = plan_boundaries_from_sizes(&sizes, &stops, &mut b, &job, last);
+                assert_same_plan((&plan_a, &a), (&plan_b, &b));
             }
         }
     }

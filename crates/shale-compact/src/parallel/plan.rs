@@ -300,6 +300,24 @@ pub(crate) mod tests {
         }
     }
 
+    /// Asserts that two plans (files and carried entries, and the state
+    /// each left) are the same.
+    pub(crate) fn assert_same_plan(
+        a: (&(Vec<PlannedFile>, Range<usize>), &ScanState),
+        b: (&(Vec<PlannedFile>, Range<usize>), &ScanState),
+    ) {
+        let (((files_a, carry_a), state_a), ((files_b, carry_b), state_b)) = (a, b);
+        assert_eq!(carry_a, carry_b);
+        assert_eq!(
+            (state_a.file_open, state_a.raw_data_bytes),
+            (state_b.file_open, state_b.raw_data_bytes)
+        );
+        let shape = |files: &[PlannedFile]| -> Vec<(Vec<Range<usize>>, bool)> {
+            files.iter().map(|f| (f.blocks.clone(), f.finish)).collect()
+        };
+        assert_eq!(shape(files_a), shape(files_b));
+    }
+
     /// CPU twin of the device's `block_ends`: one [`BlockSizer`] per
     /// possible start.
     pub(crate) fn block_ends(
@@ -380,20 +398,11 @@ pub(crate) mod tests {
                         file_open: open,
                         raw_data_bytes: raw,
                     };
-                    let (files_a, carry_a) =
+                    let plan_a =
                         plan_boundaries_from_sizes(&sizes, &stop_flags, &mut a, &job, last);
-                    let (files_b, carry_b) =
-                        plan_boundaries_from_block_ends(&ends, &stops, &mut b, &job, last)
-                            .expect("a well-formed plan");
-                    assert_eq!(carry_a, carry_b);
-                    assert_eq!(
-                        (a.file_open, a.raw_data_bytes),
-                        (b.file_open, b.raw_data_bytes)
-                    );
-                    let shape = |files: &[PlannedFile]| -> Vec<(Vec<Range<usize>>, bool)> {
-                        files.iter().map(|f| (f.blocks.clone(), f.finish)).collect()
-                    };
-                    assert_eq!(shape(&files_a), shape(&files_b));
+                    let plan_b = plan_boundaries_from_block_ends(&ends, &stops, &mut b, &job, last)
+                        .expect("a well-formed plan");
+                    assert_same_plan((&plan_a, &a), (&plan_b, &b));
                 }
             }
         }
