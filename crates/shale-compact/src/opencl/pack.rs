@@ -33,9 +33,9 @@
 //! Why the host still takes one step per block: a block's end depends on
 //! where it starts, so the slice's blocks are a chain through the block
 //! ends, and following it is one dependent read per block, which a single
-//! device thread does no faster than the host; the host reads 8 bytes per
-//! kept entry back (pinned, a copy by the device alone on a GPU) instead
-//! of the 12 it scanned one entry at a time before.
+//! device thread does no faster than the host. The host reads back 8
+//! bytes per kept entry (into pinned memory: on a GPU, a copy by the
+//! device alone) and touches the ends of only the slice's blocks.
 //!
 //! Output trailers (masked CRC32C of the block as stored and its type
 //! byte) come from the device (`block_trailers`) when the table stores
