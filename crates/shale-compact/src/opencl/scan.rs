@@ -1,5 +1,6 @@
 //! Exclusive prefix sums on the device (kernels in `kernels/scan.cl`): each
-//! work group scans its slice in local memory, the group totals are scanned
+//! work item sums a few consecutive values, each work group scans its
+//! items' sums in local memory, the group totals are scanned
 //! the same way (recursively), and each slice gets its group's offset added.
 //! CPU twin: [`crate::parallel::twins::exclusive_scan`].
 
@@ -10,6 +11,9 @@ use super::session::{mem, Arg, Session};
 
 /// Work-group size of the scan (smaller when the device allows less).
 const SCAN_GROUP: usize = 256;
+
+/// Values each work item scans on its own (`SCAN_ITEMS` in `scan.cl`).
+const SCAN_ITEMS: usize = 4;
 
 /// Exclusive prefix sums of the first `n` values of `values` (u32), as u64
 /// offsets, and their total.
@@ -47,11 +51,12 @@ fn scan(
         return Ok((out, Some(0)));
     }
     let group = session.group_size(kernel, SCAN_GROUP)?;
-    let groups = n.div_ceil(group);
+    let per_group = group * SCAN_ITEMS;
+    let groups = n.div_ceil(per_group);
     let sums = session.alloc::<u64>(what, groups)?;
     session.launch(
         kernel,
-        n,
+        n.div_ceil(SCAN_ITEMS),
         Some(group),
         n as u64 * value_bytes,
         &[
@@ -87,7 +92,7 @@ fn scan(
         &[
             mem(&out),
             Arg::U32(n as u32),
-            Arg::U32(group as u32),
+            Arg::U32(per_group as u32),
             mem(&scanned),
         ],
     )?;

@@ -19,15 +19,30 @@ inline ulong scan_local(ulong value, __local ulong* tmp) {
     return tmp[lid];
 }
 
-// out[i] = sum of values[j] for j < i within the work group; block_sums[g]
-// = the group's total.
+// Each work item scans SCAN_ITEMS consecutive values on its own, and the
+// group scans its items' sums in local memory: a group covers
+// SCAN_ITEMS * its size values, with a quarter of the barrier rounds per
+// value of one value per item. (opencl/scan.rs has the same constant.)
+#define SCAN_ITEMS 4
+
+// out[i] = sum of values[j] for j < i within the work group's values;
+// block_sums[g] = the group's total.
 __kernel void scan_groups_u32(__global const uint* values, uint n, __global ulong* out,
                               __global ulong* block_sums, __local ulong* tmp) {
-    uint i = get_global_id(0);
-    ulong value = i < n ? (ulong)values[i] : 0;
-    ulong inclusive = scan_local(value, tmp);
-    if (i < n) {
-        out[i] = inclusive - value;
+    ulong first = ((ulong)get_group_id(0) * get_local_size(0) + get_local_id(0)) * SCAN_ITEMS;
+    ulong own[SCAN_ITEMS];
+    ulong sum = 0;
+    for (uint k = 0; k < SCAN_ITEMS; k++) {
+        own[k] = first + k < n ? (ulong)values[first + k] : 0;
+        sum += own[k];
+    }
+    ulong inclusive = scan_local(sum, tmp);
+    ulong running = inclusive - sum;
+    for (uint k = 0; k < SCAN_ITEMS; k++) {
+        if (first + k < n) {
+            out[first + k] = running;
+        }
+        running += own[k];
     }
     if (get_local_id(0) == get_local_size(0) - 1) {
         block_sums[get_group_id(0)] = inclusive;
@@ -37,11 +52,20 @@ __kernel void scan_groups_u32(__global const uint* values, uint n, __global ulon
 // The same over 64-bit values (the upper levels of the scan).
 __kernel void scan_groups_u64(__global const ulong* values, uint n, __global ulong* out,
                               __global ulong* block_sums, __local ulong* tmp) {
-    uint i = get_global_id(0);
-    ulong value = i < n ? values[i] : 0;
-    ulong inclusive = scan_local(value, tmp);
-    if (i < n) {
-        out[i] = inclusive - value;
+    ulong first = ((ulong)get_group_id(0) * get_local_size(0) + get_local_id(0)) * SCAN_ITEMS;
+    ulong own[SCAN_ITEMS];
+    ulong sum = 0;
+    for (uint k = 0; k < SCAN_ITEMS; k++) {
+        own[k] = first + k < n ? values[first + k] : 0;
+        sum += own[k];
+    }
+    ulong inclusive = scan_local(sum, tmp);
+    ulong running = inclusive - sum;
+    for (uint k = 0; k < SCAN_ITEMS; k++) {
+        if (first + k < n) {
+            out[first + k] = running;
+        }
+        running += own[k];
     }
     if (get_local_id(0) == get_local_size(0) - 1) {
         block_sums[get_group_id(0)] = inclusive;
