@@ -106,6 +106,10 @@ pub struct OpenClStats {
     pub device: DeviceCounters,
     /// Device memory kept for the next jobs now (allocated, held by no job).
     pub kept_device_bytes: u64,
+    /// Pinned host memory the executor has mapped for its transfers, kept
+    /// for the next jobs: mapping it (and touching every page once) is a
+    /// host cost the first jobs pay, not every job.
+    pub pinned_host_bytes: u64,
 }
 
 /// The OpenCL executor.
@@ -218,6 +222,7 @@ impl OpenClExecutor {
     pub fn stats(&self) -> OpenClStats {
         let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone();
         stats.kept_device_bytes = self.arena.free_bytes();
+        stats.pinned_host_bytes = self.staging.mapped_bytes();
         stats
     }
 

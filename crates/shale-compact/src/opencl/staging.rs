@@ -13,6 +13,7 @@
 //! Buffers are kept in a pool per executor and handed out by size; one is
 //! unmapped and freed only when the pool goes.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use opencl3::memory::{Buffer, ClMem, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_ALLOC_HOST_PTR};
@@ -46,6 +47,9 @@ unsafe impl Sync for Mapped {}
 pub(crate) struct StagingPool {
     device: Arc<DeviceContext>,
     free: Mutex<Vec<Mapped>>,
+    /// Bytes of pinned memory mapped so far (none is unmapped before the
+    /// pool goes).
+    mapped_bytes: AtomicU64,
 }
 
 impl StagingPool {
@@ -54,6 +58,7 @@ impl StagingPool {
         Arc::new(StagingPool {
             device,
             free: Mutex::new(Vec::new()),
+            mapped_bytes: AtomicU64::new(0),
         })
     }
 
@@ -126,12 +131,19 @@ impl StagingPool {
         // that no byte of them is ever read uninitialised.
         let pointer = unsafe { mapped.add(pad) };
         unsafe { std::ptr::write_bytes(pointer, 0, capacity) };
+        self.mapped_bytes.fetch_add(size as u64, Ordering::Relaxed);
         Ok(Mapped {
             buffer,
             mapped,
             pointer,
             capacity,
         })
+    }
+
+    /// Bytes of pinned memory the pool has mapped (and zeroed once), all
+    /// of which it keeps until it goes.
+    pub(crate) fn mapped_bytes(&self) -> u64 {
+        self.mapped_bytes.load(Ordering::Relaxed)
     }
 
     /// Unmaps and frees `mapped`.

@@ -1717,6 +1717,7 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
         return;
     };
     let first_output = assert_same_as_streaming(&executor, &job, &files);
+    let pinned_after_first = executor.stats().pinned_host_bytes;
     let output_files = first_output.outputs.len() as u64;
     let first = first_output.stats;
     let second = assert_same_as_streaming(&executor, &job, &files).stats;
@@ -1726,9 +1727,12 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     let d = first.device;
     assert!(d.kernel_launches > 10 && d.transfers > 5, "{d:?}");
     assert!(d.device_allocations > 0, "{d:?}");
-    // The same job again finds every buffer it needs kept from the first.
+    // The same job again finds every buffer it needs kept from the first,
+    // on the device and in pinned host memory.
     assert_eq!(second.device.device_allocations, 0, "{:?}", second.device);
     assert_eq!(third.device.device_allocations, 0, "{:?}", third.device);
+    assert!(pinned_after_first > 0);
+    assert_eq!(executor.stats().pinned_host_bytes, pinned_after_first);
     // The host blocks to read results it needs (sizes, error flags once
     // per phase, each file's blocks), not once per kernel: the filters of
     // all files are one pair of launches and one download.
