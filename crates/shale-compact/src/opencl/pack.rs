@@ -280,7 +280,9 @@ impl Packer<'_, '_> {
         };
         let to_u32 = |n: usize| u32::try_from(n).map_err(|_| too_large());
         let (interval, per_class) = (to_u32(interval)?, to_u32(per_class)?);
+        // The kernels index the sizes (3 per entry) and the lengths in u32.
         to_u32(lengths)?;
+        to_u32(3 * m)?;
         let sizes = self.session.alloc::<u32>("kept sizes", 3 * m)?;
         let encoded = self.session.alloc::<u32>("encoded lengths", lengths)?;
         self.session.launch(
