@@ -708,27 +708,30 @@ impl Packer<'_, '_> {
         let compression = self.job.table.table_options().compression;
         let encoded = Arc::new(self.session.finish_bytes(download)?);
         let base = plan.bytes_of(blocks.clone()).start;
-        let blocks = self.pool.install(|| {
-            plan.blocks[blocks]
-                .par_iter()
-                .map(|range| {
-                    let range = range.start - base..range.end - base;
-                    let mut scratch = Vec::new();
-                    match maybe_compress(
-                        &encoded.as_slice()[range.clone()],
-                        compression,
-                        &mut scratch,
-                    ) {
-                        (stored, CompressionType::Snappy) => {
-                            let len = stored.len();
-                            scratch.truncate(len);
-                            (BlockBytes::Owned(scratch), CompressionType::Snappy)
-                        }
-                        (_, kind) => (BlockBytes::Shared(encoded.clone(), range), kind),
-                    }
-                })
-                .collect()
-        });
+        let store = |range: &Range<usize>| {
+            let range = range.start - base..range.end - base;
+            let mut scratch = Vec::new();
+            match maybe_compress(
+                &encoded.as_slice()[range.clone()],
+                compression,
+                &mut scratch,
+            ) {
+                (stored, CompressionType::Snappy) => {
+                    let len = stored.len();
+                    scratch.truncate(len);
+                    (BlockBytes::Owned(scratch), CompressionType::Snappy)
+                }
+                (_, kind) => (BlockBytes::Shared(encoded.clone(), range), kind),
+            }
+        };
+        let blocks = if compression == CompressionType::None {
+            // Nothing to compress: the blocks stay where they came back,
+            // and the host pool is not woken for them.
+            plan.blocks[blocks].iter().map(store).collect()
+        } else {
+            self.pool
+                .install(|| plan.blocks[blocks].par_iter().map(store).collect())
+        };
         Ok((blocks, encoded))
     }
 }
