@@ -25,15 +25,18 @@ inline ulong scan_local(ulong value, __local ulong* tmp) {
 // value of one value per item. (opencl/scan.rs has the same constant.)
 #define SCAN_ITEMS 4
 
-// out[i] = sum of values[j] for j < i within the work group's values;
-// block_sums[g] = the group's total.
-__kernel void scan_groups_u32(__global const uint* values, uint n, __global ulong* out,
-                              __global ulong* block_sums, __local ulong* tmp) {
-    ulong first = ((ulong)get_group_id(0) * get_local_size(0) + get_local_id(0)) * SCAN_ITEMS;
-    ulong own[SCAN_ITEMS];
+// The first of this work item's SCAN_ITEMS values.
+inline ulong scan_first_value() {
+    return ((ulong)get_group_id(0) * get_local_size(0) + get_local_id(0)) * SCAN_ITEMS;
+}
+
+// Given this work item's values own[] (from `first`, zero past n): writes
+// out[i] = sum of the group's values before i, and block_sums[g] = the
+// group's total.
+inline void scan_own_values(const ulong* own, ulong first, uint n, __global ulong* out,
+                            __global ulong* block_sums, __local ulong* tmp) {
     ulong sum = 0;
     for (uint k = 0; k < SCAN_ITEMS; k++) {
-        own[k] = first + k < n ? (ulong)values[first + k] : 0;
         sum += own[k];
     }
     ulong inclusive = scan_local(sum, tmp);
@@ -49,27 +52,26 @@ __kernel void scan_groups_u32(__global const uint* values, uint n, __global ulon
     }
 }
 
-// The same over 64-bit values (the upper levels of the scan).
+// The first level, over 32-bit values.
+__kernel void scan_groups_u32(__global const uint* values, uint n, __global ulong* out,
+                              __global ulong* block_sums, __local ulong* tmp) {
+    ulong first = scan_first_value();
+    ulong own[SCAN_ITEMS];
+    for (uint k = 0; k < SCAN_ITEMS; k++) {
+        own[k] = first + k < n ? (ulong)values[first + k] : 0;
+    }
+    scan_own_values(own, first, n, out, block_sums, tmp);
+}
+
+// The upper levels, over 64-bit values (the group totals).
 __kernel void scan_groups_u64(__global const ulong* values, uint n, __global ulong* out,
                               __global ulong* block_sums, __local ulong* tmp) {
-    ulong first = ((ulong)get_group_id(0) * get_local_size(0) + get_local_id(0)) * SCAN_ITEMS;
+    ulong first = scan_first_value();
     ulong own[SCAN_ITEMS];
-    ulong sum = 0;
     for (uint k = 0; k < SCAN_ITEMS; k++) {
         own[k] = first + k < n ? values[first + k] : 0;
-        sum += own[k];
     }
-    ulong inclusive = scan_local(sum, tmp);
-    ulong running = inclusive - sum;
-    for (uint k = 0; k < SCAN_ITEMS; k++) {
-        if (first + k < n) {
-            out[first + k] = running;
-        }
-        running += own[k];
-    }
-    if (get_local_id(0) == get_local_size(0) - 1) {
-        block_sums[get_group_id(0)] = inclusive;
-    }
+    scan_own_values(own, first, n, out, block_sums, tmp);
 }
 
 // out[i] += scanned_sums[i / group_size].
