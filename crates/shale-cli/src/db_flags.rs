@@ -315,7 +315,7 @@ pub struct DbFlags {
     )]
     pub opencl_memory_budget: Option<u64>,
     /// OpenCL executor: jobs with more input files run on the CPU
-    /// (default: 40, the GPU compaction paper's limit).
+    /// (default: no limit; the GPU compaction paper's is 40).
     #[arg(
         long = "opencl_max_device_files",
         value_name = "N",

@@ -268,7 +268,8 @@ pub struct Options {
     /// jobs are processed in key-range slices.
     pub compaction_memory_budget: usize,
     /// `opencl` executor: jobs with more input files than this run on the
-    /// CPU (`parallel`), reported as a fallback.
+    /// CPU (`parallel`), reported as a fallback. Default: no limit (the
+    /// executor slices a large job; the GPU compaction paper's limit is 40).
     pub opencl_max_device_files: usize,
     /// `opencl` executor: most sub-compactions a job placed on the device
     /// is cut into (default 1: the device takes it whole, and its own

@@ -2,8 +2,10 @@
 //! limits (DESIGN.md, "Placement"). The hierarchical strategy of the GPU
 //! compaction paper: upper-level jobs entirely on the device
 //! (Q-Compaction), lower-level jobs with gc on the host (C-Compaction); by
-//! size, jobs with more input files than `max_device_files` (the paper's 40)
-//! or larger than the device-memory budget run on the CPU.
+//! size, the paper sends jobs of more than 40 input files or larger than the
+//! device memory to the CPU. Here jobs larger than the budget run in slices,
+//! and only a job with more input files than `max_device_files` (by default
+//! no limit) or too large for even one slice runs on the CPU.
 //!
 //! Unlike the paper's Q-Compaction, gc is never skipped: every executor
 //! writes the same tables, so "on the device" means the device decides the
@@ -80,8 +82,14 @@ impl FromStr for PlacementPolicy {
     }
 }
 
-/// Default for [`DeviceLimits::max_device_files`] (the paper's limit).
-pub const DEFAULT_MAX_DEVICE_FILES: usize = 40;
+/// Default for [`DeviceLimits::max_device_files`]: no limit.
+///
+/// The GPU compaction paper sends jobs of more than 40 input files to the
+/// CPU because its device holds a whole job. This executor runs a job in
+/// slices whose device memory the budget bounds, whatever its file count,
+/// and its pipeline pays off on large jobs: a limit of 40 sent a full
+/// compaction's large rounds, and cross-level jobs, to the CPU.
+pub const DEFAULT_MAX_DEVICE_FILES: usize = usize::MAX;
 
 /// Deepest output level of a Q-Compaction job (L0→L1 and L1→L2).
 pub const Q_COMPACTION_MAX_OUTPUT_LEVEL: usize = 2;

@@ -77,7 +77,7 @@ pub fn max_grandparent_overlap_bytes(options: &Options) -> u64 {
 
 /// Largest input size a compaction grows to when expanding its input level.
 fn expanded_compaction_byte_limit(options: &Options) -> u64 {
-    25 * options.max_file_size
+    options.max_file_size.saturating_mul(25)
 }
 
 /// A queued or running compaction, as far as picking another one is
@@ -399,9 +399,17 @@ pub fn cross_level(
 }
 
 /// A manual compaction of `level` over the user-key range `[begin, end]`
-/// (`None`: unbounded), limited for levels >= 1 to about one output file's
-/// worth of inputs per round, as LevelDB does so that a huge manual
+/// (`None`: unbounded), limited for levels >= 1 to about
+/// `25 x max_file_size` of `level`'s inputs per round (the size a
+/// compaction grows its input level to anyway), so that a huge manual
 /// compaction proceeds in pieces. `None` when nothing at `level` overlaps.
+///
+/// LevelDB takes one output file's worth per round. That makes a full
+/// compaction hundreds of jobs of a few MB, and an executor that overlaps
+/// reading, computing and writing within a job (the OpenCL executor's
+/// slices of 32 MiB, `parallel`'s sub-compactions) gets nothing to overlap
+/// (`docs/results/compaction-runner.md`, "Manual compactions in rounds of
+/// 25 files").
 pub fn plan_for_range(
     version: &Version,
     options: &Options,
@@ -417,7 +425,7 @@ pub fn plan_for_range(
         return None;
     }
     if level > 0 {
-        let limit = options.max_file_size;
+        let limit = expanded_compaction_byte_limit(options);
         let mut total = 0;
         if let Some(cut) = inputs.iter().position(|f| {
             total += f.file_size;
@@ -732,5 +740,37 @@ mod tests {
             1,
             "level 3 file x..y is outside a..d"
         );
+    }
+
+    #[test]
+    fn a_manual_round_takes_up_to_25_files_worth_of_its_level() {
+        let options = Options::default();
+        let size = options.max_file_size;
+        let keys: Vec<String> = (0..60).map(|i| format!("k{i:03}")).collect();
+        let files: Vec<(usize, u64, &str, &str, u64)> = (0..30)
+            .map(|i| {
+                (
+                    1,
+                    100 + i as u64,
+                    keys[2 * i].as_str(),
+                    keys[2 * i + 1].as_str(),
+                    size,
+                )
+            })
+            .collect();
+        let v = version(&files);
+        // The round ends with the file that reaches 25 x max_file_size.
+        let plan = plan_for_range(&v, &options, 1, None, None).unwrap();
+        assert_eq!(numbers(&plan.inputs[0]), (100..125).collect::<Vec<_>>());
+        // From a later start, what is left.
+        let plan = plan_for_range(&v, &options, 1, Some(b"k050"), None).unwrap();
+        assert_eq!(numbers(&plan.inputs[0]), (125..130).collect::<Vec<_>>());
+        // Level 0 is taken whole, whatever its size.
+        let l0: Vec<_> = files
+            .iter()
+            .map(|&(_, n, a, b, s)| (0, n, a, b, 4 * s))
+            .collect();
+        let plan = plan_for_range(&version(&l0), &options, 0, None, None).unwrap();
+        assert_eq!(plan.inputs[0].len(), 30);
     }
 }
