@@ -251,12 +251,21 @@ mod tests {
 
     #[test]
     fn too_many_files_or_bytes_go_to_the_cpu() {
+        // No file limit by default.
         assert!(matches!(
-            placement(&job(1, 40, 1000), PlacementPolicy::AllDevice, &LIMITS),
+            placement(&job(1, 1000, 1000), PlacementPolicy::AllDevice, &LIMITS),
+            Placement::Device { .. }
+        ));
+        let forty = DeviceLimits {
+            max_device_files: 40,
+            ..LIMITS
+        };
+        assert!(matches!(
+            placement(&job(1, 40, 1000), PlacementPolicy::AllDevice, &forty),
             Placement::Device { .. }
         ));
         let Placement::Cpu { reason } =
-            placement(&job(1, 41, 1000), PlacementPolicy::AllDevice, &LIMITS)
+            placement(&job(1, 41, 1000), PlacementPolicy::AllDevice, &forty)
         else {
             panic!("41 files placed on the device");
         };
