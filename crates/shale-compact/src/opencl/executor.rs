@@ -26,7 +26,7 @@ use crate::job::{
 };
 
 /// The kernels, in dependency order (helpers first).
-const KERNEL_SOURCES: [&str; 10] = [
+const KERNEL_SOURCES: [&str; 11] = [
     include_str!("kernels/common.cl"),
     include_str!("kernels/scan.cl"),
     include_str!("kernels/checksum.cl"),
@@ -36,6 +36,7 @@ const KERNEL_SOURCES: [&str; 10] = [
     include_str!("kernels/pack.cl"),
     include_str!("kernels/plan.cl"),
     include_str!("kernels/bloom.cl"),
+    include_str!("kernels/snappy.cl"),
     include_str!("kernels/tests.cl"),
 ];
 

@@ -188,6 +188,126 @@ fn varint_helpers_match_shale_format() {
     });
 }
 
+/// Blocks for the Snappy kernel: empty and tiny, incompressible, table
+/// blocks of sorted keys and repetitive values, long runs (copies past 64
+/// bytes), repeats farther than 2047 bytes back (3-byte copies), and blocks
+/// past 64 KiB (several fragments, the last one short).
+fn snappy_inputs(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut items: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        vec![7],
+        b"abcdefghijklmnop".to_vec(),
+        b"abcdefghijklmnopq".to_vec(),
+        vec![0; 17],
+        vec![0; 4096],
+        vec![0xab; 65536],
+        vec![0xab; 65537],
+        vec![0; 65536 + 16],
+    ];
+    let far = rng.bytes(3000);
+    items.push([far.as_slice(), far.as_slice(), far.as_slice()].concat());
+    let mut big = rng.bytes(20_000);
+    big.extend_from_slice(&vec![1u8; 60_000]);
+    big.extend(std::iter::repeat_n(b"0123456789".as_slice(), 9000).flatten());
+    items.push(big);
+    for i in 0..400 {
+        let len = match i % 4 {
+            0 => rng.below(64) as usize,
+            _ => rng.below(9000) as usize,
+        };
+        let item = match i % 5 {
+            0 => rng.bytes(len),
+            1 => (0..len).map(|_| b"ab"[rng.below(2) as usize]).collect(),
+            2 => {
+                // A data block as a table holds it.
+                let mut keys: Vec<Vec<u8>> = (0..len / 40 + 1)
+                    .map(|_| format!("user{:012}", rng.below(1 << 30)).into_bytes())
+                    .collect();
+                keys.sort();
+                keys.dedup();
+                let value = vec![b'v'; 16];
+                super::slices::encode_block(keys.iter().map(|k| (k.as_slice(), value.as_slice())))
+            }
+            3 => {
+                let unit_len = 1 + rng.below(300) as usize;
+                let unit = rng.bytes(unit_len);
+                unit.iter().copied().cycle().take(len).collect()
+            }
+            _ => {
+                let mut v = rng.bytes(len);
+                for j in (0..len).step_by(97) {
+                    v[j..(j + 40).min(len)].fill(b'x');
+                }
+                v
+            }
+        };
+        items.push(item);
+    }
+    items
+}
+
+#[test]
+fn snappy_kernel_matches_the_snap_encoder_byte_for_byte() {
+    with_session(|s| {
+        let mut rng = Rng(29);
+        let items = snappy_inputs(&mut rng);
+        let n = items.len();
+        let (bytes, starts, lens) = arena(&items);
+        let mut out_offsets = Vec::with_capacity(n);
+        let mut room = 0u32;
+        for item in &items {
+            out_offsets.push(room);
+            room += snap::raw::max_compress_len(item.len()) as u32;
+        }
+        let largest = items.iter().map(Vec::len).max().unwrap_or(0);
+        // The hash table of the largest fragment.
+        let stride = largest.min(65536).next_power_of_two().clamp(256, 16384);
+        let data = s.upload("t", &bytes).unwrap();
+        let start = s.upload("t", &starts).unwrap();
+        let len = s.upload("t", &lens).unwrap();
+        let out = s.alloc::<u8>("t", room as usize).unwrap();
+        let out_offset = s.upload("t", &out_offsets).unwrap();
+        let tables = s.alloc::<u16>("t", n * stride).unwrap();
+        let out_len = s.alloc::<u32>("t", n).unwrap();
+        s.launch(
+            "snappy_compress",
+            n,
+            None,
+            0,
+            &[
+                mem(&data),
+                mem(&start),
+                mem(&len),
+                Arg::U32(n as u32),
+                mem(&out),
+                mem(&out_offset),
+                mem(&tables),
+                Arg::U32(stride as u32),
+                mem(&out_len),
+            ],
+        )
+        .unwrap();
+        let out = s.download("t", &out, room as usize).unwrap();
+        let out_len = s.download("t", &out_len, n).unwrap();
+        let mut decoder = snap::raw::Decoder::new();
+        let mut compressed_some = false;
+        for (i, item) in items.iter().enumerate() {
+            let at = out_offsets[i] as usize;
+            let device = &out[at..at + out_len[i] as usize];
+            let expected = snap::raw::Encoder::new().compress_vec(item).unwrap();
+            assert_eq!(
+                device,
+                expected.as_slice(),
+                "block {i} of {} bytes",
+                item.len()
+            );
+            assert_eq!(decoder.decompress_vec(device).unwrap(), *item);
+            compressed_some |= device.len() < item.len() / 2;
+        }
+        assert!(compressed_some, "no input compressed");
+    });
+}
+
 #[test]
 fn crc32c_and_block_checksums_match_shale_format() {
     with_session(|s| {

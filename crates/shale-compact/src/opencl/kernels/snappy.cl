@@ -1,0 +1,183 @@
+// Snappy compression on the device, byte for byte what the `snap` crate's
+// `raw::Encoder` writes (and so what every other executor stores): the same
+// fragments of 64 KiB, hash table sizes, hash, skipping heuristic and
+// tag choices. Written by hand because the output must be identical, not
+// merely valid Snappy: table files are compared byte for byte with the
+// `streaming` executor's.
+
+#define SNAPPY_MAX_FRAGMENT 65536u
+#define SNAPPY_MAX_TABLE 16384u
+#define SNAPPY_INPUT_MARGIN 15u
+#define SNAPPY_MIN_NON_LITERAL (1u + 1u + SNAPPY_INPUT_MARGIN)
+
+// Entries of the hash table for a fragment of `len` bytes (256 to 16384,
+// the first power of two at or above `len`).
+inline uint snappy_table_size(uint len) {
+    uint size = 256u;
+    while (size < SNAPPY_MAX_TABLE && size < len) {
+        size *= 2u;
+    }
+    return size;
+}
+
+inline uint snappy_load32(__global const uchar* p) {
+    return (uint)p[0] | ((uint)p[1] << 8) | ((uint)p[2] << 16) | ((uint)p[3] << 24);
+}
+
+inline ulong snappy_load64(__global const uchar* p) {
+    return (ulong)snappy_load32(p) | ((ulong)snappy_load32(p + 4) << 32);
+}
+
+inline uint snappy_hash(uint x, uint shift) {
+    return (x * 0x1E35A7BDu) >> shift;
+}
+
+// Literal src[start, end) at out[d]; returns the new d.
+inline uint snappy_emit_literal(__global const uchar* src, uint start, uint end,
+                                __global uchar* out, uint d) {
+    uint len = end - start;
+    uint n = len - 1u;
+    if (n <= 59u) {
+        out[d++] = (uchar)(n << 2);
+    } else if (n < 256u) {
+        out[d++] = (uchar)(60u << 2);
+        out[d++] = (uchar)n;
+    } else {
+        out[d++] = (uchar)(61u << 2);
+        out[d++] = (uchar)(n & 0xffu);
+        out[d++] = (uchar)(n >> 8);
+    }
+    for (uint i = 0; i < len; i++) {
+        out[d + i] = src[start + i];
+    }
+    return d + len;
+}
+
+inline uint snappy_emit_copy2(uint offset, uint len, __global uchar* out, uint d) {
+    out[d] = (uchar)(((len - 1u) << 2) | 2u);
+    out[d + 1] = (uchar)(offset & 0xffu);
+    out[d + 2] = (uchar)(offset >> 8);
+    return d + 3u;
+}
+
+inline uint snappy_emit_copy(uint offset, uint len, __global uchar* out, uint d) {
+    while (len >= 68u) {
+        d = snappy_emit_copy2(offset, 64u, out, d);
+        len -= 64u;
+    }
+    if (len > 64u) {
+        d = snappy_emit_copy2(offset, 60u, out, d);
+        len -= 60u;
+    }
+    if (len <= 11u && offset <= 2047u) {
+        out[d] = (uchar)(((offset >> 8) << 5) | ((len - 4u) << 2) | 1u);
+        out[d + 1] = (uchar)(offset & 0xffu);
+        return d + 2u;
+    }
+    return snappy_emit_copy2(offset, len, out, d);
+}
+
+// One fragment src[0, len) (len >= SNAPPY_MIN_NON_LITERAL) with a zeroed
+// table of `1 << (32 - shift)` entries; returns the new d.
+inline uint snappy_compress_fragment(__global const uchar* src, uint len,
+                                     __global ushort* table, uint shift,
+                                     __global uchar* out, uint d) {
+    uint s = 1u;
+    uint s_limit = len - SNAPPY_INPUT_MARGIN;
+    uint next_emit = 0u;
+    uint next_hash = snappy_hash(snappy_load32(src + s), shift);
+    for (;;) {
+        uint skip = 32u;
+        uint candidate;
+        uint s_next = s;
+        for (;;) {
+            s = s_next;
+            uint between = skip >> 5;
+            s_next = s + between;
+            skip += between;
+            if (s_next > s_limit) {
+                goto done;
+            }
+            candidate = table[next_hash];
+            table[next_hash] = (ushort)s;
+            next_hash = snappy_hash(snappy_load32(src + s_next), shift);
+            if (snappy_load32(src + s) == snappy_load32(src + candidate)) {
+                break;
+            }
+        }
+        d = snappy_emit_literal(src, next_emit, s, out, d);
+        for (;;) {
+            uint base = s;
+            s += 4u;
+            uint c = candidate + 4u;
+            while (s < len && src[s] == src[c]) {
+                s++;
+                c++;
+            }
+            d = snappy_emit_copy(base - candidate, s - base, out, d);
+            next_emit = s;
+            if (s >= s_limit) {
+                goto done;
+            }
+            ulong x = snappy_load64(src + s - 1u);
+            uint prev_hash = snappy_hash((uint)x, shift);
+            table[prev_hash] = (ushort)(s - 1u);
+            uint cur_hash = snappy_hash((uint)(x >> 8), shift);
+            candidate = table[cur_hash];
+            table[cur_hash] = (ushort)s;
+            if ((uint)(x >> 8) != snappy_load32(src + candidate)) {
+                next_hash = snappy_hash((uint)(x >> 16), shift);
+                s += 1u;
+                break;
+            }
+        }
+    }
+done:
+    if (next_emit < len) {
+        d = snappy_emit_literal(src, next_emit, len, out, d);
+    }
+    return d;
+}
+
+// One work item per block data[offset[b], offset[b] + len[b]): its Snappy
+// compression into out[out_offset[b], ...) (room for
+// 32 + len + len / 6 bytes, `snap::raw::max_compress_len`), its length in
+// out_len[b]. `tables`: `table_stride` 16-bit entries of scratch per work
+// item, at least snappy_table_size of the largest fragment.
+__kernel void snappy_compress(__global const uchar* data, __global const uint* offset,
+                              __global const uint* len, uint blocks,
+                              __global uchar* out, __global const uint* out_offset,
+                              __global ushort* tables, uint table_stride,
+                              __global uint* out_len) {
+    uint b = get_global_id(0);
+    if (b >= blocks) {
+        return;
+    }
+    __global const uchar* input = data + offset[b];
+    uint total = len[b];
+    __global uchar* o = out + out_offset[b];
+    __global ushort* table = tables + (ulong)b * table_stride;
+    // The uncompressed length, as a varint.
+    uint d = 0u;
+    uint v = total;
+    while (v >= 0x80u) {
+        o[d++] = (uchar)(v | 0x80u);
+        v >>= 7;
+    }
+    o[d++] = (uchar)v;
+    for (uint start = 0u; start < total; start += SNAPPY_MAX_FRAGMENT) {
+        uint n = min(total - start, SNAPPY_MAX_FRAGMENT);
+        __global const uchar* src = input + start;
+        if (n < SNAPPY_MIN_NON_LITERAL) {
+            d = snappy_emit_literal(src, 0u, n, o, d);
+            continue;
+        }
+        uint size = snappy_table_size(n);
+        for (uint i = 0; i < size; i++) {
+            table[i] = 0;
+        }
+        uint shift = 32u - (31u - clz(size));
+        d = snappy_compress_fragment(src, n, table, shift, o, d);
+    }
+    out_len[b] = d;
+}
