@@ -278,8 +278,7 @@ impl OpenClExecutor {
                 return Ok(pack::PackedSlice::default());
             };
             let t = Instant::now();
-            let packed =
-                pack::pack_on_device(&mut session, &self.pool, &self.staging, job, &entries, last)?;
+            let packed = pack::pack_on_device(&mut session, &self.staging, job, &entries, last)?;
             stats.pack_secs += t.elapsed().as_secs_f64();
             Ok(packed)
         })();

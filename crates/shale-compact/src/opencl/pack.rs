@@ -10,18 +10,17 @@
 //! | every restart group's first entry and output offset | device: `layout_groups` |
 //! | data block encoding, one work item per restart group | device: `encode_groups` |
 //! | first/last keys of each block (index entries, file bounds) | device: `gather_keys` |
-//! | Snappy compression | host (the device has no Snappy) |
+//! | Snappy compression, byte for byte the `snap` encoder's, and LevelDB's rule for keeping a block compressed | device: `snappy_compress`; the host reads the compressed lengths back and decides |
+//! | blocks laid out as their files store them, with trailers, when compressed | device: `place_stored_blocks` |
 //! | Bloom filters: byte vector, then folded into bits (Algorithm 2) | device: `bloom_set`, `bloom_fold` |
 //! | block trailers (masked CRC32C) of blocks stored uncompressed | device: `block_trailers` |
-//! | index block, filter block layout, metaindex, footer, trailers of Snappy blocks | host: `TableAssembler`, as every executor |
+//! | index block, filter block layout, metaindex, footer | host: `TableAssembler`, as every executor |
 //!
-//! The encoded blocks come back file by file on the transfer queue while
-//! the compute queue gathers the blocks' first and last keys; then, per
-//! file, the host waits for that file's blocks, compresses them and starts
-//! its Bloom kernels without waiting (`Session::launch_async`), so the
-//! device builds file f's filters while file f+1's blocks arrive and are
-//! compressed (the filter layout needs the stored, compressed sizes, which
-//! is why a file's filters cannot start before its blocks are back).
+//! The finished blocks come back file by file, as the file stores them,
+//! on the transfer queue while the compute queue gathers the blocks' first
+//! and last keys; then, per file, the host waits for that file's blocks and
+//! starts its Bloom kernels without waiting (`Session::launch_async`), so
+//! the device builds file f's filters while file f+1's blocks arrive.
 //!
 //! Per slice only finished files are packed; the blocks of the file still
 //! open at the end of a slice (and the entries of its unfinished block, as
@@ -38,19 +37,21 @@
 //! device alone) and touches the ends of only the slice's blocks.
 //!
 //! Output trailers (masked CRC32C of the block as stored and its type
-//! byte) come from the device (`block_trailers`) when the table stores
-//! blocks uncompressed: the block the device encoded is the block stored.
-//! With Snappy the trailer covers the compressed bytes, which only the
-//! host has, so `TableAssembler` computes it there.
+//! byte) come from the device: written in place after each encoded block
+//! (`block_trailers`) when the table stores blocks uncompressed, or after
+//! each block as stored (`place_stored_blocks`) with Snappy. Either way a
+//! file's data blocks come back exactly as the file holds them, and the
+//! host writes them in one piece. Snappy on the device takes the host's
+//! largest remaining cost off it: compressing on the host pool cost about
+//! 1.5 CPU-s per GB written (`docs/results/opencl-pocl.md`).
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use opencl3::memory::Buffer;
-use rayon::prelude::*;
 use shale_format::bloom::{filter_bits, probes_for_bits_per_key};
 use shale_format::filter_block::{assemble_filters, plan_filters};
-use shale_format::format::{maybe_compress, CompressionType, BLOCK_TRAILER_LEN};
+use shale_format::format::{compression_pays, CompressionType, BLOCK_TRAILER_LEN};
 use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
 
@@ -87,7 +88,6 @@ pub(crate) struct PackedSlice {
 /// entries come back as blocks for the next slice unless `last`.
 pub(crate) fn pack_on_device(
     session: &mut Session<'_>,
-    pool: &rayon::ThreadPool,
     staging: &Arc<StagingPool>,
     job: &CompactionJob,
     entries: &DeviceEntries,
@@ -95,7 +95,6 @@ pub(crate) fn pack_on_device(
 ) -> Result<PackedSlice, DeviceError> {
     let mut packer = Packer {
         session,
-        pool,
         staging,
         job,
         entries,
@@ -107,10 +106,12 @@ pub(crate) fn pack_on_device(
     drop(ends);
     let (out, key_lengths) = packer.encode(&sizes, &plan)?;
     packer.write_trailers(&plan, &out)?;
-    let downloads = packer.start_downloads(&plan, &out)?;
+    let compressed = packer.compress(&plan, &out)?;
+    let downloads = packer.start_downloads(&plan, &out, compressed.as_ref())?;
     let boundary_keys = packer.boundary_keys(&key_lengths, &plan)?;
     let open_blocks = packer.open_blocks(&plan, downloads.open, downloads.open_range)?;
-    let files = packer.finish_files(&plan, downloads.files, &boundary_keys)?;
+    let files = packer.finish_files(&plan, downloads.files, &boundary_keys, compressed.as_ref())?;
+    drop(compressed);
     drop(out);
     Ok(PackedSlice {
         files,
@@ -122,7 +123,6 @@ pub(crate) fn pack_on_device(
 /// Packing one slice: the device session and the kept entries it packs.
 struct Packer<'a, 's> {
     session: &'a mut Session<'s>,
-    pool: &'a rayon::ThreadPool,
     /// Pinned memory the finished files' blocks come back into.
     staging: &'a Arc<StagingPool>,
     job: &'a CompactionJob,
@@ -543,20 +543,132 @@ impl Packer<'_, '_> {
         Ok(())
     }
 
-    /// Starts reading the encoded blocks back file by file on the transfer
-    /// queue, while the compute queue gathers the boundary keys and later
-    /// builds the filters of one file while the host compresses the next.
+    /// With Snappy, compresses every finished block on the device
+    /// (`snappy_compress`, byte for byte the `snap` encoder), reads the
+    /// compressed lengths back, keeps each block compressed where that saves
+    /// an eighth (LevelDB's rule, `compression_pays`), and has the device
+    /// lay the blocks out as their files store them, trailers included
+    /// (`place_stored_blocks`). `None` without compression (the trailers
+    /// are then in place in `out`) or without finished blocks.
+    fn compress(
+        &mut self,
+        plan: &BlockPlan,
+        out: &Buffer<u8>,
+    ) -> Result<Option<StoredBlocks>, DeviceError> {
+        let blocks = plan.finished_blocks;
+        if plan.trailer_gap > 0 || blocks == 0 {
+            return Ok(None);
+        }
+        let finished = &plan.blocks[..blocks];
+        let too_large = || DeviceError::new("compressed blocks past 32-bit offsets");
+        let mut slots = Vec::with_capacity(blocks);
+        let mut room = 0usize;
+        for block in finished {
+            slots.push(u32::try_from(room).map_err(|_| too_large())?);
+            room += snappy_max_compressed_len(block.len());
+        }
+        u32::try_from(room).map_err(|_| too_large())?;
+        let largest = finished.iter().map(Range::len).max().unwrap_or(0);
+        let stride = snappy_table_entries(largest);
+        // Each work item compresses about four blocks in turn: its table is
+        // then half a byte per byte compressed, and 16 MiB at most.
+        let workers = blocks
+            .div_ceil(4)
+            .min((SNAPPY_TABLES_BYTES / (2 * stride)).max(1));
+        let session = &mut *self.session;
+        // Offsets, lengths and slots, in one upload.
+        let mut blocks_plan: Vec<u32> = finished.iter().map(|b| b.start as u32).collect();
+        blocks_plan.extend(finished.iter().map(|b| b.len() as u32));
+        blocks_plan.extend_from_slice(&slots);
+        let blocks_plan = session.upload("blocks to compress", &blocks_plan)?;
+        let compressed = session.alloc::<u8>("compressed blocks", room)?;
+        let tables = session.alloc::<u16>("Snappy hash tables", workers * stride)?;
+        let compressed_len = session.alloc::<u32>("compressed sizes", blocks)?;
+        session.launch(
+            "snappy_compress",
+            workers,
+            None,
+            plan.bytes_of(0..blocks).len() as u64,
+            &[
+                mem(out),
+                mem(&blocks_plan),
+                Arg::U32(blocks as u32),
+                mem(&compressed),
+                mem(&tables),
+                Arg::U32(stride as u32),
+                Arg::U32(workers as u32),
+                mem(&compressed_len),
+            ],
+        )?;
+        let compressed_len = session.download("compressed sizes", &compressed_len, blocks)?;
+        // Sources, lengths with the kind in the top bit, places: one upload.
+        let mut places = vec![0u32; 3 * blocks];
+        let mut layout = StoredBlocks {
+            buffer: None,
+            blocks: Vec::with_capacity(blocks),
+            kinds: Vec::with_capacity(blocks),
+        };
+        let mut stored_len = 0usize;
+        for (b, block) in finished.iter().enumerate() {
+            let packed = compressed_len[b] as usize;
+            if packed > snappy_max_compressed_len(block.len()) {
+                return Err(DeviceError::new(format!(
+                    "block {b}: {packed} compressed bytes from {}, more than Snappy writes",
+                    block.len()
+                )));
+            }
+            let (from, bytes, stored_as) = if compression_pays(block.len(), packed) {
+                (slots[b], packed, CompressionType::Snappy)
+            } else {
+                (block.start as u32, block.len(), CompressionType::None)
+            };
+            places[b] = from;
+            // A block's length is under 2^31: its offsets fit 32 bits.
+            places[blocks + b] = bytes as u32 | (stored_as as u32) << 31;
+            places[2 * blocks + b] = u32::try_from(stored_len).map_err(|_| too_large())?;
+            layout.blocks.push(stored_len..stored_len + bytes);
+            layout.kinds.push(stored_as);
+            stored_len += bytes + BLOCK_TRAILER_LEN;
+        }
+        u32::try_from(stored_len).map_err(|_| too_large())?;
+        let places = session.upload("stored blocks' places", &places)?;
+        let stored = session.alloc::<u8>("stored blocks", stored_len)?;
+        session.launch(
+            "place_stored_blocks",
+            blocks,
+            None,
+            stored_len as u64,
+            &[
+                mem(out),
+                mem(&compressed),
+                mem(&places),
+                Arg::U32(blocks as u32),
+                mem(&stored),
+            ],
+        )?;
+        layout.buffer = Some(stored);
+        Ok(Some(layout))
+    }
+
+    /// Starts reading the finished files' blocks back file by file on the
+    /// transfer queue, as their files store them (from `compressed` when
+    /// there is compression, else from `out`, trailers in place), while the
+    /// compute queue gathers the boundary keys and later builds the filters.
     fn start_downloads(
         &mut self,
         plan: &BlockPlan,
         out: &Buffer<u8>,
+        compressed: Option<&StoredBlocks>,
     ) -> Result<BlockDownloads, DeviceError> {
         let mut files = Vec::with_capacity(plan.file_blocks.len());
         for blocks in &plan.file_blocks {
-            let range = plan.bytes_of(blocks.clone());
+            let (buffer, range) = match compressed {
+                Some(stored) => (stored.buffer()?, stored.bytes_of(blocks.clone())),
+                None => (out, plan.bytes_of(blocks.clone())),
+            };
             files.push(self.session.download_bytes_async(
                 "output blocks",
-                out,
+                buffer,
                 range.start,
                 range.len(),
                 self.staging,
@@ -638,39 +750,45 @@ impl Packer<'_, '_> {
             .collect())
     }
 
-    /// Per finished file: waits for its blocks, compresses them on the host
-    /// (blocks in parallel), then starts its filters on the device without
-    /// waiting; finally waits for every file's filters.
+    /// Per finished file: waits for its blocks, then starts its filters on
+    /// the device without waiting; finally waits for every file's filters.
     fn finish_files(
         &mut self,
         plan: &BlockPlan,
         downloads: Vec<BytesDownload>,
         boundary_keys: &BoundaryKeys,
+        compressed: Option<&StoredBlocks>,
     ) -> Result<Vec<FileParts>, DeviceError> {
         let options = self.job.table.table_options();
         let mut files = Vec::with_capacity(plan.file_blocks.len());
         let mut stored_sizes = Vec::with_capacity(plan.file_blocks.len());
         for (blocks, download) in plan.file_blocks.iter().zip(downloads) {
-            let (compressed, encoded) = self.compressed_blocks(plan, blocks.clone(), download)?;
-            if self.job.table.bloom_bits_per_key.is_some() {
-                stored_sizes.push(compressed.iter().map(|(c, _)| c.len()).collect::<Vec<_>>());
-            }
+            let stored = self.session.finish_bytes(download)?;
+            let sizes: Vec<usize> = match compressed {
+                Some(layout) => layout.blocks[blocks.clone()]
+                    .iter()
+                    .map(Range::len)
+                    .collect(),
+                None => plan.blocks[blocks.clone()].iter().map(Range::len).collect(),
+            };
             files.push(FileParts {
                 blocks: blocks
                     .clone()
-                    .zip(compressed)
-                    .map(|(b, (contents, kind))| StoredBlock {
-                        contents,
-                        kind,
+                    .zip(&sizes)
+                    .map(|(b, &len)| StoredBlock {
+                        len,
                         first_key: boundary_keys.key(2 * b).to_vec(),
                         last_key: boundary_keys.key(2 * b + 1).to_vec(),
                     })
                     .collect(),
-                stored: (plan.trailer_gap > 0).then_some(encoded),
+                stored,
                 filters: None,
                 entries: blocks.clone().map(|b| plan.ranges[b].len() as u64).sum(),
                 options: options.clone(),
             });
+            if self.job.table.bloom_bits_per_key.is_some() {
+                stored_sizes.push(sizes);
+            }
         }
         if let Some(bits_per_key) = self.job.table.bloom_bits_per_key {
             let pending = bloom_for_files(
@@ -690,92 +808,70 @@ impl Packer<'_, '_> {
         }
         Ok(files)
     }
-
-    /// Waits for one file's encoded blocks and compresses them (Snappy, on
-    /// the host), blocks in parallel. A block stored uncompressed stays in
-    /// the downloaded buffer, which its file shares: no copy. Returns the
-    /// blocks and that buffer.
-    #[allow(
-        clippy::type_complexity,
-        reason = "the blocks and the buffer they came back in, named at the call"
-    )]
-    fn compressed_blocks(
-        &mut self,
-        plan: &BlockPlan,
-        blocks: Range<usize>,
-        download: BytesDownload,
-    ) -> Result<(Vec<(BlockBytes, CompressionType)>, Arc<HostBytes>), DeviceError> {
-        let compression = self.job.table.table_options().compression;
-        let encoded = Arc::new(self.session.finish_bytes(download)?);
-        let base = plan.bytes_of(blocks.clone()).start;
-        let store = |range: &Range<usize>| {
-            let range = range.start - base..range.end - base;
-            let mut scratch = Vec::new();
-            match maybe_compress(
-                &encoded.as_slice()[range.clone()],
-                compression,
-                &mut scratch,
-            ) {
-                (stored, CompressionType::Snappy) => {
-                    let len = stored.len();
-                    scratch.truncate(len);
-                    (BlockBytes::Owned(scratch), CompressionType::Snappy)
-                }
-                (_, kind) => (BlockBytes::Shared(encoded.clone(), range), kind),
-            }
-        };
-        let blocks = if compression == CompressionType::None {
-            // Nothing to compress: the blocks stay where they came back,
-            // and the host pool is not woken for them.
-            plan.blocks[blocks].iter().map(store).collect()
-        } else {
-            self.pool
-                .install(|| plan.blocks[blocks].par_iter().map(store).collect())
-        };
-        Ok((blocks, encoded))
-    }
 }
 
-/// One output data block as stored, with its first and last key.
+/// One output data block: its stored length (without the trailer) and
+/// its first and last key.
 #[derive(Debug)]
 pub(crate) struct StoredBlock {
-    contents: BlockBytes,
-    kind: CompressionType,
+    len: usize,
     first_key: Vec<u8>,
     last_key: Vec<u8>,
 }
 
-/// A block's bytes as stored: compressed into a buffer of its own, or a
-/// range of its file's downloaded buffer (pinned memory, back to its pool
-/// once the file's last block is written).
-#[derive(Debug)]
-pub(crate) enum BlockBytes {
-    Owned(Vec<u8>),
-    Shared(Arc<HostBytes>, Range<usize>),
+/// The finished blocks of a slice as their files store them, laid out on
+/// the device after compression: per block, its stored bytes in `buffer`
+/// (its trailer right after them) and how it is stored.
+struct StoredBlocks {
+    buffer: Option<Buffer<u8>>,
+    blocks: Vec<Range<usize>>,
+    kinds: Vec<CompressionType>,
 }
 
-impl BlockBytes {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            BlockBytes::Owned(bytes) => bytes,
-            BlockBytes::Shared(buffer, range) => &buffer.as_slice()[range.clone()],
-        }
+impl StoredBlocks {
+    fn buffer(&self) -> Result<&Buffer<u8>, DeviceError> {
+        self.buffer
+            .as_ref()
+            .ok_or_else(|| DeviceError::new("stored blocks not laid out"))
     }
 
-    fn len(&self) -> usize {
-        self.as_slice().len()
+    /// The bytes of `blocks` with their trailers.
+    fn bytes_of(&self, blocks: Range<usize>) -> Range<usize> {
+        let start = self.blocks.get(blocks.start).map_or(0, |b| b.start);
+        let end = blocks
+            .end
+            .checked_sub(1)
+            .and_then(|b| self.blocks.get(b))
+            .map_or(start, |b| b.end + BLOCK_TRAILER_LEN);
+        start..end
     }
 }
 
-/// A finished output file in parts: its data blocks (encoded on the
-/// device, compressed on the host) and its Bloom filters.
+/// `snap::raw::max_compress_len`: the most bytes Snappy writes for `len`.
+fn snappy_max_compressed_len(len: usize) -> usize {
+    32 + len + len / 6
+}
+
+/// Entries of the hash table `snappy_compress` uses for a block of `len`
+/// bytes: that of its largest fragment (64 KiB at most), a power of two
+/// from 256 to 16,384, as the `snap` encoder sizes it.
+fn snappy_table_entries(len: usize) -> usize {
+    len.min(1 << 16).next_power_of_two().clamp(256, 1 << 14)
+}
+
+/// Device memory for the Snappy hash tables of one slice: it bounds the
+/// work items (each compresses blocks one after another with its table),
+/// so the scratch does not grow with the blocks.
+const SNAPPY_TABLES_BYTES: usize = 16 << 20;
+
+/// A finished output file in parts: its data blocks (encoded, compressed
+/// and given their trailers on the device) and its Bloom filters.
 #[derive(Debug)]
 pub(crate) struct FileParts {
     blocks: Vec<StoredBlock>,
-    /// When the device wrote the trailers in place (blocks stored
-    /// uncompressed): the file's data blocks exactly as the file holds
-    /// them, blocks and trailers back to back, written in one piece.
-    stored: Option<Arc<HostBytes>>,
+    /// The file's data blocks exactly as the file holds them, blocks and
+    /// trailers back to back, written in one piece.
+    stored: HostBytes,
     /// The filters `plan_filters` asks for, when the table has a filter.
     filters: Option<Vec<Vec<u8>>>,
     entries: u64,
@@ -799,28 +895,16 @@ impl FileParts {
         };
         let (smallest, largest) = (first.first_key.clone(), last.last_key.clone());
         let mut assembler = TableAssembler::new(self.options, dest);
-        match &self.stored {
-            Some(stored) => assembler.write_stored_data_blocks(
-                stored.as_slice(),
-                self.blocks.iter().map(|block| {
-                    (
-                        block.first_key.as_slice(),
-                        block.last_key.as_slice(),
-                        block.contents.len(),
-                    )
-                }),
-            )?,
-            None => {
-                for block in &self.blocks {
-                    assembler.write_data_block(
-                        &block.first_key,
-                        &block.last_key,
-                        block.contents.as_slice(),
-                        block.kind,
-                    )?;
-                }
-            }
-        }
+        assembler.write_stored_data_blocks(
+            self.stored.as_slice(),
+            self.blocks.iter().map(|block| {
+                (
+                    block.first_key.as_slice(),
+                    block.last_key.as_slice(),
+                    block.len,
+                )
+            }),
+        )?;
         let filter = self.filters.as_deref().map(assemble_filters);
         let (dest, size) = assembler.finish_with_filter_block(filter)?;
         let file = AssembledFile {

@@ -937,6 +937,11 @@ impl<'d> Session<'d> {
     }
 }
 
+/// How long a finished session waits, in all, for the runtime to drop its
+/// commands' references to the session's buffers before freeing those still
+/// referenced instead of keeping them for the next slice.
+const RELEASE_GRACE: std::time::Duration = std::time::Duration::from_millis(2);
+
 impl Drop for Session<'_> {
     fn drop(&mut self) {
         // Nothing may still run on a buffer that goes back to the arena,
@@ -950,10 +955,20 @@ impl Drop for Session<'_> {
             std::mem::forget(std::mem::take(&mut self.keep_alive));
         }
         let arena = self.arena;
+        // An enqueued command holds a reference to its buffers, which the
+        // runtime may drop just after the command completes (PoCL does, on
+        // its worker thread, after the wait above returned): a buffer still
+        // referenced then gets a moment to be let go.
+        let grace = std::time::Instant::now() + RELEASE_GRACE;
         for pooled in self.held.drain(..) {
+            let mut only = drained && only_owner(&pooled.buffer);
+            while drained && !only && std::time::Instant::now() < grace {
+                std::thread::yield_now();
+                only = only_owner(&pooled.buffer);
+            }
             // A buffer someone still holds (a kernel argument is not a
             // reference; a caller's handle is) is freed, not reused.
-            if drained && only_owner(&pooled.buffer) {
+            if only {
                 arena.give_back(pooled);
             } else {
                 self.device.release(pooled.bytes);

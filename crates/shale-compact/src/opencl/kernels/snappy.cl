@@ -139,45 +139,82 @@ done:
     return d;
 }
 
-// One work item per block data[offset[b], offset[b] + len[b]): its Snappy
-// compression into out[out_offset[b], ...) (room for
-// 32 + len + len / 6 bytes, `snap::raw::max_compress_len`), its length in
-// out_len[b]. `tables`: `table_stride` 16-bit entries of scratch per work
-// item, at least snappy_table_size of the largest fragment.
-__kernel void snappy_compress(__global const uchar* data, __global const uint* offset,
-                              __global const uint* len, uint blocks,
-                              __global uchar* out, __global const uint* out_offset,
-                              __global ushort* tables, uint table_stride,
-                              __global uint* out_len) {
+// Blocks data[offset, offset + len) for b < blocks, each Snappy-compressed
+// into out[out_offset, ...) (room for 32 + len + len / 6 bytes,
+// `snap::raw::max_compress_len`), its length in out_len[b]. `plan` holds
+// the blocks' offsets, then their lengths, then their out_offsets (one
+// upload). Work item w < workers compresses blocks w, w + workers, ...
+// with its own hash table: tables[w * table_stride, ...), at least
+// snappy_table_size of the largest fragment, so that the scratch is bounded
+// by the work items, not by the blocks. (A launch rounds the global size up
+// to whole work groups: `workers`, not get_global_size, counts them.)
+__kernel void snappy_compress(__global const uchar* data, __global const uint* plan,
+                              uint blocks, __global uchar* out, __global ushort* tables,
+                              uint table_stride, uint workers, __global uint* out_len) {
+    uint w = get_global_id(0);
+    if (w >= workers) {
+        return;
+    }
+    __global ushort* table = tables + (ulong)w * table_stride;
+    for (uint b = w; b < blocks; b += workers) {
+        __global const uchar* input = data + plan[b];
+        uint total = plan[blocks + b];
+        __global uchar* o = out + plan[2u * blocks + b];
+        // The uncompressed length, as a varint.
+        uint d = 0u;
+        uint v = total;
+        while (v >= 0x80u) {
+            o[d++] = (uchar)(v | 0x80u);
+            v >>= 7;
+        }
+        o[d++] = (uchar)v;
+        for (uint start = 0u; start < total; start += SNAPPY_MAX_FRAGMENT) {
+            uint n = min(total - start, SNAPPY_MAX_FRAGMENT);
+            __global const uchar* src = input + start;
+            if (n < SNAPPY_MIN_NON_LITERAL) {
+                d = snappy_emit_literal(src, 0u, n, o, d);
+                continue;
+            }
+            uint size = snappy_table_size(n);
+            for (uint i = 0; i < size; i++) {
+                table[i] = 0;
+            }
+            uint shift = 32u - (31u - clz(size));
+            d = snappy_compress_fragment(src, n, table, shift, o, d);
+        }
+        out_len[b] = d;
+    }
+}
+
+// One work item per finished block: its bytes as stored, to
+// stored[dst, ...), followed by its trailer (the kind byte and the masked
+// CRC32C of the bytes and that byte), as a table file holds it. `plan`
+// holds the blocks' sources, then their lengths with the kind in the top
+// bit (1: Snappy, from `compressed`; 0: none, from `raw`), then their dsts
+// (one upload).
+__kernel void place_stored_blocks(__global const uchar* raw, __global const uchar* compressed,
+                                  __global const uint* plan, uint blocks,
+                                  __global uchar* stored) {
     uint b = get_global_id(0);
     if (b >= blocks) {
         return;
     }
-    __global const uchar* input = data + offset[b];
-    uint total = len[b];
-    __global uchar* o = out + out_offset[b];
-    __global ushort* table = tables + (ulong)b * table_stride;
-    // The uncompressed length, as a varint.
-    uint d = 0u;
-    uint v = total;
-    while (v >= 0x80u) {
-        o[d++] = (uchar)(v | 0x80u);
-        v >>= 7;
+    uint len_kind = plan[blocks + b];
+    uchar kind = (uchar)(len_kind >> 31);
+    uint n = len_kind & 0x7fffffffu;
+    uint dst = plan[2u * blocks + b];
+    __global const uchar* from = (kind != 0 ? compressed : raw) + plan[b];
+    __global uchar* to = stored + dst;
+    for (uint i = 0; i < n; i++) {
+        to[i] = from[i];
     }
-    o[d++] = (uchar)v;
-    for (uint start = 0u; start < total; start += SNAPPY_MAX_FRAGMENT) {
-        uint n = min(total - start, SNAPPY_MAX_FRAGMENT);
-        __global const uchar* src = input + start;
-        if (n < SNAPPY_MIN_NON_LITERAL) {
-            d = snappy_emit_literal(src, 0u, n, o, d);
-            continue;
-        }
-        uint size = snappy_table_size(n);
-        for (uint i = 0; i < size; i++) {
-            table[i] = 0;
-        }
-        uint shift = 32u - (31u - clz(size));
-        d = snappy_compress_fragment(src, n, table, shift, o, d);
-    }
-    out_len[b] = d;
+    uint crc = crc32c_extend(0, stored, dst, n);
+    uint c = ~crc;
+    c = CRC32C_TABLE[(c ^ kind) & 0xffu] ^ (c >> 8);
+    uint masked = crc32c_mask(~c);
+    to[n] = kind;
+    to[n + 1] = (uchar)(masked & 0xffu);
+    to[n + 2] = (uchar)((masked >> 8) & 0xffu);
+    to[n + 3] = (uchar)((masked >> 16) & 0xffu);
+    to[n + 4] = (uchar)(masked >> 24);
 }
