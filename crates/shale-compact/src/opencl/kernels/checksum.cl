@@ -36,25 +36,29 @@ __kernel void block_checksum(__global const uchar* data, __global const uint* of
     checksum[b] = crc32c_mask(~c);
 }
 
-// One work item per finished block data[offset[b], offset[b] + len[b]),
-// stored uncompressed: writes its trailer in place after it (type byte 0,
-// then the masked CRC32C of contents and type byte, little-endian), so
-// that the blocks come back exactly as a table file holds them.
-__kernel void block_trailers(__global uchar* data, __global const uint* offset,
-                             __global const uint* len, uint blocks) {
-    uint b = get_global_id(0);
-    if (b >= blocks) {
-        return;
-    }
-    uint crc = crc32c_extend(0, data, offset[b], len[b]);
-    // Continue the CRC over the type byte (0: no compression).
-    uint c = ~crc;
-    c = CRC32C_TABLE[c & 0xffu] ^ (c >> 8);
+// Writes the trailer of the block data[offset, offset + len) stored as
+// `kind` right after it: the type byte, then the masked CRC32C of the
+// block and that byte, little-endian, as a table file holds it.
+inline void put_block_trailer(__global uchar* data, uint offset, uint len, uchar kind) {
+    uint c = ~crc32c_extend(0, data, offset, len);
+    // Continue the CRC over the type byte.
+    c = CRC32C_TABLE[(c ^ kind) & 0xffu] ^ (c >> 8);
     uint masked = crc32c_mask(~c);
-    uint at = offset[b] + len[b];
-    data[at] = 0;
+    uint at = offset + len;
+    data[at] = kind;
     data[at + 1] = (uchar)(masked & 0xffu);
     data[at + 2] = (uchar)((masked >> 8) & 0xffu);
     data[at + 3] = (uchar)((masked >> 16) & 0xffu);
     data[at + 4] = (uchar)(masked >> 24);
+}
+
+// One work item per finished block data[offset[b], offset[b] + len[b]),
+// stored uncompressed: writes its trailer in place after it (type byte 0),
+// so that the blocks come back exactly as a table file holds them.
+__kernel void block_trailers(__global uchar* data, __global const uint* offset,
+                             __global const uint* len, uint blocks) {
+    uint b = get_global_id(0);
+    if (b < blocks) {
+        put_block_trailer(data, offset[b], len[b], 0);
+    }
 }

@@ -208,13 +208,5 @@ __kernel void place_stored_blocks(__global const uchar* raw, __global const ucha
     for (uint i = 0; i < n; i++) {
         to[i] = from[i];
     }
-    uint crc = crc32c_extend(0, stored, dst, n);
-    uint c = ~crc;
-    c = CRC32C_TABLE[(c ^ kind) & 0xffu] ^ (c >> 8);
-    uint masked = crc32c_mask(~c);
-    to[n] = kind;
-    to[n + 1] = (uchar)(masked & 0xffu);
-    to[n + 2] = (uchar)((masked >> 8) & 0xffu);
-    to[n + 3] = (uchar)((masked >> 16) & 0xffu);
-    to[n + 4] = (uchar)(masked >> 24);
+    put_block_trailer(stored, dst, n, kind);
 }
