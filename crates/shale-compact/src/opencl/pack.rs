@@ -623,7 +623,10 @@ impl Packer<'_, '_> {
                 (block.start as u32, block.len(), CompressionType::None)
             };
             places[b] = from;
-            // A block's length is under 2^31: its offsets fit 32 bits.
+            // The top bit carries the kind: a block must be under 2 GiB.
+            if bytes >= 1 << 31 {
+                return Err(too_large());
+            }
             places[blocks + b] = bytes as u32 | (stored_as as u32) << 31;
             places[2 * blocks + b] = u32::try_from(stored_len).map_err(|_| too_large())?;
             layout.blocks.push(stored_len..stored_len + bytes);
