@@ -603,11 +603,7 @@ impl Packer<'_, '_> {
         let compressed_len = session.download("compressed sizes", &compressed_len, blocks)?;
         // Sources, lengths with the kind in the top bit, places: one upload.
         let mut places = vec![0u32; 3 * blocks];
-        let mut layout = StoredBlocks {
-            buffer: None,
-            blocks: Vec::with_capacity(blocks),
-            kinds: Vec::with_capacity(blocks),
-        };
+        let mut stored_blocks = Vec::with_capacity(blocks);
         let mut stored_len = 0usize;
         for (b, block) in finished.iter().enumerate() {
             let packed = compressed_len[b] as usize;
@@ -629,8 +625,7 @@ impl Packer<'_, '_> {
             }
             places[blocks + b] = bytes as u32 | (stored_as as u32) << 31;
             places[2 * blocks + b] = u32::try_from(stored_len).map_err(|_| too_large())?;
-            layout.blocks.push(stored_len..stored_len + bytes);
-            layout.kinds.push(stored_as);
+            stored_blocks.push(stored_len..stored_len + bytes);
             stored_len += bytes + BLOCK_TRAILER_LEN;
         }
         u32::try_from(stored_len).map_err(|_| too_large())?;
@@ -649,8 +644,10 @@ impl Packer<'_, '_> {
                 mem(&stored),
             ],
         )?;
-        layout.buffer = Some(stored);
-        Ok(Some(layout))
+        Ok(Some(StoredBlocks {
+            buffer: stored,
+            blocks: stored_blocks,
+        }))
     }
 
     /// Starts reading the finished files' blocks back file by file on the
@@ -666,7 +663,7 @@ impl Packer<'_, '_> {
         let mut files = Vec::with_capacity(plan.file_blocks.len());
         for blocks in &plan.file_blocks {
             let (buffer, range) = match compressed {
-                Some(stored) => (stored.buffer()?, stored.bytes_of(blocks.clone())),
+                Some(stored) => (&stored.buffer, stored.bytes_of(blocks.clone())),
                 None => (out, plan.bytes_of(blocks.clone())),
             };
             files.push(self.session.download_bytes_async(
@@ -824,20 +821,13 @@ pub(crate) struct StoredBlock {
 
 /// The finished blocks of a slice as their files store them, laid out on
 /// the device after compression: per block, its stored bytes in `buffer`
-/// (its trailer right after them) and how it is stored.
+/// (its trailer, which says how it is stored, right after them).
 struct StoredBlocks {
-    buffer: Option<Buffer<u8>>,
+    buffer: Buffer<u8>,
     blocks: Vec<Range<usize>>,
-    kinds: Vec<CompressionType>,
 }
 
 impl StoredBlocks {
-    fn buffer(&self) -> Result<&Buffer<u8>, DeviceError> {
-        self.buffer
-            .as_ref()
-            .ok_or_else(|| DeviceError::new("stored blocks not laid out"))
-    }
-
     /// The bytes of `blocks` with their trailers.
     fn bytes_of(&self, blocks: Range<usize>) -> Range<usize> {
         let start = self.blocks.get(blocks.start).map_or(0, |b| b.start);
