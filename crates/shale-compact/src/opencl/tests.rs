@@ -311,6 +311,84 @@ fn snappy_kernel_matches_the_snap_encoder_byte_for_byte() {
 }
 
 #[test]
+fn snappy_decompression_accepts_what_snap_accepts_and_gives_its_bytes() {
+    with_session(|s| {
+        let mut rng = Rng(31);
+        let mut inputs: Vec<Vec<u8>> = snappy_inputs(&mut rng)
+            .iter()
+            .map(|raw| snap::raw::Encoder::new().compress_vec(raw).unwrap())
+            .collect();
+        // Damaged copies: a byte changed, cut short, or a byte appended.
+        let valid = inputs.len();
+        for i in 0..1500 {
+            let mut bad = inputs[i % valid].clone();
+            match i % 3 {
+                0 if !bad.is_empty() => {
+                    let at = rng.below(bad.len() as u64) as usize;
+                    bad[at] ^= 1 << rng.below(8);
+                }
+                1 => bad.truncate(rng.below(bad.len() as u64 + 1) as usize),
+                _ => bad.push(rng.next() as u8),
+            }
+            inputs.push(bad);
+        }
+        // What the host would give the device: blocks whose header parses
+        // (to a size this test can hold).
+        let mut blocks = Vec::new();
+        for input in &inputs {
+            if let Ok(len) = snap::raw::decompress_len(input) {
+                if len <= 1 << 20 {
+                    blocks.push((input, len));
+                }
+            }
+        }
+        let n = blocks.len();
+        let mut data = Vec::new();
+        let mut plan = vec![0u32; 4 * n];
+        for (b, (input, _)) in blocks.iter().enumerate() {
+            plan[b] = data.len() as u32;
+            plan[n + b] = input.len() as u32;
+            data.extend_from_slice(input);
+        }
+        for (b, &(_, len)) in blocks.iter().enumerate() {
+            plan[2 * n + b] = data.len() as u32;
+            plan[3 * n + b] = len as u32;
+            data.resize(data.len() + len, 0xee);
+        }
+        let buffer = s.upload("t", &data).unwrap();
+        let plan_buffer = s.upload("t", &plan).unwrap();
+        let ok = s.alloc::<u32>("t", n).unwrap();
+        s.launch(
+            "snappy_decompress",
+            n,
+            None,
+            0,
+            &[
+                mem(&buffer),
+                mem(&plan_buffer),
+                Arg::U32(n as u32),
+                mem(&ok),
+            ],
+        )
+        .unwrap();
+        let out = s.download("t", &buffer, data.len()).unwrap();
+        let ok = s.download("t", &ok, n).unwrap();
+        let mut rejected = 0;
+        for (b, &(input, len)) in blocks.iter().enumerate() {
+            let expected = snap::raw::Decoder::new().decompress_vec(input);
+            assert_eq!(ok[b] == 1, expected.is_ok(), "block {b}: {expected:?}");
+            if let Ok(expected) = expected {
+                let at = plan[2 * n + b] as usize;
+                assert_eq!(&out[at..at + len], expected.as_slice(), "block {b}");
+            } else {
+                rejected += 1;
+            }
+        }
+        assert!(rejected > 100 && rejected < n, "{rejected} of {n} rejected");
+    });
+}
+
+#[test]
 fn crc32c_and_block_checksums_match_shale_format() {
     with_session(|s| {
         let mut rng = Rng(11);

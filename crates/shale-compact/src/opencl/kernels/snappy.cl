@@ -210,3 +210,112 @@ __kernel void place_stored_blocks(__global const uchar* raw, __global const ucha
     }
     put_block_trailer(stored, dst, n, kind);
 }
+
+// Snappy decompression of src[0, src_len) into dst[0, dst_len), where
+// dst_len is the length the header gives. Returns 1 when the input is
+// valid Snappy of exactly that length, else 0, accepting exactly what the
+// `snap` crate's decoder accepts (the host's decoder): a header varint of
+// 1 to 5 bytes; literals and copies within the input; copy offsets from 1
+// to the bytes written so far; the output filled exactly.
+inline uint snappy_decompress_block(__global const uchar* src, uint src_len,
+                                    __global uchar* dst, uint dst_len) {
+    if (src_len == 0u) {
+        return 0u;
+    }
+    // The header: the uncompressed length, as a varint of at most 5 bytes.
+    ulong header = 0;
+    uint s = 0u;
+    uint shift = 0u;
+    for (;;) {
+        if (s >= src_len || s >= 10u) {
+            return 0u;
+        }
+        uchar byte = src[s++];
+        header |= (ulong)(byte & 0x7fu) << shift;
+        if ((byte & 0x80u) == 0) {
+            break;
+        }
+        shift += 7u;
+    }
+    if (s > 5u || header != (ulong)dst_len) {
+        return 0u;
+    }
+    uint d = 0u;
+    while (s < src_len) {
+        uchar tag = src[s++];
+        if ((tag & 3u) == 0u) {
+            uint len = (uint)(tag >> 2) + 1u;
+            if (len >= 61u) {
+                uint count = len - 60u;
+                if (src_len - s < count) {
+                    return 0u;
+                }
+                ulong value = 0;
+                for (uint i = 0; i < count; i++) {
+                    value |= (ulong)src[s + i] << (8u * i);
+                }
+                s += count;
+                if (value + 1u > (ulong)(src_len - s) || value + 1u > (ulong)(dst_len - d)) {
+                    return 0u;
+                }
+                len = (uint)value + 1u;
+            } else if (len > src_len - s || len > dst_len - d) {
+                return 0u;
+            }
+            for (uint i = 0; i < len; i++) {
+                dst[d + i] = src[s + i];
+            }
+            s += len;
+            d += len;
+            continue;
+        }
+        uint len;
+        uint offset;
+        if ((tag & 3u) == 1u) {
+            if (s + 1u > src_len) {
+                return 0u;
+            }
+            len = 4u + ((tag >> 2) & 7u);
+            offset = ((uint)(tag >> 5) << 8) | src[s];
+            s += 1u;
+        } else if ((tag & 3u) == 2u) {
+            if (s + 2u > src_len) {
+                return 0u;
+            }
+            len = (uint)(tag >> 2) + 1u;
+            offset = (uint)src[s] | ((uint)src[s + 1] << 8);
+            s += 2u;
+        } else {
+            if (s + 4u > src_len) {
+                return 0u;
+            }
+            len = (uint)(tag >> 2) + 1u;
+            offset = (uint)src[s] | ((uint)src[s + 1] << 8) | ((uint)src[s + 2] << 16) |
+                     ((uint)src[s + 3] << 24);
+            s += 4u;
+        }
+        if (offset == 0u || offset > d || len > dst_len - d) {
+            return 0u;
+        }
+        // Byte by byte: a copy may overlap what it writes.
+        for (uint i = 0; i < len; i++) {
+            dst[d + i] = dst[d + i - offset];
+        }
+        d += len;
+    }
+    return d == dst_len ? 1u : 0u;
+}
+
+// One work item per compressed block: `plan` holds the blocks' compressed
+// offsets in `data`, then their compressed lengths, then where their
+// contents go in `data`, then the contents' lengths (each block's header,
+// parsed on the host). ok[b]: 1 when the block decompressed, else 0.
+__kernel void snappy_decompress(__global uchar* data, __global const uint* plan, uint blocks,
+                                __global uint* ok) {
+    uint b = get_global_id(0);
+    if (b >= blocks) {
+        return;
+    }
+    ok[b] = snappy_decompress_block(data + plan[b], plan[blocks + b], data + plan[2u * blocks + b],
+                                    plan[3u * blocks + b]);
+}
