@@ -267,7 +267,6 @@ impl OpenClExecutor {
             let slice = pipeline::SliceRun {
                 session: &mut session,
                 pool: &self.pool,
-                staging: &self.staging,
                 job,
                 carried: carried.open_entries,
                 gc,

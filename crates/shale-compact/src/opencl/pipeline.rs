@@ -4,24 +4,25 @@
 //! | step | where |
 //! | --- | --- |
 //! | open tables (footer, index block), read the slice's blocks, one read per stretch of a file | host (the reading thread) |
-//! | Snappy decompression of compressed input blocks, and their CRC32C check (their bytes are touched there anyway) | host (the device has no Snappy) |
-//! | CRC32C check of every uncompressed input block | device: `check_block_crc` |
-//! | restart arrays → list of restart groups | host (4 bytes per group) |
+//! | the size of each compressed input block's contents, from its Snappy header | host |
+//! | CRC32C check of every input block as stored | device: `check_block_crc` |
+//! | Snappy decompression of compressed input blocks, once their CRC32C is good | device: `snappy_decompress` |
+//! | restart arrays → list of restart groups | device: `restart_counts`, then `restart_groups` from their prefix sums (kept by the host, per block) |
 //! | parse every restart group into key arena + tuples | device: `unpack_count`, scan, `unpack_parse` |
 //! | merge by rank (Algorithm 1) | device: `check_runs_sorted`, `rank_merge` |
 //! | gc keep/drop per entry | device: `gc_keep` (or host, for C-Compaction) |
 //! | grandparent cursor per entry | device: `grandparent_index`; the cut itself is a host scan over integers |
 //! | stream compaction of kept entries | device: scan, `compact_kept` |
 //!
-//! Only what the device needs goes up: an uncompressed block as stored, a
-//! compressed one as its contents (not also as stored). Values are
+//! The blocks go up as stored (a compressed block's contents are written
+//! on the device, after the stored blocks, in room left for them). Values are
 //! uploaded once with their blocks and never come back until
 //! they are inside encoded output blocks (lazy value movement). One slice
 //! is resident on the device at a time; an allocation past the budget
 //! fails the device path (and the job runs on the CPU).
 //!
 //! The slice's blocks go up on the transfer queue; the checksum kernel
-//! waits on that upload's event while the host lists the restart groups.
+//! waits on that upload's event.
 //!
 //! The entries of the output file left open by the previous slice come in
 //! as the slice's last run (`carried` entries). They sort before every new
@@ -31,12 +32,11 @@
 //! smallest snapshot just before it, and kept entries have none). The
 //! grandparent cutter, which carries over between slices, skips them.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use opencl3::memory::Buffer;
 use rayon::prelude::*;
-use shale_format::format::{decode_block_to, decoded_block_len, BLOCK_TRAILER_LEN};
+use shale_format::format::{decoded_block_len, BLOCK_TRAILER_LEN};
 use shale_format::internal_key::ParsedInternalKey;
 
 use super::device::DeviceError;
@@ -44,12 +44,11 @@ use super::placement::GcSite;
 use super::scan::exclusive_scan_u32;
 use super::session::{mem, Arg, Session, Upload};
 use super::slices::{InputBlock, SliceInput};
-use super::staging::{HostBytes, Pinned, StagingPool};
+use super::staging::HostBytes;
 use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::inputs::shared_user_key_prefix;
 use crate::job::{CompactionJob, PhaseStats};
-use crate::parallel::unpack::restart_groups as restart_groups_of;
 
 /// The entries of a job on the device, in structure-of-arrays form.
 pub(crate) struct DeviceEntries {
@@ -93,8 +92,6 @@ pub(crate) struct GcCarry<'j> {
 pub(crate) struct SliceRun<'a, 's, 'c> {
     pub(crate) session: &'a mut Session<'s>,
     pub(crate) pool: &'a rayon::ThreadPool,
-    /// Pinned host memory that compressed input is decompressed into.
-    pub(crate) staging: &'a Arc<StagingPool>,
     pub(crate) job: &'a CompactionJob,
     /// Entries of the open output file, the slice's last run.
     pub(crate) carried: usize,
@@ -113,6 +110,10 @@ struct CheckedBlocks {
     /// Per run, its first block; then the block count.
     run_first_block: Vec<usize>,
 }
+
+/// Every restart group's start and limit in the slice's data (on the
+/// device), the index of each block's first group, and the group count.
+type RestartGroups = (Buffer<u32>, Buffer<u32>, Vec<usize>, usize);
 
 /// The slice's restart groups on the device, and per group where its
 /// entries and key bytes go.
@@ -216,9 +217,12 @@ impl SliceRun<'_, '_, '_> {
         self.parse(checked, &counted, run_start).map(Some)
     }
 
-    /// Decompresses the blocks on the host and uploads them on the transfer
-    /// queue; the checksum kernel waits for them while the host lists the
-    /// restart groups. Fails on the first block whose CRC32C is wrong.
+    /// Uploads the blocks as stored on the transfer queue, with room after
+    /// them for the contents of the compressed ones; checks every block's
+    /// CRC32C on the device, then decompresses the compressed blocks there
+    /// (`snappy_decompress`) into that room. The host reads only each
+    /// compressed block's header, for its size. Fails on the first block
+    /// whose CRC32C is wrong or whose Snappy data does not decode.
     fn upload_and_check(&mut self, input: SliceInput) -> Result<CheckedBlocks, DeviceError> {
         let session = &mut *self.session;
         let SliceInput {
@@ -229,53 +233,102 @@ impl SliceRun<'_, '_, '_> {
             ..
         } = input;
         let stored = data.as_slice();
-        if stored.len() > u32::MAX as usize {
+        // The compressed blocks, each with where its contents go and their size.
+        let mut compressed = Vec::new();
+        let mut end = stored.len();
+        for (b, block) in blocks.iter().enumerate() {
+            let trailer = (block.raw + block.contents_len) as usize;
+            if stored[trailer] != 0 {
+                let raw = &stored[block.raw as usize..trailer + BLOCK_TRAILER_LEN];
+                let len = decoded_block_len(raw, &names[block.source], block.handle, false)
+                    .map_err(input_error)?;
+                compressed.push((b, end, len));
+                end += len;
+            }
+        }
+        if end > u32::MAX as usize {
             return Err(DeviceError::new(format!(
-                "{} bytes of input blocks: past 32-bit offsets",
-                stored.len()
+                "{end} bytes of input blocks and their contents: past 32-bit offsets"
             )));
         }
-        let upload = match decompress(self.pool, self.staging, &names, stored, &mut blocks)? {
-            Some((pinned, copied)) => {
-                session.counters.host_bytes_copied += copied;
-                drop(data);
-                session.upload_pinned("input blocks", pinned)?
-            }
-            None => match data {
-                HostBytes::Pinned(pinned) => session.upload_pinned("input blocks", pinned)?,
-                HostBytes::Heap(bytes) => session.upload_async("input blocks", bytes)?,
-            },
+        let room = end - stored.len();
+        let upload = match data {
+            HostBytes::Pinned(pinned) => session.upload_pinned("input blocks", pinned, room)?,
+            HostBytes::Heap(bytes) => session.upload_async("input blocks", bytes, room)?,
         };
-        // The blocks still stored with their trailer: their CRC32C is
-        // checked on the device.
-        let unchecked: Vec<usize> = (0..blocks.len()).filter(|&b| !blocks[b].checked).collect();
-        let offsets: Vec<u32> = unchecked.iter().map(|&b| blocks[b].raw).collect();
-        let lengths: Vec<u32> = unchecked.iter().map(|&b| blocks[b].contents_len).collect();
+        let offsets: Vec<u32> = blocks.iter().map(|b| b.raw).collect();
+        let lengths: Vec<u32> = blocks.iter().map(|b| b.contents_len).collect();
         let offset_buffer = session.upload("block offsets", &offsets)?;
         let length_buffer = session.upload("block sizes", &lengths)?;
-        let crc_ok = session.alloc::<u32>("checksum results", unchecked.len())?;
+        let crc_ok = session.alloc::<u32>("checksum results", blocks.len())?;
         session.launch_after(
             "check_block_crc",
-            unchecked.len(),
+            blocks.len(),
             None,
             lengths.iter().map(|&l| u64::from(l) + 1).sum(),
             &[
                 mem(&upload.buffer),
                 mem(&offset_buffer),
                 mem(&length_buffer),
-                Arg::U32(unchecked.len() as u32),
+                Arg::U32(blocks.len() as u32),
                 mem(&crc_ok),
             ],
             &upload.wait_list(),
         )?;
         session.finish_upload(&upload)?;
-        let crc_ok = session.download("checksum results", &crc_ok, unchecked.len())?;
-        if let Some(i) = crc_ok.iter().position(|&ok| ok == 0) {
+        let decoded = if compressed.is_empty() {
+            None
+        } else {
+            // Compressed offsets and sizes, then where the contents go and
+            // their sizes: one upload.
+            let k = compressed.len();
+            let mut plan = vec![0u32; 4 * k];
+            for (i, &(b, at, len)) in compressed.iter().enumerate() {
+                plan[i] = blocks[b].raw;
+                plan[k + i] = blocks[b].contents_len;
+                plan[2 * k + i] = at as u32;
+                plan[3 * k + i] = len as u32;
+            }
+            let plan = session.upload("blocks to decompress", &plan)?;
+            let ok = session.alloc::<u32>("decompression results", k)?;
+            // In order after the checksums: a block is decoded only once
+            // its bytes are known good.
+            session.launch(
+                "snappy_decompress",
+                k,
+                None,
+                room as u64,
+                &[
+                    mem(&upload.buffer),
+                    mem(&plan),
+                    Arg::U32(k as u32),
+                    mem(&ok),
+                ],
+            )?;
+            Some(ok)
+        };
+        let crc_ok = session.download("checksum results", &crc_ok, blocks.len())?;
+        if let Some(b) = crc_ok.iter().position(|&ok| ok == 0) {
             return Err(corrupt(
                 &names,
-                &blocks[unchecked[i]],
+                &blocks[b],
                 "block checksum mismatch (found on the device)",
             ));
+        }
+        if let Some(ok) = decoded {
+            let ok = session.download("decompression results", &ok, compressed.len())?;
+            if let Some(i) = ok.iter().position(|&ok| ok == 0) {
+                return Err(corrupt(
+                    &names,
+                    &blocks[compressed[i].0],
+                    "bad Snappy data (found on the device)",
+                ));
+            }
+            for &(b, at, len) in &compressed {
+                let block = &mut blocks[b];
+                block.contents = at as u32;
+                block.contents_len = len as u32;
+            }
         }
         Ok(CheckedBlocks {
             upload,
@@ -285,16 +338,85 @@ impl SliceRun<'_, '_, '_> {
         })
     }
 
-    /// Lists the restart groups on the host, counts each one's entries and
-    /// key bytes on the device, and scans the counts into offsets.
-    fn count_entries(&mut self, checked: &CheckedBlocks) -> Result<CountedGroups, DeviceError> {
+    /// Lists every block's restart groups on the device (`restart_counts`,
+    /// then `restart_groups` from the counts' prefix sums, which the host
+    /// also keeps per block), with the rules of
+    /// `parallel::unpack::restart_groups_into`.
+    fn restart_groups(&mut self, checked: &CheckedBlocks) -> Result<RestartGroups, DeviceError> {
         let session = &mut *self.session;
         let blocks = &checked.blocks;
-        let (group_start, group_limit, block_first_group) =
-            restart_groups(self.pool, &checked.names, checked.upload.bytes(), blocks)?;
-        let groups = group_start.len();
-        let group_start = session.upload("restart groups", &group_start)?;
-        let group_limit = session.upload("restart groups", &group_limit)?;
+        let m = blocks.len();
+        let mut plan: Vec<u32> = blocks.iter().map(|b| b.contents).collect();
+        plan.extend(blocks.iter().map(|b| b.contents_len));
+        let plan = session.upload("blocks' contents", &plan)?;
+        let counts = session.alloc::<u32>("restart counts", m)?;
+        session.launch(
+            "restart_counts",
+            m,
+            None,
+            m as u64 * 4,
+            &[
+                mem(&checked.upload.buffer),
+                mem(&plan),
+                Arg::U32(m as u32),
+                mem(&counts),
+            ],
+        )?;
+        let counts = session.download("restart counts", &counts, m)?;
+        let mut first = Vec::with_capacity(m);
+        let mut groups = 0usize;
+        for (block, &count) in blocks.iter().zip(&counts) {
+            if count == 0 {
+                let reason = if block.contents_len < 4 {
+                    "block too short for its restart count"
+                } else {
+                    "bad restart count"
+                };
+                return Err(corrupt(&checked.names, block, reason));
+            }
+            first.push(groups);
+            groups += count as usize;
+        }
+        if groups > u32::MAX as usize {
+            return Err(DeviceError::new("restart groups past 32-bit counts"));
+        }
+        let first_buffer: Vec<u32> = first.iter().map(|&f| f as u32).collect();
+        let first_buffer = session.upload("restart groups", &first_buffer)?;
+        let group_start = session.alloc::<u32>("restart groups", groups)?;
+        let group_limit = session.alloc::<u32>("restart groups", groups)?;
+        let bad = session.alloc::<u32>("restart groups", m)?;
+        session.launch(
+            "restart_groups",
+            m,
+            None,
+            groups as u64 * 8,
+            &[
+                mem(&checked.upload.buffer),
+                mem(&plan),
+                Arg::U32(m as u32),
+                mem(&first_buffer),
+                mem(&group_start),
+                mem(&group_limit),
+                mem(&bad),
+            ],
+        )?;
+        let bad = session.download("restart groups", &bad, m)?;
+        if let Some(b) = bad.iter().position(|&bad| bad != 0) {
+            return Err(corrupt(
+                &checked.names,
+                &blocks[b],
+                "restart points out of order",
+            ));
+        }
+        Ok((group_start, group_limit, first, groups))
+    }
+
+    /// Lists the restart groups, counts each one's entries and key bytes on
+    /// the device, and scans the counts into offsets.
+    fn count_entries(&mut self, checked: &CheckedBlocks) -> Result<CountedGroups, DeviceError> {
+        let (group_start, group_limit, block_first_group, groups) = self.restart_groups(checked)?;
+        let session = &mut *self.session;
+        let blocks = &checked.blocks;
         let entry_count = session.alloc::<u32>("entry counts", groups)?;
         let key_bytes = session.alloc::<u32>("key sizes", groups)?;
         let error = session.alloc_zeroed::<u32>("an error flag", 1)?;
@@ -754,137 +876,6 @@ impl SliceRun<'_, '_, '_> {
         let keep_buffer = session.upload("keep flags", &keep)?;
         Ok((keep_buffer, stops))
     }
-}
-
-/// Decompresses the compressed blocks on the host (in parallel), checking
-/// their CRC32C there, where their bytes are touched anyway, and lays the
-/// slice out again with only what the device needs: an uncompressed block
-/// as stored (the device checks its CRC), a compressed one as its contents,
-/// decompressed straight into its place, in pinned memory from `staging`.
-/// Returns that buffer and the bytes the host copied into it (the
-/// uncompressed blocks'; decompressing is not counted as a copy), or `None`
-/// when no block is compressed (`data` then goes up as it is).
-fn decompress(
-    pool: &rayon::ThreadPool,
-    staging: &Arc<StagingPool>,
-    names: &[String],
-    data: &[u8],
-    blocks: &mut [InputBlock],
-) -> Result<Option<(Pinned, u64)>, DeviceError> {
-    let stored_of = |block: &InputBlock| {
-        block.raw as usize..(block.raw + block.contents_len) as usize + BLOCK_TRAILER_LEN
-    };
-    let compressed: Vec<bool> = blocks
-        .iter()
-        .map(|b| data[(b.raw + b.contents_len) as usize] != 0)
-        .collect();
-    if !compressed.contains(&true) {
-        return Ok(None);
-    }
-    let stored: &[u8] = data;
-    // Each block's size in the new layout; a compressed block's checksum
-    // is checked here, before its size is trusted.
-    let sizes: Vec<usize> = pool.install(|| {
-        blocks
-            .par_iter()
-            .zip(&compressed)
-            .map(|(block, &compressed)| {
-                if !compressed {
-                    return Ok(block.contents_len as usize + BLOCK_TRAILER_LEN);
-                }
-                let raw = &stored[stored_of(block)];
-                decoded_block_len(raw, &names[block.source], block.handle, true)
-                    .map_err(input_error)
-            })
-            .collect::<Result<_, _>>()
-    })?;
-    let size: usize = sizes.iter().sum();
-    if size > u32::MAX as usize {
-        return Err(DeviceError::new("decompressed input past 32-bit offsets"));
-    }
-    let mut laid_out = staging.take(size)?;
-    let mut places = Vec::with_capacity(blocks.len());
-    let mut rest = laid_out.bytes_mut();
-    for &len in &sizes {
-        let (place, tail) = rest.split_at_mut(len);
-        places.push(place);
-        rest = tail;
-    }
-    pool.install(|| {
-        places
-            .into_par_iter()
-            .zip(blocks.par_iter())
-            .zip(&compressed)
-            .try_for_each(|((place, block), &compressed)| {
-                let raw = &stored[stored_of(block)];
-                if compressed {
-                    decode_block_to(raw, &names[block.source], block.handle, place)
-                        .map_err(input_error)
-                } else {
-                    place.copy_from_slice(raw);
-                    Ok(())
-                }
-            })
-    })?;
-    let mut copied = 0;
-    let mut at = 0u32;
-    for ((block, &compressed), &len) in blocks.iter_mut().zip(&compressed).zip(&sizes) {
-        if compressed {
-            block.contents_len = len as u32;
-            block.checked = true;
-        } else {
-            copied += len as u64;
-        }
-        block.raw = at;
-        block.contents = at;
-        at += len as u32;
-    }
-    Ok(Some((laid_out, copied)))
-}
-
-/// The restart groups of every block, as absolute `[start, limit)` offsets
-/// in `data`, with the index of each block's first group. Validates the
-/// restart arrays with `parallel::unpack::restart_groups`, as
-/// `parallel::unpack::unpack_block` does.
-#[allow(
-    clippy::type_complexity,
-    reason = "three parallel arrays, named at the call"
-)]
-fn restart_groups(
-    pool: &rayon::ThreadPool,
-    names: &[String],
-    data: &[u8],
-    blocks: &[InputBlock],
-) -> Result<(Vec<u32>, Vec<u32>, Vec<usize>), DeviceError> {
-    let per_block: Vec<Vec<(u32, u32)>> = pool.install(|| {
-        blocks
-            .par_iter()
-            .map(|block| {
-                let contents =
-                    &data[block.contents as usize..(block.contents + block.contents_len) as usize];
-                let groups = restart_groups_of(contents)
-                    .map_err(|(_, reason)| corrupt(names, block, reason))?;
-                Ok(groups
-                    .into_iter()
-                    .map(|(start, limit)| {
-                        (block.contents + start as u32, block.contents + limit as u32)
-                    })
-                    .collect())
-            })
-            .collect::<Result<_, _>>()
-    })?;
-    let total = per_block.iter().map(Vec::len).sum();
-    let mut starts = Vec::with_capacity(total);
-    let mut limits = Vec::with_capacity(total);
-    let mut block_first_group = Vec::with_capacity(blocks.len());
-    for groups in per_block {
-        block_first_group.push(starts.len());
-        for (start, limit) in groups {
-            starts.push(start);
-            limits.push(limit);
-        }
-    }
-    Ok((starts, limits, block_first_group))
 }
 
 /// The result of gc: keep flags on the device, and what the grandparent

@@ -79,21 +79,12 @@ pub(crate) struct Upload<T> {
     pub(crate) buffer: Buffer<T>,
     /// `None` when there was nothing to copy.
     event: Option<Event>,
-    host: Vec<T>,
-    /// Where the bytes come from instead of `host`, when they are pinned.
-    pinned: Option<Pinned>,
+    /// The host data the transfer reads, kept alive until it is done.
+    _host: Vec<T>,
+    /// Where the bytes come from instead, when they are pinned.
+    _pinned: Option<Pinned>,
     /// Bytes copied.
     bytes: u64,
-}
-
-impl Upload<u8> {
-    /// The bytes being uploaded (the host may read them meanwhile).
-    pub(crate) fn bytes(&self) -> &[u8] {
-        match &self.pinned {
-            Some(pinned) => pinned.bytes(),
-            None => &self.host,
-        }
-    }
 }
 
 impl<T> Upload<T> {
@@ -393,15 +384,17 @@ impl<'d> Session<'d> {
         Ok(buffer)
     }
 
-    /// Starts copying `data` into a new buffer on the transfer queue and
+    /// Starts copying `data` into a new buffer, with `room` more elements
+    /// after it (for what kernels write there), on the transfer queue and
     /// returns at once; kernels that read the buffer wait on the upload's
     /// event.
     pub(crate) fn upload_async<T: Copy>(
         &mut self,
         what: &str,
         data: Vec<T>,
+        room: usize,
     ) -> Result<Upload<T>, DeviceError> {
-        let mut buffer = self.alloc::<T>(what, data.len())?;
+        let mut buffer = self.alloc::<T>(what, data.len() + room)?;
         // SAFETY: `data` moves into the returned Upload, which waits for
         // the event before it frees the data; moving a Vec moves no bytes.
         let event = unsafe { self.enqueue_upload(what, &mut buffer, &data) }?;
@@ -409,8 +402,8 @@ impl<'d> Session<'d> {
             buffer,
             event,
             bytes: size_of_val(data.as_slice()) as u64,
-            host: data,
-            pinned: None,
+            _host: data,
+            _pinned: None,
         })
     }
 
@@ -420,8 +413,9 @@ impl<'d> Session<'d> {
         &mut self,
         what: &str,
         pinned: Pinned,
+        room: usize,
     ) -> Result<Upload<u8>, DeviceError> {
-        let mut buffer = self.alloc::<u8>(what, pinned.bytes().len())?;
+        let mut buffer = self.alloc::<u8>(what, pinned.bytes().len() + room)?;
         // SAFETY: `pinned` moves into the returned Upload, which waits for
         // the event before it lets the mapping go back to its pool.
         let event = unsafe { self.enqueue_upload(what, &mut buffer, pinned.bytes()) }?;
@@ -430,8 +424,8 @@ impl<'d> Session<'d> {
             buffer,
             event,
             bytes: pinned.bytes().len() as u64,
-            host: Vec::new(),
-            pinned: Some(pinned),
+            _host: Vec::new(),
+            _pinned: Some(pinned),
         })
     }
 

@@ -57,24 +57,21 @@ pub(crate) struct InputBlock {
     pub(crate) source: usize,
     /// Where the block was in its file (size: its stored contents).
     pub(crate) handle: BlockHandle,
-    /// Offset of the block as stored (contents, type byte, CRC); once
-    /// `decompress` has replaced a compressed block by its contents, the
-    /// offset of those (`checked` is then set).
+    /// Offset of the block as stored (contents, type byte, CRC).
     pub(crate) raw: u32,
-    /// Its checksum was verified on the host (where it was decompressed),
-    /// so the slice's buffer holds only its contents, without a trailer.
-    pub(crate) checked: bool,
-    /// Offset of its uncompressed contents (`raw` unless compressed).
+    /// Offset of its uncompressed contents: `raw`, or for a compressed
+    /// block, once the device has decompressed it, where they were written
+    /// after the stored blocks.
     pub(crate) contents: u32,
-    /// Length of the uncompressed contents.
+    /// Length of its contents: as stored, then, once decompressed, the
+    /// uncompressed length.
     pub(crate) contents_len: u32,
 }
 
 /// The input of one slice, read and ready to upload.
 #[derive(Debug, Default)]
 pub(crate) struct SliceInput {
-    /// The blocks as stored, then the decompressed contents of compressed
-    /// ones (appended by `decompress`).
+    /// The blocks as stored.
     pub(crate) data: HostBytes,
     /// The blocks, run after run, each run in key order.
     pub(crate) blocks: Vec<InputBlock>,
@@ -105,7 +102,6 @@ impl SliceInput {
             source,
             handle,
             raw: range.start as u32,
-            checked: false,
             contents: range.start as u32,
             contents_len: (range.len() - BLOCK_TRAILER_LEN) as u32,
         });
@@ -128,7 +124,6 @@ impl SliceInput {
             source,
             handle,
             raw: raw as u32,
-            checked: false,
             contents: raw as u32,
             contents_len: (stored.len() - BLOCK_TRAILER_LEN) as u32,
         });
@@ -260,8 +255,8 @@ impl SlicePlanner {
             return Ok(None);
         }
         let limit = self.next_limit();
-        // Read straight into pinned memory, which goes up as it is when no
-        // block needs decompressing; sized for a slice and its margin.
+        // Read straight into pinned memory, which goes up as it is; sized
+        // for a slice and its margin.
         let data = match &self.staging {
             Some(pool) => {
                 let expected = self.slice_input_bytes.min(MAX_PINNED_SLICE_GUESS);

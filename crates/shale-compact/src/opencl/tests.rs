@@ -1794,9 +1794,9 @@ fn corrupt_input_is_reported_by_the_cpu_path() {
 }
 
 #[test]
-fn a_corrupt_compressed_block_is_found_where_it_is_decompressed() {
+fn a_corrupt_compressed_block_is_found_before_it_is_decompressed() {
     // Values that compress: every block is stored with Snappy, goes up as
-    // its contents only, and the host checks it as it decompresses it.
+    // stored, and the device checks its CRC32C before it decompresses it.
     let repeated = |rng: &mut Rng| Some(vec![b'a' + (rng.below(4) as u8); 40]);
     assert_corruption_caught(14, &settings(true, None, 4096, 16), &repeated);
 }

@@ -134,23 +134,12 @@ pub fn unpack_block_into(
     })
 }
 
-/// The restart groups of a block's contents as `[start, limit)` offsets,
-/// after checking its restart array: a count that fits the block, and
-/// points in order that tile the entries. On a bad array, the offset within
-/// the contents and what is wrong.
-#[cfg_attr(
-    not(feature = "opencl"),
-    allow(dead_code, reason = "the opencl executor's twin; used by it")
-)]
-pub fn restart_groups(
-    contents: &[u8],
-) -> std::result::Result<Vec<(usize, usize)>, (usize, &'static str)> {
-    let mut groups = Vec::new();
-    restart_groups_into(contents, &mut groups)?;
-    Ok(groups)
-}
-
-/// [`restart_groups`] into `groups`, replacing what it held.
+/// The restart groups of a block's `contents` as `[start, limit)` offsets,
+/// into `groups` (replacing what it held), after checking its restart
+/// array: a count that fits the block, and points in order that tile the
+/// entries. On a bad array, the offset within the contents and what is
+/// wrong. (The `opencl` executor's `restart_counts` and `restart_groups`
+/// kernels apply the same rules.)
 pub fn restart_groups_into(
     contents: &[u8],
     groups: &mut Vec<(usize, usize)>,

@@ -107,3 +107,58 @@ __kernel void unpack_parse(__global const uchar* data, __global const uint* grou
         e++;
     }
 }
+
+// The restart groups of every block, in two passes (the rules of
+// parallel::unpack::restart_groups_into). `blocks_plan` holds the blocks'
+// contents offsets in `data`, then their lengths. First, one work item per
+// block: its restart count, or 0 when the block is too short for one or
+// the count does not fit the block (a block has at least one restart).
+__kernel void restart_counts(__global const uchar* data, __global const uint* blocks_plan,
+                             uint blocks, __global uint* count) {
+    uint b = get_global_id(0);
+    if (b >= blocks) {
+        return;
+    }
+    uint at = blocks_plan[b];
+    uint size = blocks_plan[blocks + b];
+    uint n = 0u;
+    if (size >= 4u) {
+        n = load_fixed32(data + at + size - 4u);
+        if (n > (size - 4u) / 4u) {
+            n = 0u;
+        }
+    }
+    count[b] = n;
+}
+
+// Then, one work item per block: its groups' absolute [start, limit) in
+// `data`, from group first[b] on (an exclusive scan of the counts). Sets
+// bad[b] when the restart points are out of order.
+__kernel void restart_groups(__global const uchar* data, __global const uint* blocks_plan,
+                             uint blocks, __global const uint* first,
+                             __global uint* group_start, __global uint* group_limit,
+                             __global uint* bad) {
+    uint b = get_global_id(0);
+    if (b >= blocks) {
+        return;
+    }
+    uint at = blocks_plan[b];
+    uint size = blocks_plan[blocks + b];
+    uint n = load_fixed32(data + at + size - 4u);
+    uint restarts = size - (1u + n) * 4u;
+    uint previous_end = 0u;
+    uint out = first[b];
+    uint failed = 0u;
+    for (uint g = 0; g < n; g++) {
+        uint start = load_fixed32(data + at + restarts + 4u * g);
+        uint limit = g + 1u < n ? load_fixed32(data + at + restarts + 4u * (g + 1u)) : restarts;
+        if (start != previous_end || limit < start || limit > restarts) {
+            failed = 1u;
+            break;
+        }
+        group_start[out + g] = at + start;
+        group_limit[out + g] = at + limit;
+        previous_end = limit;
+    }
+    bad[b] = failed;
+}
