@@ -276,23 +276,22 @@ impl SliceRun<'_, '_, '_> {
             &upload.wait_list(),
         )?;
         session.finish_upload(&upload)?;
-        let decoded = if compressed.is_empty() {
-            None
-        } else {
+        if !compressed.is_empty() {
             // Compressed offsets and sizes, then where the contents go and
             // their sizes: one upload.
             let k = compressed.len();
-            let mut plan = vec![0u32; 4 * k];
+            let mut plan = vec![0u32; 5 * k];
             for (i, &(b, at, len)) in compressed.iter().enumerate() {
                 plan[i] = blocks[b].raw;
                 plan[k + i] = blocks[b].contents_len;
                 plan[2 * k + i] = at as u32;
                 plan[3 * k + i] = len as u32;
+                plan[4 * k + i] = b as u32;
             }
             let plan = session.upload("blocks to decompress", &plan)?;
-            let ok = session.alloc::<u32>("decompression results", k)?;
             // In order after the checksums: a block is decoded only once
-            // its bytes are known good.
+            // its bytes are known good, and one that does not decode fails
+            // its checksum result (one read-back for both).
             session.launch(
                 "snappy_decompress",
                 k,
@@ -302,33 +301,23 @@ impl SliceRun<'_, '_, '_> {
                     mem(&upload.buffer),
                     mem(&plan),
                     Arg::U32(k as u32),
-                    mem(&ok),
+                    mem(&crc_ok),
                 ],
             )?;
-            Some(ok)
-        };
+        }
         let crc_ok = session.download("checksum results", &crc_ok, blocks.len())?;
         if let Some(b) = crc_ok.iter().position(|&ok| ok == 0) {
-            return Err(corrupt(
-                &names,
-                &blocks[b],
-                "block checksum mismatch (found on the device)",
-            ));
+            let what = if compressed.iter().any(|&(c, _, _)| c == b) {
+                "block checksum mismatch or bad Snappy data (found on the device)"
+            } else {
+                "block checksum mismatch (found on the device)"
+            };
+            return Err(corrupt(&names, &blocks[b], what));
         }
-        if let Some(ok) = decoded {
-            let ok = session.download("decompression results", &ok, compressed.len())?;
-            if let Some(i) = ok.iter().position(|&ok| ok == 0) {
-                return Err(corrupt(
-                    &names,
-                    &blocks[compressed[i].0],
-                    "bad Snappy data (found on the device)",
-                ));
-            }
-            for &(b, at, len) in &compressed {
-                let block = &mut blocks[b];
-                block.contents = at as u32;
-                block.contents_len = len as u32;
-            }
+        for &(b, at, len) in &compressed {
+            let block = &mut blocks[b];
+            block.contents = at as u32;
+            block.contents_len = len as u32;
         }
         Ok(CheckedBlocks {
             upload,
@@ -342,7 +331,11 @@ impl SliceRun<'_, '_, '_> {
     /// then `restart_groups` from the counts' prefix sums, which the host
     /// also keeps per block), with the rules of
     /// `parallel::unpack::restart_groups_into`.
-    fn restart_groups(&mut self, checked: &CheckedBlocks) -> Result<RestartGroups, DeviceError> {
+    fn restart_groups(
+        &mut self,
+        checked: &CheckedBlocks,
+        error: &Buffer<u32>,
+    ) -> Result<RestartGroups, DeviceError> {
         let session = &mut *self.session;
         let blocks = &checked.blocks;
         let m = blocks.len();
@@ -384,7 +377,6 @@ impl SliceRun<'_, '_, '_> {
         let first_buffer = session.upload("restart groups", &first_buffer)?;
         let group_start = session.alloc::<u32>("restart groups", groups)?;
         let group_limit = session.alloc::<u32>("restart groups", groups)?;
-        let bad = session.alloc::<u32>("restart groups", m)?;
         session.launch(
             "restart_groups",
             m,
@@ -397,29 +389,24 @@ impl SliceRun<'_, '_, '_> {
                 mem(&first_buffer),
                 mem(&group_start),
                 mem(&group_limit),
-                mem(&bad),
+                mem(error),
             ],
         )?;
-        let bad = session.download("restart groups", &bad, m)?;
-        if let Some(b) = bad.iter().position(|&bad| bad != 0) {
-            return Err(corrupt(
-                &checked.names,
-                &blocks[b],
-                "restart points out of order",
-            ));
-        }
         Ok((group_start, group_limit, first, groups))
     }
 
     /// Lists the restart groups, counts each one's entries and key bytes on
     /// the device, and scans the counts into offsets.
     fn count_entries(&mut self, checked: &CheckedBlocks) -> Result<CountedGroups, DeviceError> {
-        let (group_start, group_limit, block_first_group, groups) = self.restart_groups(checked)?;
+        // One flag for restart arrays out of order and groups that do not
+        // parse: one read-back.
+        let error = self.session.alloc_zeroed::<u32>("an error flag", 1)?;
+        let (group_start, group_limit, block_first_group, groups) =
+            self.restart_groups(checked, &error)?;
         let session = &mut *self.session;
         let blocks = &checked.blocks;
         let entry_count = session.alloc::<u32>("entry counts", groups)?;
         let key_bytes = session.alloc::<u32>("key sizes", groups)?;
-        let error = session.alloc_zeroed::<u32>("an error flag", 1)?;
         session.launch(
             "unpack_count",
             groups,
@@ -435,7 +422,10 @@ impl SliceRun<'_, '_, '_> {
                 mem(&error),
             ],
         )?;
-        session.check_flag("an input restart group does not parse", &error)?;
+        session.check_flag(
+            "an input block's restart points are out of order, or a restart group does not parse",
+            &error,
+        )?;
         let (entry_base, total) =
             exclusive_scan_u32(session, "entry offsets", &entry_count, groups)?;
         let (key_base, key_total) = exclusive_scan_u32(session, "key offsets", &key_bytes, groups)?;

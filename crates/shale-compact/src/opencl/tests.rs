@@ -344,10 +344,11 @@ fn snappy_decompression_accepts_what_snap_accepts_and_gives_its_bytes() {
         }
         let n = blocks.len();
         let mut data = Vec::new();
-        let mut plan = vec![0u32; 4 * n];
+        let mut plan = vec![0u32; 5 * n];
         for (b, (input, _)) in blocks.iter().enumerate() {
             plan[b] = data.len() as u32;
             plan[n + b] = input.len() as u32;
+            plan[4 * n + b] = b as u32;
             data.extend_from_slice(input);
         }
         for (b, &(_, len)) in blocks.iter().enumerate() {
@@ -357,7 +358,8 @@ fn snappy_decompression_accepts_what_snap_accepts_and_gives_its_bytes() {
         }
         let buffer = s.upload("t", &data).unwrap();
         let plan_buffer = s.upload("t", &plan).unwrap();
-        let ok = s.alloc::<u32>("t", n).unwrap();
+        // Every checksum good: each block is decoded.
+        let ok = s.upload("t", &vec![1u32; n]).unwrap();
         s.launch(
             "snappy_decompress",
             n,
@@ -1934,8 +1936,8 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     assert!(pinned_after_first > 0);
     assert_eq!(executor.stats().pinned_host_bytes, pinned_after_first);
     // The host blocks to read results it needs (sizes, error flags once
-    // per phase, each file's blocks, and with Snappy the compressed
-    // lengths), not once per kernel: the filters of all files are one pair
+    // per phase, the blocks' restart counts, each file's blocks, and with
+    // Snappy the compressed lengths), not once per kernel: the filters of all files are one pair
     // of launches and one download.
     assert!(output_files > 2, "{output_files} files");
     assert!(

@@ -309,13 +309,19 @@ inline uint snappy_decompress_block(__global const uchar* src, uint src_len,
 // One work item per compressed block: `plan` holds the blocks' compressed
 // offsets in `data`, then their compressed lengths, then where their
 // contents go in `data`, then the contents' lengths (each block's header,
-// parsed on the host). ok[b]: 1 when the block decompressed, else 0.
+// parsed on the host), then the blocks' indices in `ok`. A block whose
+// ok[index] is 1 (its checksum is good) is decompressed, and its ok[index]
+// set to 0 when its Snappy data does not decode.
 __kernel void snappy_decompress(__global uchar* data, __global const uint* plan, uint blocks,
                                 __global uint* ok) {
     uint b = get_global_id(0);
     if (b >= blocks) {
         return;
     }
-    ok[b] = snappy_decompress_block(data + plan[b], plan[blocks + b], data + plan[2u * blocks + b],
-                                    plan[3u * blocks + b]);
+    uint index = plan[4u * blocks + b];
+    if (ok[index] == 1u &&
+        snappy_decompress_block(data + plan[b], plan[blocks + b], data + plan[2u * blocks + b],
+                                plan[3u * blocks + b]) == 0u) {
+        ok[index] = 0u;
+    }
 }

@@ -132,12 +132,14 @@ __kernel void restart_counts(__global const uchar* data, __global const uint* bl
 }
 
 // Then, one work item per block: its groups' absolute [start, limit) in
-// `data`, from group first[b] on (an exclusive scan of the counts). Sets
-// bad[b] when the restart points are out of order.
+// `data`, from group first[b] on (an exclusive scan of the counts). When
+// the restart points are out of order it sets *error (the flag
+// unpack_count sets too) and makes every group of the block empty, so
+// that the kernels after it read nothing outside the block.
 __kernel void restart_groups(__global const uchar* data, __global const uint* blocks_plan,
                              uint blocks, __global const uint* first,
                              __global uint* group_start, __global uint* group_limit,
-                             __global uint* bad) {
+                             __global uint* error) {
     uint b = get_global_id(0);
     if (b >= blocks) {
         return;
@@ -148,17 +150,19 @@ __kernel void restart_groups(__global const uchar* data, __global const uint* bl
     uint restarts = size - (1u + n) * 4u;
     uint previous_end = 0u;
     uint out = first[b];
-    uint failed = 0u;
     for (uint g = 0; g < n; g++) {
         uint start = load_fixed32(data + at + restarts + 4u * g);
         uint limit = g + 1u < n ? load_fixed32(data + at + restarts + 4u * (g + 1u)) : restarts;
         if (start != previous_end || limit < start || limit > restarts) {
-            failed = 1u;
-            break;
+            *error = 1u;
+            for (uint e = 0; e < n; e++) {
+                group_start[out + e] = at;
+                group_limit[out + e] = at;
+            }
+            return;
         }
         group_start[out + g] = at + start;
         group_limit[out + g] = at + limit;
         previous_end = limit;
     }
-    bad[b] = failed;
 }
