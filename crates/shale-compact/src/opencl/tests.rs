@@ -1804,6 +1804,53 @@ fn a_corrupt_compressed_block_is_found_before_it_is_decompressed() {
 }
 
 #[test]
+fn a_compressed_block_that_does_not_decode_is_refused_with_a_good_checksum() {
+    use shale_format::format::{decode_block, BlockHandle, Footer, FOOTER_LEN};
+    use shale_format::iterator::KvIterator;
+    let repeated = |rng: &mut Rng| Some(vec![b'a' + (rng.below(4) as u8); 40]);
+    let Some(executor) = executor(OpenClOptions::default()) else {
+        return;
+    };
+    let executor = Arc::new(executor);
+    let (job, files) = make_job(
+        15,
+        2,
+        200,
+        &settings(true, None, 4096, 16),
+        TableSettings::default(),
+        &repeated,
+    );
+    // The first data block starts the file; its size is the index's first
+    // entry.
+    let mut bytes = files[&1].as_ref().clone();
+    let footer = Footer::decode(&bytes[bytes.len() - FOOTER_LEN..]).unwrap();
+    let index = footer.index_handle;
+    let stored = bytes[index.offset as usize..(index.offset + index.size) as usize + 5].to_vec();
+    let index =
+        shale_format::block::Block::new(decode_block(stored, "t", index, true).unwrap()).unwrap();
+    let mut first = index.iter(Arc::new(shale_format::comparator::BytewiseComparator));
+    first.seek_to_first();
+    let size = BlockHandle::decode(first.value()).unwrap().size as usize;
+    assert_eq!(bytes[size], CompressionType::Snappy as u8);
+    // Its Snappy header kept, its body copies from before the start, and
+    // its checksum made good again: only decoding finds it.
+    let header = (0..5).find(|&i| bytes[i] < 0x80).unwrap() + 1;
+    bytes[header..size].fill(0xff);
+    let checksum = block_checksum(&bytes[..size], CompressionType::Snappy);
+    bytes[size + 1..size + 5].copy_from_slice(&checksum.to_le_bytes());
+    let mut damaged = files.clone();
+    damaged.insert(1, Arc::new(bytes));
+    let error = on_cpu_too(&executor)
+        .run(&job, &MemIo::new(damaged.clone()))
+        .unwrap_err();
+    assert!(
+        matches!(error, shale_format::Error::Corruption { .. }),
+        "{error}"
+    );
+    assert_refused(&executor, &job, &damaged, "bad Snappy data");
+}
+
+#[test]
 fn slices_give_the_same_tables_and_overlap_reading_with_the_device() {
     // Overlapping runs with Snappy input, Bloom filters, grandparents and
     // 8 KiB output files; slices of 1 to 64 KiB cut through input blocks
