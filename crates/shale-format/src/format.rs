@@ -154,6 +154,12 @@ pub fn compression_pays(raw_len: usize, compressed_len: usize) -> bool {
     compressed_len < raw_len - raw_len / 8
 }
 
+/// The most bytes Snappy compression of `len` bytes writes
+/// (`snap::raw::max_compress_len`); 0 past what Snappy can compress.
+pub fn snappy_max_compressed_len(len: usize) -> usize {
+    snap::raw::max_compress_len(len)
+}
+
 /// Snappy-compresses `raw` into `out` (resized as needed) with a per-thread
 /// encoder; the compressed length, or `None` on failure.
 fn snappy_compress(raw: &[u8], out: &mut Vec<u8>) -> Option<usize> {

@@ -41,9 +41,10 @@
 //! (`block_trailers`) when the table stores blocks uncompressed, or after
 //! each block as stored (`place_stored_blocks`) with Snappy. Either way a
 //! file's data blocks come back exactly as the file holds them, and the
-//! host writes them in one piece. Snappy on the device takes the host's
-//! largest remaining cost off it: compressing on the host pool cost about
-//! 1.5 CPU-s per GB written (`docs/results/opencl-pocl.md`).
+//! host writes them in one piece. Snappy on the device takes what was the
+//! host's largest cost off it: compressing on the host pool took 0.40-0.43
+//! of the executor's 0.84-0.87 CPU-s per run in
+//! `docs/results/opencl-pocl.md`, "Snappy on the device".
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -51,7 +52,9 @@ use std::sync::Arc;
 use opencl3::memory::Buffer;
 use shale_format::bloom::{filter_bits, probes_for_bits_per_key};
 use shale_format::filter_block::{assemble_filters, plan_filters};
-use shale_format::format::{compression_pays, CompressionType, BLOCK_TRAILER_LEN};
+use shale_format::format::{
+    compression_pays, snappy_max_compressed_len, CompressionType, BLOCK_TRAILER_LEN,
+};
 use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
 
@@ -226,15 +229,26 @@ impl BlockPlan {
     /// The bytes of `blocks` (indices into `ranges`) in the output buffer,
     /// the last one's trailer included when it is in place.
     fn bytes_of(&self, blocks: Range<usize>) -> Range<usize> {
-        let layout = &self.blocks;
-        let start = layout.get(blocks.start).map_or(self.out_len, |b| b.start);
-        let end = blocks
-            .end
-            .checked_sub(1)
-            .and_then(|b| layout.get(b))
-            .map_or(start, |b| (b.end + self.trailer_gap).max(start));
-        start..end
+        span(&self.blocks, blocks, self.trailer_gap, self.out_len)
     }
+}
+
+/// The bytes of `blocks` (indices into `layout`, each block's bytes in its
+/// buffer), from the first one's start to the last one's end and `trailer`
+/// bytes after it; empty at `empty_at` when `blocks` is.
+fn span(
+    layout: &[Range<usize>],
+    blocks: Range<usize>,
+    trailer: usize,
+    empty_at: usize,
+) -> Range<usize> {
+    let start = layout.get(blocks.start).map_or(empty_at, |b| b.start);
+    let end = blocks
+        .end
+        .checked_sub(1)
+        .and_then(|b| layout.get(b))
+        .map_or(start, |b| (b.end + trailer).max(start));
+    start..end
 }
 
 /// The encoded blocks coming back: one read per finished file, and one for
@@ -830,19 +844,8 @@ struct StoredBlocks {
 impl StoredBlocks {
     /// The bytes of `blocks` with their trailers.
     fn bytes_of(&self, blocks: Range<usize>) -> Range<usize> {
-        let start = self.blocks.get(blocks.start).map_or(0, |b| b.start);
-        let end = blocks
-            .end
-            .checked_sub(1)
-            .and_then(|b| self.blocks.get(b))
-            .map_or(start, |b| b.end + BLOCK_TRAILER_LEN);
-        start..end
+        span(&self.blocks, blocks, BLOCK_TRAILER_LEN, 0)
     }
-}
-
-/// `snap::raw::max_compress_len`: the most bytes Snappy writes for `len`.
-fn snappy_max_compressed_len(len: usize) -> usize {
-    32 + len + len / 6
 }
 
 /// Entries of the hash table `snappy_compress` uses for a block of `len`

@@ -1764,11 +1764,17 @@ fn running_past_the_budget_hands_the_job_to_the_cpu() {
     assert!(fallback.contains("the device failed") && fallback.contains("budget"));
 }
 
-/// A job whose first input file has one byte flipped (at offset 100, in
-/// its first block): run with the CPU behind it, the corruption is
-/// reported; run on the device alone, the job is refused for a bad
-/// checksum and leaves no file. Undamaged, it gives streaming's tables.
-fn assert_corruption_caught(seed: u64, input: &TableSettings, value: &ValueMaker) {
+/// A job whose first input file `damage` changes: run with the CPU behind
+/// it, the corruption is reported; run on the device alone, the job is
+/// refused saying `why` and leaves no file. Undamaged, it gives streaming's
+/// tables.
+fn assert_corruption_caught(
+    seed: u64,
+    input: &TableSettings,
+    value: &ValueMaker,
+    damage: impl FnOnce(&mut [u8]),
+    why: &str,
+) {
     let Some(executor) = executor(OpenClOptions::default()) else {
         return;
     };
@@ -1776,7 +1782,7 @@ fn assert_corruption_caught(seed: u64, input: &TableSettings, value: &ValueMaker
     let (job, files) = make_job(seed, 2, 200, input, TableSettings::default(), value);
     let mut damaged = files.clone();
     let mut bytes = files[&1].as_ref().clone();
-    bytes[100] ^= 0x40;
+    damage(&mut bytes);
     damaged.insert(1, Arc::new(bytes));
     let error = on_cpu_too(&executor)
         .run(&job, &MemIo::new(damaged.clone()))
@@ -1785,14 +1791,25 @@ fn assert_corruption_caught(seed: u64, input: &TableSettings, value: &ValueMaker
         matches!(error, shale_format::Error::Corruption { .. }),
         "{error}"
     );
-    assert_refused(&executor, &job, &damaged, "checksum");
+    assert_refused(&executor, &job, &damaged, why);
     assert_same_as_streaming(executor.as_ref(), &job, &files);
+}
+
+/// Flips one byte at offset 100, in the file's first block.
+fn flip_byte_100(bytes: &mut [u8]) {
+    bytes[100] ^= 0x40;
 }
 
 #[test]
 fn corrupt_input_is_reported_by_the_cpu_path() {
     // Uncompressed input: the device's CRC check sees the bad block first.
-    assert_corruption_caught(13, &settings(false, None, 4096, 16), &small_values);
+    assert_corruption_caught(
+        13,
+        &settings(false, None, 4096, 16),
+        &small_values,
+        flip_byte_100,
+        "checksum",
+    );
 }
 
 #[test]
@@ -1800,7 +1817,13 @@ fn a_corrupt_compressed_block_is_found_before_it_is_decompressed() {
     // Values that compress: every block is stored with Snappy, goes up as
     // stored, and the device checks its CRC32C before it decompresses it.
     let repeated = |rng: &mut Rng| Some(vec![b'a' + (rng.below(4) as u8); 40]);
-    assert_corruption_caught(14, &settings(true, None, 4096, 16), &repeated);
+    assert_corruption_caught(
+        14,
+        &settings(true, None, 4096, 16),
+        &repeated,
+        flip_byte_100,
+        "checksum",
+    );
 }
 
 #[test]
@@ -1808,46 +1831,33 @@ fn a_compressed_block_that_does_not_decode_is_refused_with_a_good_checksum() {
     use shale_format::format::{decode_block, BlockHandle, Footer, FOOTER_LEN};
     use shale_format::iterator::KvIterator;
     let repeated = |rng: &mut Rng| Some(vec![b'a' + (rng.below(4) as u8); 40]);
-    let Some(executor) = executor(OpenClOptions::default()) else {
-        return;
-    };
-    let executor = Arc::new(executor);
-    let (job, files) = make_job(
-        15,
-        2,
-        200,
-        &settings(true, None, 4096, 16),
-        TableSettings::default(),
-        &repeated,
-    );
     // The first data block starts the file; its size is the index's first
-    // entry.
-    let mut bytes = files[&1].as_ref().clone();
-    let footer = Footer::decode(&bytes[bytes.len() - FOOTER_LEN..]).unwrap();
-    let index = footer.index_handle;
-    let stored = bytes[index.offset as usize..(index.offset + index.size) as usize + 5].to_vec();
-    let index =
-        shale_format::block::Block::new(decode_block(stored, "t", index, true).unwrap()).unwrap();
-    let mut first = index.iter(Arc::new(shale_format::comparator::BytewiseComparator));
-    first.seek_to_first();
-    let size = BlockHandle::decode(first.value()).unwrap().size as usize;
-    assert_eq!(bytes[size], CompressionType::Snappy as u8);
-    // Its Snappy header kept, its body copies from before the start, and
-    // its checksum made good again: only decoding finds it.
-    let header = (0..5).find(|&i| bytes[i] < 0x80).unwrap() + 1;
-    bytes[header..size].fill(0xff);
-    let checksum = block_checksum(&bytes[..size], CompressionType::Snappy);
-    bytes[size + 1..size + 5].copy_from_slice(&checksum.to_le_bytes());
-    let mut damaged = files.clone();
-    damaged.insert(1, Arc::new(bytes));
-    let error = on_cpu_too(&executor)
-        .run(&job, &MemIo::new(damaged.clone()))
-        .unwrap_err();
-    assert!(
-        matches!(error, shale_format::Error::Corruption { .. }),
-        "{error}"
+    // entry. Its Snappy header kept, its body copies from before the start,
+    // and its checksum made good again: only decoding finds it.
+    let break_snappy = |bytes: &mut [u8]| {
+        let footer = Footer::decode(&bytes[bytes.len() - FOOTER_LEN..]).unwrap();
+        let index = footer.index_handle;
+        let stored =
+            bytes[index.offset as usize..(index.offset + index.size) as usize + 5].to_vec();
+        let index =
+            shale_format::block::Block::new(decode_block(stored, "t", index, true).unwrap())
+                .unwrap();
+        let mut first = index.iter(Arc::new(shale_format::comparator::BytewiseComparator));
+        first.seek_to_first();
+        let size = BlockHandle::decode(first.value()).unwrap().size as usize;
+        assert_eq!(bytes[size], CompressionType::Snappy as u8);
+        let header = (0..5).find(|&i| bytes[i] < 0x80).unwrap() + 1;
+        bytes[header..size].fill(0xff);
+        let checksum = block_checksum(&bytes[..size], CompressionType::Snappy);
+        bytes[size + 1..size + 5].copy_from_slice(&checksum.to_le_bytes());
+    };
+    assert_corruption_caught(
+        15,
+        &settings(true, None, 4096, 16),
+        &repeated,
+        break_snappy,
+        "bad Snappy data",
     );
-    assert_refused(&executor, &job, &damaged, "bad Snappy data");
 }
 
 #[test]
