@@ -92,6 +92,7 @@ class _DeviceCounters(TypedDict):
     device_allocations: int
     host_bytes_copied: int
     host_thread_cpu_nanos: int
+    pinned_bytes_mapped: int
 
 class _FallbackStats(TypedDict):
     jobs: int

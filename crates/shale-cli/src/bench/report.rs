@@ -596,7 +596,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             lines[at + 1],
-            "  host cost: 40 launches, 10 transfers (0.0 MB up, 0.0 from pinned memory; 0.0 MB down, 0.0 into pinned memory), 6 waits, 2 allocations, 0.0 MB copied on the host, 0.300 CPU-s in the executor's threads; per job 3.0 waits, 1.0 allocations"
+            "  host cost: 40 launches, 10 transfers (0.0 MB up, 0.0 from pinned memory; 0.0 MB down, 0.0 into pinned memory), 6 waits, 2 allocations, 0.0 MB copied on the host, 0.300 CPU-s in the executor's threads, 0.0 MB of pinned memory mapped; per job 3.0 waits, 1.0 allocations"
         );
         assert!(lines[at + 2].starts_with("Executor parallel:"), "{text}");
         let mut out = Vec::new();

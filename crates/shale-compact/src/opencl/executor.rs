@@ -338,6 +338,7 @@ impl OpenClExecutor {
         let (read_sender, read_receiver) = sync_channel::<Result<SliceInput, DeviceError>>(1);
         let (write_sender, write_receiver) = sync_channel::<Vec<FileParts>>(1);
         let pool_cpu_before = self.pool_cpu_nanos();
+        let mapped_before = self.staging.mapped_bytes();
         let own_cpu_before = thread_cpu_nanos();
         let (device_result, read_busy, written, stage_cpu) = std::thread::scope(|scope| {
             let staging = self.staging.clone();
@@ -410,7 +411,12 @@ impl OpenClExecutor {
         stats.write_secs += written.busy;
         stats.bytes_written += written.bytes;
         stats.device.host_thread_cpu_nanos += host_thread_cpu_nanos;
-        self.record(|s| s.device.host_thread_cpu_nanos += host_thread_cpu_nanos);
+        let mapped = self.staging.mapped_bytes().saturating_sub(mapped_before);
+        stats.device.pinned_bytes_mapped += mapped;
+        self.record(|s| {
+            s.device.host_thread_cpu_nanos += host_thread_cpu_nanos;
+            s.device.pinned_bytes_mapped += mapped;
+        });
         stats.entries_out += written.entries;
         stats.total_secs = started.elapsed().as_secs_f64();
         stats.stage_busy_secs.insert("read".into(), read_busy);

@@ -252,7 +252,7 @@ impl SliceRun<'_, '_, '_> {
             )));
         }
         let room = end - stored.len();
-        let upload = match data {
+        let mut upload = match data {
             HostBytes::Pinned(pinned) => session.upload_pinned("input blocks", pinned, room)?,
             HostBytes::Heap(bytes) => session.upload_async("input blocks", bytes, room)?,
         };
@@ -275,7 +275,7 @@ impl SliceRun<'_, '_, '_> {
             ],
             &upload.wait_list(),
         )?;
-        session.finish_upload(&upload)?;
+        session.finish_upload(&mut upload)?;
         if !compressed.is_empty() {
             // Compressed offsets and sizes, then where the contents go and
             // their sizes: one upload.

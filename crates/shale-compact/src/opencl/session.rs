@@ -80,9 +80,9 @@ pub(crate) struct Upload<T> {
     /// `None` when there was nothing to copy.
     event: Option<Event>,
     /// The host data the transfer reads, kept alive until it is done.
-    _host: Vec<T>,
+    host: Vec<T>,
     /// Where the bytes come from instead, when they are pinned.
-    _pinned: Option<Pinned>,
+    pinned: Option<Pinned>,
     /// Bytes copied.
     bytes: u64,
 }
@@ -402,8 +402,8 @@ impl<'d> Session<'d> {
             buffer,
             event,
             bytes: size_of_val(data.as_slice()) as u64,
-            _host: data,
-            _pinned: None,
+            host: data,
+            pinned: None,
         })
     }
 
@@ -424,8 +424,8 @@ impl<'d> Session<'d> {
             buffer,
             event,
             bytes: pinned.bytes().len() as u64,
-            _host: Vec::new(),
-            _pinned: Some(pinned),
+            host: Vec::new(),
+            pinned: Some(pinned),
         })
     }
 
@@ -464,12 +464,18 @@ impl<'d> Session<'d> {
 
     /// Waits for an upload started with [`Session::upload_async`] (at once
     /// when a launch already waited for it) and counts its device time.
-    pub(crate) fn finish_upload<T>(&mut self, upload: &Upload<T>) -> Result<(), DeviceError> {
+    ///
+    /// The host memory it copied from is let go then: pinned memory goes
+    /// back to its pool, where the reading stage takes it for the slice
+    /// after next (so a pipeline maps two slices' worth of it, not three).
+    pub(crate) fn finish_upload<T>(&mut self, upload: &mut Upload<T>) -> Result<(), DeviceError> {
         if let Some(event) = &upload.event {
             let waited = wait_for(event).map_err(|e| DeviceError::cl("uploading", e))?;
             self.waited(waited);
             self.account("upload", 0, upload.bytes, event_seconds(event));
         }
+        upload.host = Vec::new();
+        upload.pinned = None;
         Ok(())
     }
 

@@ -256,11 +256,14 @@ impl SlicePlanner {
         }
         let limit = self.next_limit();
         // Read straight into pinned memory, which goes up as it is; sized
-        // for a slice and its margin.
+        // for a slice and its margin. A slice reads whole blocks up to its
+        // limit and splits the one past it, so it passes the limit by a few
+        // KB (at most a block per run): a sixteenth is room enough, and a
+        // slice that needs more grows its buffer.
         let data = match &self.staging {
             Some(pool) => {
                 let expected = self.slice_input_bytes.min(MAX_PINNED_SLICE_GUESS);
-                HostBytes::pinned(pool, (expected + expected / 4) as usize)
+                HostBytes::pinned_exact(pool, (expected + expected / 16) as usize)
             }
             None => HostBytes::default(),
         };

@@ -1992,6 +1992,10 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     assert_eq!(third.device.device_allocations, 0, "{:?}", third.device);
     assert!(pinned_after_first > 0);
     assert_eq!(executor.stats().pinned_host_bytes, pinned_after_first);
+    // The jobs say so too: the first mapped it all, the others none.
+    assert_eq!(first.device.pinned_bytes_mapped, pinned_after_first);
+    assert_eq!(second.device.pinned_bytes_mapped, 0);
+    assert_eq!(third.device.pinned_bytes_mapped, 0);
     // The host blocks to read results it needs (sizes, error flags once
     // per phase, the blocks' restart counts, each file's blocks, and with
     // Snappy the compressed lengths), not once per kernel: the filters of all files are one pair

@@ -315,6 +315,7 @@ mod tests {
             device_allocations: 3,
             host_bytes_copied: 1 << 19,
             host_thread_cpu_nanos: 250_000_000,
+            pinned_bytes_mapped: 64 << 20,
         };
         let mut executors = ExecutorBook::default();
         for _ in 0..3 {
@@ -335,7 +336,7 @@ mod tests {
         );
         assert_eq!(
             lines[4],
-            "  host cost: 60 launches, 30 transfers (2.0 MB up, 1.5 from pinned memory; 1.0 MB down, 0.5 into pinned memory), 12 waits, 3 allocations, 0.5 MB copied on the host, 0.250 CPU-s in the executor's threads; per job 4.0 waits, 1.0 allocations"
+            "  host cost: 60 launches, 30 transfers (2.0 MB up, 1.5 from pinned memory; 1.0 MB down, 0.5 into pinned memory), 12 waits, 3 allocations, 0.5 MB copied on the host, 0.250 CPU-s in the executor's threads, 64.0 MB of pinned memory mapped; per job 4.0 waits, 1.0 allocations"
         );
         assert_eq!(lines.len(), 5);
 
