@@ -518,6 +518,14 @@ pub struct CompactionOutput {
 pub trait OutputSink: std::io::Write + Send {
     /// Makes the file durable and closes it.
     fn finish(self: Box<Self>) -> Result<()>;
+
+    /// Says the file will hold at least `len` bytes (an executor that has
+    /// a whole file's blocks before it writes them), so that their disk
+    /// space may be reserved at once. By default nothing.
+    fn reserve(&mut self, len: u64) -> Result<()> {
+        let _ = len;
+        Ok(())
+    }
 }
 
 /// The engine's side of a job: access to input files and new output files.

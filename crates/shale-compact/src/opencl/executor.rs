@@ -680,7 +680,10 @@ fn write_in_parallel(work: &[FileWork]) -> (Vec<Result<AssembledFile>>, u64) {
 }
 
 /// Lays one file out into its sink, then flushes and syncs it.
-fn write_one(parts: FileParts, sink: Box<dyn OutputSink>) -> Result<AssembledFile> {
+fn write_one(parts: FileParts, mut sink: Box<dyn OutputSink>) -> Result<AssembledFile> {
+    // The data blocks are all here: their space is reserved in one call,
+    // not block by block as the page cache writes them back.
+    sink.reserve(parts.data_len())?;
     let (mut sink, file) = parts.assemble_into(sink)?;
     std::io::Write::flush(&mut sink).map_err(|e| Error::io("writing a compaction output", e))?;
     sink.finish()?;

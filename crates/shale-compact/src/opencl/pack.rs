@@ -875,11 +875,17 @@ pub(crate) struct FileParts {
 }
 
 impl FileParts {
+    /// Bytes of the file's data blocks as stored, trailers included: the
+    /// file's size less its index, filter and footer.
+    pub(crate) fn data_len(&self) -> u64 {
+        self.stored.as_slice().len() as u64
+    }
+
     /// Lays the file out into `dest`: data blocks with trailers, filter
     /// block, metaindex, index block, footer (`TableAssembler`, as every
-    /// executor). The blocks go from where they are (the downloaded buffer,
-    /// or their compressed copies) straight to `dest`, which buffers; no
-    /// copy of the whole file is made first.
+    /// executor). The blocks go from the buffer they came back into
+    /// straight to `dest`, which buffers; no copy of the whole file is made
+    /// first.
     pub(crate) fn assemble_into<W: std::io::Write>(
         self,
         dest: W,

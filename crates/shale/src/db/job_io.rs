@@ -50,6 +50,15 @@ impl OutputSink for TableSink {
             .sync()
             .map_err(|e| Error::io(format!("syncing {path}"), e))
     }
+
+    fn reserve(&mut self, len: u64) -> Result<()> {
+        self.file.reserve(len).map_err(|e| {
+            Error::io(
+                format!("reserving {len} bytes for {}", self.path.display()),
+                e,
+            )
+        })
+    }
 }
 
 impl OutputIo for EngineJobIo<'_> {

@@ -430,6 +430,10 @@ impl WritableFile for DirectWritableFile {
         // fdatasync covers the file, whichever descriptor wrote it.
         self.buffered.sync_data()
     }
+
+    fn reserve(&mut self, len: u64) -> std::io::Result<()> {
+        super::reserve_file(&self.buffered, len)
+    }
 }
 
 /// Checks that `dir`'s file system takes `O_DIRECT`, with a scratch file

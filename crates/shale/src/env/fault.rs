@@ -440,6 +440,15 @@ impl Write for FaultWritableFile {
 }
 
 impl WritableFile for FaultWritableFile {
+    /// Passed on: reserving writes no byte, and this env counts only what
+    /// is written.
+    fn reserve(&mut self, len: u64) -> std::io::Result<()> {
+        match lock(&self.inner).as_mut() {
+            Some(file) if !lock(&self.state).inactive => file.reserve(len),
+            _ => Ok(()),
+        }
+    }
+
     fn sync(&mut self) -> std::io::Result<()> {
         let mut inner = lock(&self.inner);
         let Some(file) = inner.as_mut() else {

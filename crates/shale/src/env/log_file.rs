@@ -380,7 +380,7 @@ impl Drop for MappedLog {
 }
 
 /// The bytes an unprivileged user may still write on `file`'s file system.
-fn free_bytes(file: &File) -> io::Result<u64> {
+pub(crate) fn free_bytes(file: &File) -> io::Result<u64> {
     let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
     // SAFETY: `stat` is a buffer of the right type for the call to fill; it
     // is read only when the call succeeded.
@@ -395,11 +395,24 @@ fn free_bytes(file: &File) -> io::Result<u64> {
 
 /// Reserves `len` bytes at `offset` of `file`, growing it.
 fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    fallocate(file, 0, offset, len)
+}
+
+/// Reserves the disk space of `file`'s first `len` bytes without changing
+/// its size (`FALLOC_FL_KEEP_SIZE`), for a file about to be written whole:
+/// the writes then fill blocks already allocated, which on ext4 costs
+/// about a fifth less CPU than allocating them as they are written back.
+/// A file system that cannot reserve says `Unsupported`.
+pub(crate) fn reserve_without_growing(file: &File, len: u64) -> io::Result<()> {
+    fallocate(file, libc::FALLOC_FL_KEEP_SIZE, 0, len)
+}
+
+fn fallocate(file: &File, mode: libc::c_int, offset: u64, len: u64) -> io::Result<()> {
     let offset = libc::off_t::try_from(offset).map_err(io::Error::other)?;
     let len = libc::off_t::try_from(len).map_err(io::Error::other)?;
     loop {
         // SAFETY: a plain system call on a descriptor `file` keeps open.
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) };
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset, len) };
         if rc == 0 {
             return Ok(());
         }

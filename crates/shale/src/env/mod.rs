@@ -34,6 +34,26 @@ pub use posix::PosixEnv;
 pub trait WritableFile: Write + Send {
     /// Flushes buffers and makes the written data durable (fdatasync / fsync).
     fn sync(&mut self) -> std::io::Result<()>;
+
+    /// Says the file will hold at least `len` bytes: a file system may
+    /// reserve their space now, without changing the file's size. A hint:
+    /// by default, and where the file system cannot reserve, it does
+    /// nothing; a disk without room for them is an error.
+    fn reserve(&mut self, len: u64) -> std::io::Result<()> {
+        let _ = len;
+        Ok(())
+    }
+}
+
+/// [`WritableFile::reserve`] for a file of a real file system: a disk (or
+/// quota) without room is an error; anything else that stops a reservation
+/// (a file system without `fallocate`, a FUSE one that refuses the mode)
+/// leaves the writes to allocate as they go.
+fn reserve_file(file: &std::fs::File, len: u64) -> std::io::Result<()> {
+    match log_file::reserve_without_growing(file, len) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// A held lock on a file (the database's `LOCK`), released on drop.

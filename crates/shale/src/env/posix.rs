@@ -81,6 +81,10 @@ impl WritableFile for PosixWritableFile {
         self.writer.flush()?;
         self.writer.get_ref().sync_data()
     }
+
+    fn reserve(&mut self, len: u64) -> std::io::Result<()> {
+        super::reserve_file(self.writer.get_ref(), len)
+    }
 }
 
 fn writable(file: File) -> Box<dyn WritableFile> {
@@ -409,6 +413,36 @@ mod tests {
         file.write_all(b"de").unwrap();
         drop(file);
         assert_eq!(std::fs::read(&path).unwrap(), b"abcde");
+    }
+
+    #[test]
+    fn reserving_allocates_the_space_and_keeps_the_size() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f");
+        let env = PosixEnv::new();
+        let mut file = env.new_writable_file(&path).unwrap();
+        file.reserve(1 << 20).unwrap();
+        assert_eq!(env.file_size(&path).unwrap(), 0, "the size stays");
+        let allocated = std::fs::metadata(&path).unwrap().blocks() * 512;
+        // Where the file system reserves at all (ext4, xfs, tmpfs do).
+        let probe = std::fs::File::create(tmp.path().join("probe")).unwrap();
+        let supported = super::super::log_file::reserve_without_growing(&probe, 4096).is_ok();
+        eprintln!("fallocate supported here: {supported}");
+        if supported {
+            assert!(allocated >= 1 << 20, "{allocated} bytes allocated");
+        }
+        file.write_all(&[7u8; 5000]).unwrap();
+        file.sync().unwrap();
+        drop(file);
+        assert_eq!(std::fs::read(&path).unwrap(), vec![7u8; 5000]);
+        // A file system with no room for it says so.
+        let mut file = env.new_writable_file(&tmp.path().join("g")).unwrap();
+        if supported {
+            let free = super::super::log_file::free_bytes(&probe).unwrap();
+            let err = file.reserve(free + (1 << 30)).unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+        }
     }
 
     #[test]
