@@ -63,7 +63,8 @@ impl StagingPool {
     }
 
     /// A pinned buffer of at least `len` bytes, from the pool or new (the
-    /// new one a little larger, so that the next slices fit it too); its
+    /// new one a little larger, so that the next file, a little larger
+    /// perhaps, fits it too); its
     /// first `len` bytes are what [`Pinned::bytes`] shows. A kept buffer
     /// far larger than `len` is left for a request of its size: a file's
     /// download of a few MB must not take a slice's buffer of tens of MB
