@@ -269,9 +269,10 @@ pub struct DbFlags {
         hide_short_help = true
     )]
     pub compaction_threads: Option<usize>,
-    /// Nice levels (0-19) below normal CPU priority for compaction threads
+    /// Nice levels (0-19) below normal CPU priority for compaction
     /// (Linux), so busy foreground threads get the CPU first (default 19;
-    /// 0: compaction at the foreground's priority).
+    /// 0: compaction at the foreground's priority). The thread that drives
+    /// an OpenCL device keeps normal priority.
     #[arg(
         long = "compaction_nice",
         value_name = "N",

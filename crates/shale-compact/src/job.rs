@@ -652,6 +652,15 @@ pub trait Executor: Send + Sync + Debug {
     fn name(&self) -> &'static str;
     /// Runs the job to completion.
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput>;
+    /// Whether the executor's CPU work runs on threads it lowers to its own
+    /// nice level (see [`crate::nice`]), so that the thread calling
+    /// [`Executor::run`] mostly waits and may keep its priority. The
+    /// engine's compaction thread that drives a device runs at normal
+    /// priority and calls such an executor itself; any other executor's
+    /// job it runs on a worker lowered to `compaction_nice`. Default: false.
+    fn lowers_its_own_threads(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -253,10 +253,12 @@ pub struct Options {
     /// Threads of the `parallel` executor (0: one per available core).
     pub compaction_threads: usize,
     /// Nice levels (0-19) below the process's CPU priority for the
-    /// compaction threads and the executors' worker threads (Linux; not the
-    /// flush thread, which writers wait for): busy foreground threads get
-    /// the CPU first, compaction every cycle they leave, as RocksDB's
-    /// `LowerThreadPoolCPUPriority(kLow)`. The default, 19, made one and
+    /// compaction threads and the executors' worker threads (Linux): busy
+    /// foreground threads get the CPU first, compaction every cycle they
+    /// leave, as RocksDB's `LowerThreadPoolCPUPriority(kLow)`. Not lowered:
+    /// the flush thread, which writers wait for, and the compaction thread
+    /// that drives an OpenCL device, whose every step waits for it to wake
+    /// (its jobs' CPU work is lowered; `docs/compaction.md`, "Priorities"). The default, 19, made one and
     /// four writers of 32-byte puts about 5 % faster on two cores than 0
     /// and a compaction-bound 256-byte fill 3 % faster; when compaction
     /// falls behind, the L0 slowdown and stop triggers hold writers back,

@@ -5,10 +5,13 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, reason = "tests")]
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use shale::env::{Env, MemEnv};
 use shale::{Options, WriteOptions, DB};
+use shale_compact::job::{CompactionJob, CompactionOutput, Executor, JobIo};
+use shale_compact::streaming::StreamingExecutor;
+use shale_format::Result;
 
 /// A database in memory with the compaction threads `nice` levels down.
 fn niced(env: &Arc<dyn Env>, nice: u8) -> Options {
@@ -62,8 +65,39 @@ fn settled_nice_values(prefix: &str, nice: i64) -> Vec<(String, i64)> {
     }
 }
 
+/// The tests of this file one at a time: each looks at every thread.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// This thread's nice value.
+fn own_nice() -> i64 {
+    // SAFETY: getpriority takes no pointers; `who` 0 is this thread.
+    i64::from(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) })
+}
+
+/// Runs jobs as `streaming` does, noting the nice value of the thread
+/// each ran on.
+#[derive(Debug, Default)]
+struct NotesItsPriority {
+    /// Per job: whether its thread is one of the engine's, and its nice.
+    seen: Mutex<Vec<(bool, i64)>>,
+}
+
+impl Executor for NotesItsPriority {
+    fn name(&self) -> &'static str {
+        "notes-its-priority"
+    }
+    fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
+        let engines = std::thread::current()
+            .name()
+            .is_some_and(|name| name.starts_with("shale-"));
+        self.seen.lock().unwrap().push((engines, own_nice()));
+        StreamingExecutor.run(job, io)
+    }
+}
+
 #[test]
 fn compaction_threads_run_at_the_nice_level_asked_for() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let env: Arc<dyn Env> = Arc::new(MemEnv::new());
     let db = DB::open("/db", niced(&env, 7)).unwrap();
     // Rayon starts its workers lazily; a compaction makes sure they ran.
@@ -76,14 +110,14 @@ fn compaction_threads_run_at_the_nice_level_asked_for() {
         .unwrap();
     }
     db.compact_range(None, None).unwrap();
-    // SAFETY: getpriority takes no pointers; `who` 0 is this thread.
-    let base = i64::from(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) });
-    let compact = settled_nice_values("shale-compact", (base + 7).min(19));
-    let workers = settled_nice_values("shale-parallel", (base + 7).min(19));
+    let base = own_nice();
+    let lowered = (base + 7).min(19);
+    let compact = settled_nice_values("shale-compact", lowered);
+    let workers = settled_nice_values("shale-parallel", lowered);
     let flush = settled_nice_values("shale-flush", base);
     assert!(!compact.is_empty() && !workers.is_empty() && !flush.is_empty());
     for (name, nice) in compact.iter().chain(&workers) {
-        assert_eq!(*nice, (base + 7).min(19), "{name}");
+        assert_eq!(*nice, lowered, "{name}");
     }
     for (name, nice) in &flush {
         assert_eq!(
@@ -112,5 +146,88 @@ fn compaction_threads_run_at_the_nice_level_asked_for() {
     }
     for (name, nice) in &settled_nice_values("shale-flush", base) {
         assert_eq!(*nice, base, "{name}");
+    }
+}
+
+#[test]
+fn a_background_job_runs_lowered_and_a_manual_one_at_its_callers_priority() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for executor in ["parallel", "opencl"] {
+        background_and_manual_jobs(executor);
+    }
+}
+
+/// A database compacting with `executor` and a custom executor that
+/// takes every job: its background jobs run lowered, its manual ones at
+/// the caller's priority. With a device (`opencl`, PoCL in CI) the
+/// compaction threads themselves keep normal priority (they drive it) and
+/// run a job's CPU work on a lowered worker; the executor's host threads
+/// are lowered.
+fn background_and_manual_jobs(compaction_executor: &str) {
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let executor = Arc::new(NotesItsPriority::default());
+    let db = DB::open(
+        "/noted",
+        Options {
+            custom_executor: Some(executor.clone()),
+            compaction_executor: compaction_executor.into(),
+            ..niced(&env, 7)
+        },
+    )
+    .unwrap();
+    // Flushes enough for background compactions of level 0, with keys in
+    // no order, so that the flushed files overlap (no trivial moves).
+    for i in 0..20_000u32 {
+        db.put(
+            &WriteOptions::default(),
+            format!("{:06}", i * 7919 % 20_000).as_bytes(),
+            &[5; 100],
+        )
+        .unwrap();
+    }
+    db.wait_for_compactions().unwrap();
+    let base = own_nice();
+    let lowered = (base + 7).min(19);
+    let background = std::mem::take(&mut *executor.seen.lock().unwrap());
+    assert!(!background.is_empty(), "no background compaction ran");
+    for (engines, nice) in &background {
+        assert!(engines, "a background job on a thread not the engine's");
+        assert_eq!(*nice, lowered, "a background job's thread");
+    }
+    let compact = settled_nice_values(
+        "shale-compact",
+        if compaction_executor == "opencl" {
+            base
+        } else {
+            lowered
+        },
+    );
+    assert!(!compact.is_empty());
+    for (name, nice) in &compact {
+        if compaction_executor == "opencl" {
+            assert_eq!(*nice, base, "{name} drives the device");
+        } else {
+            assert_eq!(*nice, lowered, "{name}");
+        }
+    }
+    if compaction_executor == "opencl" {
+        let host_pool = settled_nice_values("shale-opencl", lowered);
+        assert!(!host_pool.is_empty());
+        for (name, nice) in host_pool
+            .iter()
+            .chain(&settled_nice_values("shale-job", lowered))
+        {
+            assert_eq!(*nice, lowered, "{name}");
+        }
+    }
+    // A manual compaction runs on the calling thread, at its priority
+    // (the background jobs its installs may start run lowered, as above).
+    db.compact_range(None, None).unwrap();
+    let seen = std::mem::take(&mut *executor.seen.lock().unwrap());
+    let manual: Vec<i64> = seen.iter().filter(|(e, _)| !e).map(|(_, n)| *n).collect();
+    assert!(!manual.is_empty(), "the manual compaction ran no job");
+    assert!(manual.iter().all(|&nice| nice == base), "{manual:?}");
+    for (_, nice) in seen.iter().filter(|(e, _)| *e) {
+        assert_eq!(*nice, lowered, "a background job's thread");
     }
 }

@@ -342,15 +342,19 @@ impl OpenClExecutor {
         let own_cpu_before = thread_cpu_nanos();
         let (device_result, read_busy, written, stage_cpu) = std::thread::scope(|scope| {
             let staging = self.staging.clone();
+            let nice = self.options.cpu_nice;
             let reader = std::thread::Builder::new()
                 .name("shale-opencl-read".into())
                 .spawn_scoped(scope, move || {
+                    crate::nice::lower_current_thread(nice);
                     let busy = read_slices(job, io, slice_bytes, staging, read_sender);
                     (busy, thread_cpu_nanos())
                 });
             let writer = std::thread::Builder::new()
                 .name("shale-opencl-write".into())
                 .spawn_scoped(scope, move || {
+                    // Its helpers start from it, at its priority.
+                    crate::nice::lower_current_thread(nice);
                     let written = write_files(io, write_receiver);
                     let cpu = thread_cpu_nanos() + written.helper_cpu_nanos;
                     (written, cpu)
@@ -693,6 +697,14 @@ fn write_one(parts: FileParts, mut sink: Box<dyn OutputSink>) -> Result<Assemble
 impl Executor for OpenClExecutor {
     fn name(&self) -> &'static str {
         OPENCL
+    }
+
+    /// True: the reading and writing threads and the host pool are lowered
+    /// to [`OpenClOptions::cpu_nice`]; the calling thread drives the device
+    /// and mostly waits for it. It blocks 15 to 50 times per job, and each
+    /// wake-up of a lowered thread waits for a core behind the foreground.
+    fn lowers_its_own_threads(&self) -> bool {
+        true
     }
 
     /// Runs `job` on the device. A job that [`placement`] keeps on the CPU

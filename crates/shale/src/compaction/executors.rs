@@ -503,6 +503,14 @@ impl Executors {
         }
     }
 
+    /// Whether compaction thread `index` may serve the device's lane
+    /// ([`Executors::lane_of_thread`]): the device is found, or `auto`'s
+    /// probe still looks for it, and the thread is the one that serves it.
+    pub(crate) fn may_serve_the_device(&self, index: usize) -> bool {
+        let no_device = self.device_known() && self.device().is_none();
+        !no_device && (index == 0 || self.choice == ExecutorChoice::Forced(OPENCL))
+    }
+
     /// The lane of compaction thread `index`: with a device, thread 0
     /// serves it (every thread when `opencl` is named); the others the
     /// host. Every thread serves the remote workers when `remote` is named.

@@ -6,7 +6,7 @@
 use shale_format::version_edit::NUM_LEVELS;
 use shale_format::{Error, Result};
 
-use super::Runner;
+use super::{Caller, Runner};
 use crate::compaction::host::JobHost;
 use crate::compaction::picker;
 use crate::version::Version;
@@ -122,7 +122,7 @@ impl Runner {
                 Some((Ok(job), largest)) => {
                     // On the device when there is one, as thread 0 would.
                     let lane = self.executors.lane_of_thread(0);
-                    let outcome = self.run_job_caught(host, &job, lane, executor);
+                    let outcome = self.run_job_caught(host, &job, lane, executor, Caller::User);
                     self.finish_job(host, &job, outcome)?;
                     return Ok(Some(largest));
                 }

@@ -95,9 +95,13 @@ fn run_on(db: &DB, executors: Vec<&'static str>, failure: Error, available: bool
             _ => None,
         }
     };
-    let ran = inner
-        .compaction
-        .run_chain(&**inner, &job, &super::placed(executors), &resolve)?;
+    let ran = inner.compaction.run_chain(
+        &**inner,
+        &job,
+        &super::placed(executors),
+        &resolve,
+        super::Caller::User,
+    )?;
     ran.io.release(true);
     Ok((ran.output.executor, ran.output.fallback))
 }
