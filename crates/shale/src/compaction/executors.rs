@@ -508,7 +508,13 @@ impl Executors {
     /// probe still looks for it, and the thread is the one that serves it.
     pub(crate) fn may_serve_the_device(&self, index: usize) -> bool {
         let no_device = self.device_known() && self.device().is_none();
-        !no_device && (index == 0 || self.choice == ExecutorChoice::Forced(OPENCL))
+        !no_device && self.device_thread(index)
+    }
+
+    /// Whether thread `index` serves the device when there is one: thread
+    /// 0, or every thread when `opencl` is named.
+    fn device_thread(&self, index: usize) -> bool {
+        index == 0 || self.choice == ExecutorChoice::Forced(OPENCL)
     }
 
     /// The lane of compaction thread `index`: with a device, thread 0
@@ -518,8 +524,7 @@ impl Executors {
         match (self.device(), &self.choice) {
             (_, ExecutorChoice::Forced(REMOTE)) => Lane::Remote,
             (None, _) => Lane::Host,
-            (Some(_), ExecutorChoice::Forced(OPENCL)) => Lane::Device,
-            (Some(_), _) if index == 0 => Lane::Device,
+            (Some(_), _) if self.device_thread(index) => Lane::Device,
             (Some(_), _) => Lane::Host,
         }
     }

@@ -402,7 +402,7 @@ pub(crate) enum Caller<'a> {
 
 /// A compaction thread's lowered worker: one thread, `nice` levels down,
 /// kept for the thread's life (with a thread started per job, the jobs of
-/// a 256-byte fill on two cores ran at 8-14 % fewer MB/s). `None` when it
+/// a 256-byte fill on two cores ran at 4-14 % fewer MB/s). `None` when it
 /// cannot be started.
 fn lowered_worker(nice: u8) -> Option<rayon::ThreadPool> {
     rayon::ThreadPoolBuilder::new()
