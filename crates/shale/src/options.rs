@@ -552,7 +552,10 @@ impl Options {
 
 /// Cores this process may use.
 pub fn available_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
+    // Looked up once: `available_parallelism` reads the cgroup's files in
+    // /proc at every call, and the write path asks.
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 
 /// Options for one write.

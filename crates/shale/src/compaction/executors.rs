@@ -85,8 +85,12 @@ impl DeviceSlot {
     }
 
     /// Starts `auto`'s probe on a thread of its own (or runs it here when
-    /// no thread can be started).
+    /// no thread can be started). A machine with no GPU device node is
+    /// answered at once, without loading OpenCL at all.
     fn probe(options: &Options) -> DeviceSlot {
+        if let Err(why) = gpu_device_node() {
+            return DeviceSlot::found(Err(Some(why)));
+        }
         let owned = options.clone();
         match std::thread::Builder::new()
             .name("shale-device-probe".into())
@@ -225,6 +229,46 @@ pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executo
             Err(_) => Ok(Arc::new(parallel_executor(options)?)),
         },
         other => Err(unknown(other)),
+    }
+}
+
+/// Where GPU drivers put the device nodes their OpenCL runtimes open:
+/// NVIDIA, AMD's ROCm, the kernel's DRM render nodes (Intel, AMD and
+/// Mesa's runtimes), Arm Mali and Qualcomm Adreno.
+const GPU_DEVICE_NODES: &[&str] = &[
+    "nvidiactl",
+    "nvidia0",
+    "kfd",
+    "dri/renderD",
+    "mali0",
+    "kgsl-3d0",
+];
+
+/// Ok when `/dev` holds a GPU's device node, else why not. Without one no
+/// OpenCL runtime can reach a GPU, and asking the OpenCL loader would load
+/// every installed runtime for nothing: PoCL's LLVM, on a machine that has
+/// only PoCL, cost every open and close a tenth of a second of CPU and
+/// wall time (`docs/results/format-and-compaction.md`, "auto's device
+/// probe"). `compaction_executor=opencl` still takes any device.
+fn gpu_device_node() -> std::result::Result<(), String> {
+    let found = GPU_DEVICE_NODES
+        .iter()
+        .any(|node| match node.rsplit_once('/') {
+            // A prefix in a folder: the render nodes are renderD128 and on.
+            Some((folder, prefix)) => {
+                std::fs::read_dir(format!("/dev/{folder}")).is_ok_and(|entries| {
+                    entries
+                        .flatten()
+                        .any(|entry| entry.file_name().to_string_lossy().starts_with(prefix))
+                })
+            }
+            None => std::path::Path::new("/dev").join(node).exists(),
+        });
+    if found {
+        Ok(())
+    } else {
+        Err("no GPU device node in /dev (nvidia, kfd, dri/renderD*, mali, kgsl);              auto offloads only to a GPU"
+            .to_string())
     }
 }
 

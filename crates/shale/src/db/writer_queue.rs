@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -218,8 +218,7 @@ pub(super) fn stays_awake(waiting: usize, options: &Options) -> bool {
 /// The machine's cores (looked up once).
 #[inline]
 pub(super) fn cores() -> usize {
-    static CORES: OnceLock<usize> = OnceLock::new();
-    *CORES.get_or_init(crate::options::available_cores)
+    crate::options::available_cores()
 }
 
 /// How a writer waits once spinning did not see its turn.
