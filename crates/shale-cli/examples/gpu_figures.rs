@@ -2,13 +2,15 @@
 //! throughput) at 32, 64, 128 and 256-byte values, per executor, as one PNG
 //! with two panels of grouped bars, drawn from the `figures` rows of
 //! `scripts/gpu-bench`'s `results.tsv` (docs/opencl.md, "Measuring on a GPU
-//! machine"). A program for that script, not a test (STYLE.md habit 14).
+//! machine"). A program for that script, not a test: no test asserts a
+//! timing.
 //!
 //! `gpu_figures RESULTS.tsv OUT.png --font FILE.ttf [--title TEXT]`
 //!
-//! `scripts/gpu-bench prepare` builds it and carries it, with a font, so that
-//! the GPU machine draws the PNG in the same run that measures; `scripts/
-//! gpu-bench plot DIR` draws it again here from the TSV. plotters draws text
+//! `scripts/gpu-bench prepare` builds it and puts it, with a font, in the
+//! folder it prepares, so that the GPU host draws the PNG in the same run
+//! that measures; `scripts/gpu-bench plot DIR` draws it again from the TSV
+//! wherever the project builds. plotters draws text
 //! only with a registered TrueType font (its `ab_glyph` renderer, no
 //! fontconfig), so a missing font is an error rather than a PNG without
 //! labels. Several runs of one bar are drawn as their median.

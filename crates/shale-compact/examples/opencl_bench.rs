@@ -1,6 +1,6 @@
 //! The `opencl` executor against `parallel` on the same jobs in memory (no
 //! file system), and the device time of every kernel. A benchmark program,
-//! not a test (STYLE.md habit 14). Jobs like the executors benchmark's:
+//! not a test: no test asserts a timing. Jobs like the executors benchmark's:
 //! `--runs` overlapping L0 tables of `--entries` random 16-byte keys,
 //! `--value-size`-byte values (half compressible), Snappy and Bloom on;
 //! `--overwrite-percent` of each run's keys also appear in the next run.

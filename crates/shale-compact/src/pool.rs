@@ -3,8 +3,9 @@
 //! files) and drop them a stage later, often on another thread; fresh
 //! allocations of that size cost page faults and zeroing in the kernel, and
 //! frees from another thread keep the allocator from reusing the memory at
-//! once (a third of a profile of the `parallel` executor went there). A
-//! pool hands the same allocations back instead.
+//! once (where a profile of the `parallel` executor found much of its time:
+//! `docs/results/format-and-compaction.md`, "Where the time goes"). A pool
+//! hands the same allocations back instead.
 //!
 //! A pool keeps at most `max_bytes` of capacity; what does not fit is
 //! freed. Taking from an empty pool gives a new, empty value.

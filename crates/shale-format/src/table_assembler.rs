@@ -18,9 +18,10 @@ use crate::options::TableOptions;
 /// Bytes of stored blocks handed to the writer at once. Pieces of a
 /// quarter MiB go straight from the caller's buffer into the page cache
 /// (or to the disk with direct I/O); a table's whole 2 MiB in one `write`
-/// cost the kernel's copy two to three times the CPU on the machine that
-/// measured it (`docs/results/opencl-pocl.md`): 128 KiB to 1 MiB pieces
-/// all did as well.
+/// cost the kernel's copy far more CPU, and pieces of 128 KiB to 1 MiB all
+/// did as well (`docs/results/opencl-pocl.md`, "Files come back into
+/// pinned memory and go out as they came; direct I/O without bounce
+/// buffers").
 const STORED_WRITE_CHUNK: usize = 256 << 10;
 
 /// Writes blocks and the table's trailing structures to `W`.

@@ -39,7 +39,7 @@ pub enum PickStyle {
     /// The file with the fewest overlapping files in the next level
     /// (ProckStore's equation 2); ties go in rotation order. The default:
     /// it rewrites less of the next level per byte moved down
-    /// (`docs/benchmarks.md`, "Scheduler").
+    /// (`docs/results/scheduler.md`, "Choices measured for the defaults").
     #[default]
     MinOverlap,
     /// LevelDB's rotating compact pointer: the first file after the last
@@ -173,9 +173,9 @@ pub struct Options {
     /// (RocksDB's `enable_pipelined_write`; see `db/write.rs`). Groups
     /// publish their writes in order either way. Default off: it made
     /// four writers neither faster nor slower on 16 cores and on two, and
-    /// eight on 16 (within 7 %): a group's WAL append is short beside its
-    /// insert, so there is little to overlap (`docs/benchmarks.md`,
-    /// "Pipelined write groups").
+    /// eight on 16: a group's WAL append is short beside its insert, so
+    /// there is little to overlap (`docs/results/write-path.md`,
+    /// "Pipelined write groups (item 3), measured on 16 cores").
     pub pipelined_write: bool,
     /// While at most this many writers are in a write, one that needs only
     /// room (not synced, the memtable not full, no throttle, a
@@ -258,13 +258,15 @@ pub struct Options {
     /// leave, as RocksDB's `LowerThreadPoolCPUPriority(kLow)`. Not lowered:
     /// the flush thread, which writers wait for, and the compaction thread
     /// that drives an OpenCL device, whose every step waits for it to wake
-    /// (its jobs' CPU work is lowered; `docs/compaction.md`, "Priorities"). The default, 19, made one and
-    /// four writers of 32-byte puts about 5 % faster on two cores than 0
-    /// and a compaction-bound 256-byte fill 3 % faster; when compaction
-    /// falls behind, the L0 slowdown and stop triggers hold writers back,
-    /// which frees the CPU for it. 0 leaves compaction at the process's
-    /// priority (LevelDB's behaviour). `docs/benchmarks.md`, "Compaction
-    /// threads at a lower CPU priority".
+    /// (its jobs' CPU work is lowered; `docs/compaction.md`, "Priorities").
+    /// The default, 19, made one and four writers of 32-byte puts and a
+    /// compaction-bound 256-byte fill faster on two cores than 0
+    /// (`docs/results/write-path.md`, "Compaction at the lowest CPU
+    /// priority by default (seventh pass)"); when compaction falls behind,
+    /// the L0 slowdown and stop triggers hold writers back, which frees the
+    /// CPU for it. 0 leaves compaction at the process's priority (LevelDB's
+    /// behaviour; `docs/results/engine-speed.md`, "Compaction threads at a
+    /// lower CPU priority").
     pub compaction_nice: u8,
     /// Memory the `parallel` executor may use for one job, in bytes; larger
     /// jobs are processed in key-range slices.

@@ -7,8 +7,9 @@
 //! pays for on every operation, and it allocates each entry with its tower
 //! of links in one bump of an arena instead of two heap allocations (which
 //! the flush thread later frees one by one, contending with the writer for
-//! the allocator). Measured on `shale bench --benchmarks=fillrandom`, see
-//! `docs/benchmarks.md`.
+//! the allocator). Measured on `shale bench --benchmarks=fillrandom`:
+//! `docs/results/engine-speed.md`, "Engine speed after the read- and
+//! write-path work".
 //!
 //! Concurrency: any number of threads insert at once and readers take no
 //! lock (RocksDB's `InlineSkipList::InsertConcurrently`). An inserter takes
@@ -37,18 +38,18 @@ const MAX_HEIGHT: usize = 16;
 /// One node in `BRANCHING` is promoted to each next level. A search visits
 /// about `b log_b n` nodes, least for `b` near e: 3 visits 5 % fewer than
 /// LevelDB's 4, and a search that goes down finds its next node already
-/// fetched (see `find_from`), so fewer steps along each level count more.
-/// Inserts into a memtable-sized list were 5 to 8 % faster with 3 than
-/// with 4 (`benches/skiplist_fill.rs`, alternating 30 rounds, twice), for
-/// 1.5 links per node instead of 1.33.
+/// fetched (see `find_from`), so fewer steps along each level count more
+/// than the extra links (1.5 per node instead of 1.33). 3 against 4 on a
+/// memtable-sized list (`benches/skiplist_fill.rs`):
+/// `docs/results/write-path.md`, "The skip list's search, fourth pass".
 const BRANCHING: u32 = 3;
 /// Nodes at least this tall come from an arena of their own. A search
 /// visits about as many nodes on each level, and the levels from this one
 /// up hold a ninth of the nodes: side by side, they take a ninth of the
 /// cache lines they would among the short nodes, so a search finds more of
-/// them in the cache (inserts into a memtable-sized list 9 to 14 % faster
-/// than with one arena, `benches/skiplist_fill.rs`, alternating 20 rounds,
-/// twice; from height 2, 8 %; from height 4, 5 %).
+/// them in the cache. Of the heights tried (2, 3 and 4, against one arena
+/// for all), 3 was best: `docs/results/write-path.md`, "The skip list's
+/// search, fourth pass".
 const TALL_FROM: usize = 3;
 /// Arena chunk size; larger allocations get a chunk of their own.
 const CHUNK_BYTES: usize = 64 << 10;
@@ -716,12 +717,12 @@ impl SkipList {
             if level > 0 {
                 // The other way on: where the search goes if `next` is not
                 // before the key. Fetching it while `next` is read keeps two
-                // cache misses in flight instead of one (an insert into a
-                // list of 90,000 entries: about 8 % faster with it,
-                // `benches/skiplist_fill.rs`). Links that carried the next
-                // node's prefix, so that a search goes down without reading
-                // that node, were 11 % slower with it: the node they save
-                // reading is read while this fetch is under way.
+                // cache misses in flight instead of one. Links that carried
+                // the next node's prefix, so that a search goes down without
+                // reading that node, were slower with it: the node they save
+                // reading is read while this fetch is under way (both in
+                // `docs/results/write-path.md`, "The skip list's search,
+                // fourth pass").
                 // SAFETY: `x` is at least `level + 1` tall.
                 prefetch(unsafe { Node::link(x, level - 1).load(AtomicOrdering::Relaxed) });
             }

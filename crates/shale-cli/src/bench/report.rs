@@ -7,7 +7,7 @@
 //! each open, so each database's counters are added up before it is closed
 //! ([`EngineTotals::absorb`]).
 //!
-//! Definitions (DESIGN.md, "Performance method"):
+//! Definitions (as `docs/benchmarks.md` gives them for `shale bench`):
 //! * write amplification = bytes written by flushes and compactions / bytes
 //!   of user data written (keys + values of puts, keys of deletes);
 //! * compaction speed = compaction input bytes / compaction seconds (the FPGA

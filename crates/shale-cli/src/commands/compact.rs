@@ -206,7 +206,9 @@ fn compact(target: &Target, options: Options) -> CliResult<CompactReport> {
     let db = target.open(options)?;
 
     // Compactions the open started run alongside the manual one, as in
-    // LevelDB (waiting for them first left cores idle: `docs/benchmarks.md`);
+    // LevelDB (waiting for them first left cores idle:
+    // `docs/results/format-and-compaction.md`, "Streaming, the shared table
+    // code and an I/O thread (second pass)");
     // the summary ends when all are done.
     let (read_before, written_before) = totals(&db.level_stats());
     let cpu_before = CpuTime::process();

@@ -50,10 +50,12 @@ impl Drop for DeviceArena {
 /// The smallest buffer the arena allocates. A job holds a few dozen small
 /// buffers (flags, totals, per-block and per-filter arrays) whose sizes
 /// vary from job to job by a few bytes to a few KiB; classes of their own
-/// made a full compaction of 5M entries on PoCL allocate 4.6 buffers per
-/// job, most of them small, with 180 MB free in larger classes. One class
-/// for all of them costs at most a few MiB per lane and lets every later
-/// job reuse them.
+/// made every job of a full compaction allocate new buffers, most of them
+/// small, while larger classes lay free (the allocations per job before
+/// and after: `docs/results/opencl-pocl.md`, "Fewer launches, files
+/// written four at once, the CPU split by stage"). One class for all of
+/// them costs at most a few MiB per lane and lets every later job reuse
+/// them.
 pub(crate) const MIN_CLASS: u64 = 64 << 10;
 
 /// The size a request of `bytes` is allocated with: `bytes` rounded up to

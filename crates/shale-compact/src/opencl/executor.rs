@@ -563,10 +563,10 @@ struct Written {
 
 /// Most files of a slice written and synced at once. One thread writing
 /// and syncing files one after another was the slowest stage of a device
-/// job on PoCL (0.39-0.50 s of a 2.1-3.0 s full compaction, against 0.15-
-/// 0.39 s reading), and what a GPU leaves of a job is reading and writing:
+/// job on PoCL, and what a GPU leaves of a job is reading and writing:
 /// files are independent, and an SSD syncs several at once in the time of
-/// one.
+/// one (four at once against one: `docs/results/opencl-pocl.md`, "Fewer
+/// launches, files written four at once, the CPU split by stage").
 const PARALLEL_OUTPUT_FILES: usize = 4;
 
 /// The writing stage: creates every file that arrives (numbers in key
@@ -701,8 +701,10 @@ impl Executor for OpenClExecutor {
 
     /// True: the reading and writing threads and the host pool are lowered
     /// to [`OpenClOptions::cpu_nice`]; the calling thread drives the device
-    /// and mostly waits for it. It blocks 15 to 50 times per job, and each
-    /// wake-up of a lowered thread waits for a core behind the foreground.
+    /// and mostly waits for it. It blocks many times per job, and each
+    /// wake-up of a lowered thread waits for a core behind the foreground
+    /// (`docs/results/scheduler.md`, "The device's compaction thread at
+    /// normal priority").
     fn lowers_its_own_threads(&self) -> bool {
         true
     }

@@ -42,9 +42,9 @@
 //! each block as stored (`place_stored_blocks`) with Snappy. Either way a
 //! file's data blocks come back exactly as the file holds them, and the
 //! host writes them in one piece. Snappy on the device takes what was the
-//! host's largest cost off it: compressing on the host pool took 0.40-0.43
-//! of the executor's 0.84-0.87 CPU-s per run in
-//! `docs/results/opencl-pocl.md`, "Snappy on the device".
+//! host's largest cost off it: compressing on the host pool was about half
+//! of the executor's own CPU (`docs/results/opencl-pocl.md`, "Snappy on
+//! the device").
 
 use std::ops::Range;
 use std::sync::Arc;

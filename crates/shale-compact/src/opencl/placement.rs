@@ -1,6 +1,6 @@
 //! Where a job runs: a pure function of the job, the policy and the device
-//! limits (DESIGN.md, "Placement"). The hierarchical strategy of the GPU
-//! compaction paper: upper-level jobs entirely on the device
+//! limits (`docs/opencl.md`, "Placement"). The hierarchical strategy of
+//! the GPU compaction paper: upper-level jobs entirely on the device
 //! (Q-Compaction), lower-level jobs with gc on the host (C-Compaction); by
 //! size, the paper sends jobs of more than 40 input files or larger than the
 //! device memory to the CPU. Here jobs larger than the budget run in slices,
@@ -99,13 +99,12 @@ pub const Q_COMPACTION_MAX_OUTPUT_LEVEL: usize = 2;
 /// contents, keys, 24 bytes of tuple per entry, the merge and gc arrays, the
 /// encoded output and the Bloom byte vector, and with Snappy the compressed
 /// blocks' slots, the stored blocks and the compressor's hash tables.
-/// Measured in the test `a_device_job_stays_within_its_device_memory_estimate`
-/// (32-byte values that Snappy shrinks, the worst case): 13.6 since the
-/// device decompresses the input too (the compressed blocks stay beside
-/// their contents), 12.4 with compression alone on the device, 8.3 before (7.2 before the block plan moved to the
-/// device, whose prefix sums and block ends take 32 bytes per kept entry);
-/// about 3 for uncompressed input. The device path counts the real
-/// allocations too and hands a job that passes the budget to the CPU.
+/// The worst case (32-byte values that Snappy shrinks) is held under it by
+/// the test `a_device_job_stays_within_its_device_memory_estimate`; what
+/// that test measured each time the device took on more of the work is in
+/// `docs/results/opencl-pocl.md`. Uncompressed input needs far less. The
+/// device path counts the real allocations too and hands a job that
+/// passes the budget to the CPU.
 pub const DEVICE_BYTES_PER_INPUT_BYTE: u64 = 16;
 
 /// The device's share of the work.

@@ -1,6 +1,7 @@
 //! Compiled kernels kept on disk between processes, so that opening the
-//! device does not compile the kernels again (seconds on NVIDIA's driver,
-//! about 1.5 s on PoCL with a cold cache of its own).
+//! device does not compile the kernels again: that build was most of what
+//! an open cost on NVIDIA's driver (`docs/results/opencl-gpu-runs.md`),
+//! and PoCL's own build is slower still.
 //!
 //! OpenCL gives no portable way to keep a compiled program except its
 //! binary: after a build, `CL_PROGRAM_BINARIES` hands out one

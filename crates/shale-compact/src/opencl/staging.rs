@@ -185,12 +185,12 @@ impl StagingPool {
 
 /// Gives `len` bytes at `start` their pages in one call before they are
 /// first written. A page touched for the first time otherwise costs a
-/// fault: for a slice's buffer of tens of MB, thousands of them. One
-/// `MADV_POPULATE_WRITE` (Linux 5.14) over the same range takes about
-/// 40 % less host CPU (zeroing 148 MiB of fresh memory: 0.078-0.080
-/// CPU-s by faults, 0.047-0.050 populated first). Memory the driver pinned has its pages already, and the
-/// call does nothing there. Elsewhere, or where it fails, the zeroing that
-/// follows touches the pages as before.
+/// fault: for a slice's buffer of tens of MB, thousands of them, where one
+/// `MADV_POPULATE_WRITE` (Linux 5.14) over the range costs the host
+/// markedly less CPU (`docs/results/opencl-pocl.md`, "Two slices of pinned
+/// input, faulted in at once"). Memory the driver pinned has its pages
+/// already, and the call does nothing there. Elsewhere, or where it fails,
+/// the zeroing that follows touches the pages as before.
 fn prefault(start: *mut u8, len: usize) {
     #[cfg(target_os = "linux")]
     {

@@ -1,5 +1,6 @@
 //! CPU twins of the OpenCL kernels whose algorithm the parallel executor
-//! does not already use elsewhere (STYLE.md habit 8): the rank merge
+//! does not already use elsewhere (every kernel has one, so that a device
+//! result can be checked against the CPU's): the rank merge
 //! (Algorithm 1 of the hierarchical-pipeline paper), the exclusive scan and
 //! stream compaction, and the byte-vector Bloom filter (Algorithm 2). The
 //! device tests compare each kernel with its twin, and the twins' own tests

@@ -13,12 +13,14 @@
 //!
 //! Under `auto` the device is looked for beside the database, not before
 //! it opens: asking the OpenCL loader which device there is loads every
-//! vendor's driver (PoCL loads LLVM: about a tenth of a second here; a GPU
-//! driver's context takes longer), as long as replaying the MANIFEST of a
-//! large database. Nothing waits for the answer: until it comes, jobs are
-//! placed on the CPU, and the first compaction thread to see it tells the
-//! compaction service (`Runner::note_device`). Only a manual compaction
-//! that names `opencl` waits for it.
+//! vendor's driver (PoCL loads LLVM; a GPU driver's context takes
+//! longer), which takes as long as replaying the MANIFEST of a large
+//! database (`docs/results/compaction-service.md`, "The compaction
+//! service: unchanged speed, and manual compaction under writers").
+//! Nothing waits for the answer: until it comes, jobs are placed on the
+//! CPU, and the first compaction thread to see it tells the compaction
+//! service (`Runner::note_device`). Only a manual compaction that names
+//! `opencl` waits for it.
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -275,8 +277,9 @@ fn gpu_device_node() -> std::result::Result<(), String> {
 /// The OpenCL executor `choice` calls for. An OpenCL device on the CPU
 /// (PoCL) competes with the CPU executors for the same cores, so `auto`
 /// takes only a GPU, and leaves any other device alone before anything is
-/// built for it (building the kernels for PoCL cost every open a sixth of
-/// a second); `opencl` named takes any device. The error says why not.
+/// built for it (building the kernels for PoCL made every open slower:
+/// `docs/results/compaction-service.md`); `opencl` named takes any device.
+/// The error says why not.
 fn device_for(
     choice: &ExecutorChoice,
     options: &Options,

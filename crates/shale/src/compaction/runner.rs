@@ -401,9 +401,9 @@ pub(crate) enum Caller<'a> {
 }
 
 /// A compaction thread's lowered worker: one thread, `nice` levels down,
-/// kept for the thread's life (with a thread started per job, the jobs of
-/// a 256-byte fill on two cores ran at 4-14 % fewer MB/s). `None` when it
-/// cannot be started.
+/// kept for the thread's life: with a thread started per job, the jobs
+/// ran slower (`docs/results/scheduler.md`, "The device's compaction
+/// thread at normal priority"). `None` when it cannot be started.
 fn lowered_worker(nice: u8) -> Option<rayon::ThreadPool> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(1)

@@ -75,9 +75,10 @@ const MIN_OPEN_BYTES: u64 = 2 * BLOCK_SIZE as u64;
 /// than may write directly before the claim opens again. Writers that
 /// come and go between direct writes and the queue cost a settle each
 /// time, with a wait for the direct writes still in flight: four writers
-/// on two cores, which queue, wrote 4 % slower when the claim opened
-/// whenever one of them found itself alone for a moment (1.7 % of their
-/// writes went direct; `docs/results/write-path.md`).
+/// on two cores, which queue, wrote slower when the claim opened whenever
+/// one of them found itself alone for a moment
+/// (`docs/results/write-path.md`, "Direct writes: each writer copies its
+/// own record").
 const GROUPS_TO_OPEN: u32 = 16;
 
 /// A direct writer that had to sleep waiting for an earlier write to
@@ -87,10 +88,10 @@ const GROUPS_TO_OPEN: u32 = 16;
 /// opens again after `GROUPS_TO_OPEN << shift` more groups, the shift one
 /// more each time the claim closes this way after fewer than
 /// [`CALM_WRITES`] direct writes, back to 0 after more, and at most
-/// [`MAX_REOPEN_SHIFT`]. Two writers on two cores with
-/// `--direct_writers=2` wrote 32-byte puts at 8.5 MB/s before, 40.1 MB/s
-/// with this (medians of 3); with every writer allowed direct, four wrote
-/// at 13 MB/s before, 47.3 after (`docs/results/write-path.md`).
+/// [`MAX_REOPEN_SHIFT`]. Where writers outnumber the cores, direct writers
+/// without it wrote at a fraction of the queue's rate, and with it about
+/// as fast as the queue (`docs/results/write-path.md`, "Direct writers
+/// that sleep close the claim").
 const CALM_WRITES: u64 = 1 << 16;
 /// See [`CALM_WRITES`]: at most 16 << 10 groups between tries.
 const MAX_REOPEN_SHIFT: u32 = 10;
@@ -173,9 +174,10 @@ impl DirectWrites {
     /// scheduler preempts between its claim and its publish holds up
     /// every later writer until it runs again, a time slice or more. With
     /// a core for each writer that is rare; without, it is the rule: on
-    /// two cores, two writers wrote at 0.29x of the write queue's rate
-    /// directly, four at 0.31x (`docs/results/write-path.md`). The queue's
-    /// leader writes for the writers that are not running.
+    /// two cores, writers that all wrote directly wrote at a fraction of the
+    /// write queue's rate (`docs/results/write-path.md`, "Direct writes:
+    /// each writer copies its own record"). The queue's leader writes for
+    /// the writers that are not running.
     pub(super) fn enter(&self, most: usize) -> (Active<'_>, bool) {
         let writers = self.active.fetch_add(1, Ordering::Relaxed) + 1;
         (Active(&self.active), writers <= most)
@@ -645,8 +647,8 @@ mod tests {
         let (direct, _, closed_by_sleep) = write_and_check_with(8, 4, true);
         eprintln!("{direct} writes went direct, closed {closed_by_sleep} times by a sleep");
         assert!(direct > 0);
-        // 5 to 8 closes per run in 9 runs on the 2-core development
-        // machine.
+        // On two cores a sleep closes them in every run (the counts:
+        // `docs/results/write-path.md`, "What the direct-write tests print").
         if crate::options::available_cores() <= 2 {
             assert!(closed_by_sleep > 0);
         }
@@ -667,9 +669,9 @@ mod tests {
         let (direct, leads_taken, _) = write_and_check_with(0, 2, true);
         assert_eq!(direct, 0);
         eprintln!("leads taken from sleeping writers: {leads_taken}");
-        // On two cores a queued writer soon sleeps, and leads are taken
-        // (8 to 45 times per run of this test in 10 runs on the 2-core
-        // development machine); with many cores the writer handed the
+        // On two cores a queued writer soon sleeps, and leads are taken in
+        // every run (the counts: `docs/results/write-path.md`, "What the
+        // direct-write tests print"); with many cores the writer handed the
         // lead is mostly awake to take it itself.
         if crate::options::available_cores() <= 2 {
             assert!(leads_taken > 0);

@@ -67,13 +67,11 @@ use crate::options::WriteOptions;
 /// writers stay awake (a core for each: [`stays_awake`]) always shares:
 /// there each follower inserts while the leader does, and since the skip
 /// list gives each thread an inserter state of its own, inserts from
-/// several cores add up (8 threads inserting one-entry batches: 3.8x one
-/// thread's rate, 0.55x before). Eight writers of single 32-byte puts on
-/// 16 cores wrote 1.25x faster sharing every group than with only groups
-/// of 64 entries shared, four 0.96x (within that machine's noise). On two
-/// cores the followers sleep and cannot help: a four-writer fill sharing
-/// every group took 1.04x the time (`docs/benchmarks.md`, "Writers on 16
-/// cores, again").
+/// several cores add up: eight writers on 16 cores wrote faster sharing
+/// every group. On two cores the followers sleep and cannot help, and
+/// sharing every group made a four-writer fill no faster
+/// (`docs/results/write-path.md`, "Writers on 16 cores, again: an inserter
+/// per thread (eighth pass)").
 const MIN_SHARED_ENTRIES: usize = 64;
 
 impl DbInner {
@@ -322,8 +320,8 @@ impl DbInner {
 
     /// Writes the batch of a writer that found no other writer (a group
     /// of one without the group: no queue entry, no slot, no shared
-    /// insert: a 32-byte fill took 4 % less time with one writer and 9 %
-    /// with four, `docs/benchmarks.md`).
+    /// insert, which a writer alone paid for: `docs/results/write-path.md`,
+    /// "Four writers on two cores, ninth pass").
     /// It leads while it writes, so writers that come meanwhile queue and
     /// the first of them leads next. Never for a synced write, which
     /// takes the queue (the sync of the retired WAL and of the

@@ -40,12 +40,12 @@ pub(crate) struct QueuedWrite {
 /// halted virtual processor must be scheduled again). Meanwhile the
 /// writers that are awake would queue behind it and wait too. Instead the
 /// first of them to come leads, and the writer that was asleep finds its
-/// write done when it wakes: two writers on two cores wrote 1.3x faster
-/// (`docs/results/write-path.md`, "A lead taken from a sleeping writer").
-/// With more writers than cores the sleeper's wake-up costs another
-/// writer its core, and a lead taken from it makes it wake twice, for the
-/// lead and for its result: four writers on two cores wrote 0.9x as fast
-/// taking every such lead. So then it is left to the sleeper. A memtable
+/// write done when it wakes. With more writers than cores the sleeper's
+/// wake-up costs another writer its core, and a lead taken from it makes
+/// it wake twice, for the lead and for its result, so then it is left to
+/// the sleeper: taking every such lead made two writers on two cores
+/// faster and four slower (`docs/results/write-path.md`, "A lead taken
+/// from a sleeping writer"). A memtable
 /// switch (no batch) is never taken over. REQUIRES: the state lock.
 pub(super) fn take_lead_from_sleeper(queue: &mut WriteQueue, writers: usize) -> bool {
     if writers > cores() {
@@ -188,20 +188,22 @@ pub(super) const SPINS: u32 = 64;
 /// no core to spare, between spinning and sleeping: the processor goes to
 /// readers or the compaction and comes back soon. A writer with others
 /// waiting beside it there sleeps at once instead: with more writers than
-/// cores every `sched_yield` among them is a context switch, and 16 yields
-/// per wait made four writers on two cores slower than sleeping at once
-/// (2.1M context switches for 2.4M writes against 0.2M;
-/// `docs/benchmarks.md`), while with one writer among readers sleeping at
-/// once cost `readrandomwriterandom` about 15 %.
+/// cores every `sched_yield` among them is a context switch, and yielding
+/// made four writers on two cores slower than sleeping at once, while
+/// with one writer among readers sleeping at once made
+/// `readrandomwriterandom` slower (`docs/results/write-path.md`,
+/// "Concurrent memtable inserts and writers that do not yield (second
+/// pass)").
 pub(super) const LONE_WRITER_YIELDS: u32 = 2;
 /// A writer on a machine with a core for it stays awake (yielding) for up
 /// to `Options::write_thread_max_yield_usec` before it sleeps. There a
 /// sleeping writer is what limits several writers: every group hands the
 /// lead to a writer that must be woken, and waking a thread on an idle core
-/// takes tens of microseconds, longer than the group itself. Four writers
-/// on 16 idle cores wrote at 0.46x of one writer when they slept after
-/// spinning, 0.52x awake (`docs/benchmarks.md`, "Writers on 16 cores").
-/// RocksDB's write thread waits the same way. A yield that took
+/// takes tens of microseconds, longer than the group itself: on 16 idle
+/// cores, writers that stay awake wrote faster than writers that slept
+/// after spinning (`docs/results/write-path.md`, "Writers on 16 cores:
+/// writers that stay awake, and groups of small writes inserted by their
+/// leader"). RocksDB's write thread waits the same way. A yield that took
 /// `write_thread_slow_yield_usec` ran another thread: after
 /// [`SLOW_YIELDS`] of them the core is wanted after all, and the writer
 /// sleeps.
@@ -355,9 +357,9 @@ impl WriterSlot {
     /// a batch it claimed, a matter of a microsecond or two unless it was
     /// preempted, and where writers stay awake the leader must too.
     /// Parking after a short spin there made four writers on 16 idle cores
-    /// park their leader about 40,000 times per 2M writes (61 % of their
-    /// context switches; a quarter fewer switches with this patience,
-    /// `docs/benchmarks.md`, "Writers on 16 cores, tenth pass").
+    /// park their leader for most of their context switches, and this
+    /// patience takes many of them away (`docs/results/write-path.md`,
+    /// "Writers on 16 cores, tenth pass").
     #[inline]
     pub(super) fn withdraw(&self, patience: Patience) {
         if self

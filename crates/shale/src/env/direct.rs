@@ -130,9 +130,11 @@ fn open_error(action: &str, path: &Path, err: std::io::Error) -> Error {
 /// Bytes a direct read of a small piece (a block) reads at once.
 /// Compaction reads its input files' blocks in order, and with `O_DIRECT`
 /// nothing reads ahead for it: read one at a time, each 4 KiB block was a
-/// read from the disk, and `streaming` with direct I/O compacted at a fifth
-/// of its speed with the page cache (`docs/results/opencl-pocl.md`). RocksDB
-/// reads ahead for direct compaction reads too (`compaction_readahead_size`).
+/// read from the disk, and `streaming` with direct I/O compacted far
+/// slower than through the page cache (`docs/results/opencl-pocl.md`,
+/// "Files come back into pinned memory and go out as they came; direct
+/// I/O without bounce buffers"). RocksDB reads ahead for direct
+/// compaction reads too (`compaction_readahead_size`).
 const READAHEAD: usize = 1 << 20;
 
 /// A file read with `O_DIRECT`.

@@ -5,10 +5,13 @@
 //!
 //! Why a mapping: a small write then costs a copy into the page cache and
 //! no system call, where `write(2)` per record was the largest single cost
-//! of a small `Put` (`docs/benchmarks.md`, "The write path"). What an
-//! acknowledged write survives does not change: it is in the page cache
-//! either way, so it outlives the process being killed, and only a sync
-//! makes it outlive the machine.
+//! of a small `Put` (`docs/results/engine-speed.md`, "Engine speed after
+//! the read- and write-path work"; the mapping's effect:
+//! `docs/results/write-path.md`, "The write path: a memory-mapped WAL, a
+//! group commit without maps, a leaner skip list"). What an acknowledged
+//! write survives does not change: it is in the page cache either way, so
+//! it outlives the process being killed, and only a sync makes it outlive
+//! the machine.
 //!
 //! The layout of the file: the records LevelDB's log writer would write,
 //! followed while it is being written by zeros up to the space reserved
@@ -177,8 +180,9 @@ impl MappedLog {
     /// preallocates its WAL. The log of a full memtable is then reserved
     /// and mapped once, when the memtable is switched, instead of a
     /// reservation and a new mapping every stretch of its life: with 1 MiB
-    /// stretches those made 900 writes of a 3M x 256-byte fill take over
-    /// 20 us each (`docs/benchmarks.md`, "Tails of a 256-byte fill").
+    /// stretches those were among the slowest writes of a 256-byte fill
+    /// (`docs/results/write-path.md`, "Tails of a 256-byte fill (third
+    /// pass)").
     /// Where the disk has less room, it reserves smaller stretches, at
     /// most an eighth of the room left at a time. An
     /// error of kind [`io::ErrorKind::Unsupported`] means the file system
@@ -400,8 +404,10 @@ fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
 
 /// Reserves the disk space of `file`'s first `len` bytes without changing
 /// its size (`FALLOC_FL_KEEP_SIZE`), for a file about to be written whole:
-/// the writes then fill blocks already allocated, which on ext4 costs
-/// about a fifth less CPU than allocating them as they are written back.
+/// the writes then fill blocks already allocated, which on ext4 costs less
+/// CPU than allocating them as they are written back
+/// (`docs/results/opencl-pocl.md`, "Output space reserved before the
+/// write").
 /// A file system that cannot reserve says `Unsupported`.
 pub(crate) fn reserve_without_growing(file: &File, len: u64) -> io::Result<()> {
     fallocate(file, libc::FALLOC_FL_KEEP_SIZE, 0, len)

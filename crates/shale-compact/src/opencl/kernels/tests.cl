@@ -1,6 +1,7 @@
 // Tiny kernels that run one device helper of common.cl per work item, so the
 // Rust tests can compare each helper with its shale-format original on many
-// inputs (STYLE.md habit 8).
+// inputs: every device helper is tested on its own, not only through the
+// kernels that use it.
 
 // Decodes a varint32 at data[start[i], limit[i]): value[i] and the bytes it
 // took in used[i] (0 when decoding failed).

@@ -31,9 +31,10 @@ pub const DEVICE_REST_AFTER_FAILURES: u64 = 3;
 
 /// Below this many cores for one job (one part of it), `auto` runs it on
 /// `streaming`, neither choosing nor measuring `parallel`: the data-parallel
-/// phases pay off from three cores on (`docs/benchmarks.md`: on one thread
-/// `parallel` takes 1.3-2x `streaming`'s time, and its first, cold jobs
-/// ran at a seventh of `streaming`'s speed on a 2-core machine).
+/// phases pay off from three cores on, and on fewer `parallel` is slower
+/// than `streaming`, its first, cold jobs far slower
+/// (`docs/results/format-and-compaction.md`, "Streaming, the shared table
+/// code and an I/O thread (second pass)").
 pub const PARALLEL_MIN_CORES: usize = 3;
 
 /// Every `EXPLORE_EVERY`-th job under `auto` runs on the CPU executor that
