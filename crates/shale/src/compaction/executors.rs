@@ -248,9 +248,9 @@ const GPU_DEVICE_NODES: &[&str] = &[
 
 /// Ok when `/dev` holds a GPU's device node, else why not. Without one no
 /// OpenCL runtime can reach a GPU, and asking the OpenCL loader would load
-/// every installed runtime for nothing: PoCL's LLVM, on a machine that has
-/// only PoCL, cost every open and close a tenth of a second of CPU and
-/// wall time (`docs/results/format-and-compaction.md`, "auto's device
+/// every installed runtime for nothing: on a machine with only PoCL, its
+/// LLVM made most of the time and memory of opening and closing a small
+/// database (`docs/results/format-and-compaction.md`, "auto's device
 /// probe"). `compaction_executor=opencl` still takes any device.
 fn gpu_device_node() -> std::result::Result<(), String> {
     let found = GPU_DEVICE_NODES
