@@ -18,7 +18,7 @@
 //! database (`docs/results/compaction-service.md`, "The compaction
 //! service: unchanged speed, and manual compaction under writers").
 //! A machine without a GPU's device node is answered at once, with no
-//! OpenCL loaded ([`GPU_DEVICE_NODES`]).
+//! OpenCL loaded (`GPU_DEVICE_NODES`).
 //! Nothing waits for the answer: until it comes, jobs are placed on the
 //! CPU, and the first compaction thread to see it tells the compaction
 //! service (`Runner::note_device`). Only a manual compaction that names
