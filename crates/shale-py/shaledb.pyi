@@ -112,11 +112,21 @@ class _SchedulerStats(TypedDict):
     subcompactions: int
     executor_bytes_per_second: dict[str, float | None]
 
+class _StallCause(TypedDict):
+    count: int
+    seconds: float
+
+class _StallCauses(TypedDict):
+    l0_slowdown: _StallCause
+    l0_stop: _StallCause
+    memtable_flush: _StallCause
+
 class _StallStats(TypedDict):
     slowdown_count: int
     slowdown_seconds: float
     stop_count: int
     stop_seconds: float
+    causes: _StallCauses
 
 class _WriteStats(TypedDict):
     direct: int

@@ -184,7 +184,12 @@ def test_shaledb_extras(tmp_path):
     assert scheduler["queue_lengths"] == [0] * 7 and scheduler["running"] == 0
     assert scheduler["completed"] > 0
     assert scheduler["executor_bytes_per_second"]["streaming"] > 0
-    assert set(stats["stalls"]) == {"slowdown_count", "slowdown_seconds", "stop_count", "stop_seconds"}
+    stalls = stats["stalls"]
+    assert set(stalls) == {"slowdown_count", "slowdown_seconds", "stop_count", "stop_seconds", "causes"}
+    causes = stalls["causes"]
+    assert set(causes) == {"l0_slowdown", "l0_stop", "memtable_flush"}
+    assert causes["l0_slowdown"]["count"] == stalls["slowdown_count"]
+    assert causes["l0_stop"]["count"] + causes["memtable_flush"]["count"] == stalls["stop_count"]
 
 
 def _shale_binary():

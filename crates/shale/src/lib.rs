@@ -222,7 +222,7 @@ pub(crate) mod units;
 pub mod verify;
 pub(crate) mod version_set;
 
-pub use db::{destroy, LevelStats, SchedulerStats, StallStats, DB};
+pub use db::{destroy, LevelStats, SchedulerStats, StallStats, StallTime, DB};
 pub use db_iter::DbIterator;
 pub use options::{CompactRangeOptions, Options, ReadOptions, WriteOptions};
 pub use range::Entries;

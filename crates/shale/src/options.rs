@@ -42,6 +42,11 @@ pub enum PickStyle {
     /// (`docs/results/scheduler.md`, "Choices measured for the defaults").
     #[default]
     MinOverlap,
+    /// The file whose overlapping bytes in the next level are the fewest
+    /// per byte of its own (RocksDB's `kMinOverlappingRatio`): the job that
+    /// rewrites the least of the next level for what it moves down. Ties go
+    /// in rotation order.
+    MinOverlapRatio,
     /// LevelDB's rotating compact pointer: the first file after the last
     /// compacted key.
     RoundRobin,
@@ -52,6 +57,7 @@ impl PickStyle {
     pub fn name(self) -> &'static str {
         match self {
             PickStyle::MinOverlap => "min-overlap",
+            PickStyle::MinOverlapRatio => "min-overlap-ratio",
             PickStyle::RoundRobin => "round-robin",
         }
     }
@@ -63,9 +69,10 @@ impl std::str::FromStr for PickStyle {
     fn from_str(s: &str) -> Result<PickStyle, String> {
         match s {
             "min-overlap" => Ok(PickStyle::MinOverlap),
+            "min-overlap-ratio" => Ok(PickStyle::MinOverlapRatio),
             "round-robin" => Ok(PickStyle::RoundRobin),
             other => Err(format!(
-                "unknown compaction_pick {other:?} (min-overlap or round-robin)"
+                "unknown compaction_pick {other:?} (min-overlap, min-overlap-ratio or round-robin)"
             )),
         }
     }
@@ -239,8 +246,9 @@ pub struct Options {
     /// executor. `None` by default.
     pub custom_executor: Option<Arc<dyn shale_compact::job::Executor>>,
     /// How the file to compact is chosen within a level: `min-overlap` (the
-    /// fewest overlapping files below, the default) or `round-robin`
-    /// (LevelDB's rotating compact pointer).
+    /// fewest overlapping files below, the default), `min-overlap-ratio`
+    /// (the fewest overlapping bytes below per byte of the file) or
+    /// `round-robin` (LevelDB's rotating compact pointer).
     pub compaction_pick: PickStyle,
     /// Cross-level (triple-level) compaction: a job whose next level is
     /// itself over its target takes the overlapping files two levels down

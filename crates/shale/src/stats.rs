@@ -19,7 +19,8 @@
 //!                 "cross_level", "split_jobs", "subcompactions",
 //!                 "executor_bytes_per_second": {NAME: number or null}},
 //!   "stalls": {"slowdown_count", "slowdown_seconds", "stop_count",
-//!              "stop_seconds"},
+//!              "stop_seconds", "causes": {"l0_slowdown", "l0_stop",
+//!              "memtable_flush": {"count", "seconds"}}},
 //!   "writes": {"direct", "leads_taken", "direct_closed_by_sleep"}
 //! }
 //! ```
@@ -158,6 +159,66 @@ pub struct Stalls {
     pub stop_count: u64,
     /// Seconds of those waits.
     pub stop_seconds: f64,
+    /// The same by cause.
+    pub causes: StallCauses,
+}
+
+/// [`Stalls`] by cause: what held the writers back.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StallCauses {
+    /// Slowed: L0 at or past `l0_slowdown_writes_trigger` files.
+    pub l0_slowdown: StallCause,
+    /// Stopped: L0 at `l0_stop_writes_trigger` files.
+    pub l0_stop: StallCause,
+    /// Stopped: the memtable full while the previous one was still being
+    /// flushed.
+    pub memtable_flush: StallCause,
+}
+
+/// One cause of [`StallCauses`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StallCause {
+    /// Writes held back.
+    pub count: u64,
+    /// Seconds they were held back.
+    pub seconds: f64,
+}
+
+impl StallCause {
+    fn of(time: &crate::db::StallTime) -> StallCause {
+        StallCause {
+            count: time.count,
+            seconds: time.micros as f64 / 1e6,
+        }
+    }
+}
+
+impl StallCauses {
+    /// The causes of `stalls`.
+    pub fn of(stalls: &crate::db::StallStats) -> StallCauses {
+        StallCauses {
+            l0_slowdown: StallCause::of(&crate::db::StallTime {
+                count: stalls.slowdown_count,
+                micros: stalls.slowdown_micros,
+            }),
+            l0_stop: StallCause::of(&stalls.stop_for_l0),
+            memtable_flush: StallCause::of(&stalls.stop_for_flush),
+        }
+    }
+
+    /// One line for people: "L0 slowdown 3 (0.001 s), L0 stop 0 (0.000 s),
+    /// memtable flush 1 (0.002 s)".
+    pub fn describe(&self) -> String {
+        [
+            ("L0 slowdown", &self.l0_slowdown),
+            ("L0 stop", &self.l0_stop),
+            ("memtable flush", &self.memtable_flush),
+        ]
+        .iter()
+        .map(|(name, cause)| format!("{name} {} ({:.3} s)", cause.count, cause.seconds))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
 }
 
 impl Statistics {

@@ -565,3 +565,43 @@ fn reads_that_search_a_file_in_vain_trigger_its_compaction() {
         }
     }
 }
+
+/// Throttled and stopped writes are counted in all and by cause, and the
+/// statistics document says the same as `stall_stats`: a fill of tiny
+/// memtables with L0's triggers at their lowest keeps the writer waiting
+/// for flushes and for L0 now and then.
+#[test]
+fn stalls_are_counted_by_cause() {
+    let env: Arc<dyn Env> = Arc::new(MemEnv::new());
+    let db = DB::open(
+        "/stalls",
+        Options {
+            write_buffer_size: 8 << 10,
+            l0_compaction_trigger: 1,
+            l0_slowdown_writes_trigger: 1,
+            l0_stop_writes_trigger: 2,
+            ..options(&env)
+        },
+    )
+    .unwrap();
+    for i in 0..20_000u32 {
+        db.put(&WriteOptions::default(), &i.to_be_bytes(), &[b'v'; 100])
+            .unwrap();
+    }
+    let stalls = db.stall_stats();
+    assert!(stalls.slowdown_count > 0, "{stalls:?}");
+    assert_eq!(
+        stalls.stop_count,
+        stalls.stop_for_l0.count + stalls.stop_for_flush.count,
+        "{stalls:?}"
+    );
+    assert_eq!(
+        stalls.stop_micros,
+        stalls.stop_for_l0.micros + stalls.stop_for_flush.micros,
+        "{stalls:?}"
+    );
+    let causes = db.statistics().stalls.causes;
+    assert!(causes.l0_slowdown.count >= stalls.slowdown_count);
+    assert!(causes.l0_stop.count >= stalls.stop_for_l0.count);
+    assert!(causes.memtable_flush.count >= stalls.stop_for_flush.count);
+}

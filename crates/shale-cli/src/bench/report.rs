@@ -24,6 +24,7 @@ use serde::Serialize;
 use shale::compaction::scheduler::SchedulerCounts;
 use shale::db::LevelStats;
 use shale::shale_compact::job::{DeviceCounters, PhaseStats};
+use shale::stats::StallCauses;
 use shale::{SchedulerStats, StallStats, DB};
 
 use super::cpu::CpuTime;
@@ -126,11 +127,7 @@ impl EngineTotals {
             entry.0 += jobs;
             entry.1.accumulate(&stats);
         }
-        let stalls = db.stall_stats();
-        self.stalls.slowdown_count += stalls.slowdown_count;
-        self.stalls.slowdown_micros += stalls.slowdown_micros;
-        self.stalls.stop_count += stalls.stop_count;
-        self.stalls.stop_micros += stalls.stop_micros;
+        self.stalls.absorb(&db.stall_stats());
         let writes = db.statistics().writes;
         self.writes.direct += writes.direct;
         self.writes.leads_taken += writes.leads_taken;
@@ -252,11 +249,12 @@ impl EngineTotals {
         }
         writeln!(
             out,
-            "Stalls: slowed down {} times ({:.3} s), stopped {} times ({:.3} s)",
+            "Stalls: slowed down {} times ({:.3} s), stopped {} times ({:.3} s); by cause: {}",
             self.stalls.slowdown_count,
             self.stalls.slowdown_micros as f64 / 1e6,
             self.stalls.stop_count,
-            self.stalls.stop_micros as f64 / 1e6
+            self.stalls.stop_micros as f64 / 1e6,
+            StallCauses::of(&self.stalls).describe()
         )?;
         writeln!(
             out,
@@ -383,6 +381,8 @@ pub struct SummaryStalls {
     pub stop_count: u64,
     /// Their seconds.
     pub stop_seconds: f64,
+    /// The same by cause.
+    pub causes: StallCauses,
 }
 
 /// [`Summary::cpu`].
@@ -490,6 +490,7 @@ impl EngineTotals {
                 slowdown_seconds: self.stalls.slowdown_micros as f64 / 1e6,
                 stop_count: self.stalls.stop_count,
                 stop_seconds: self.stalls.stop_micros as f64 / 1e6,
+                causes: StallCauses::of(&self.stalls),
             },
             cpu: SummaryCpu {
                 seconds: own.total(),

@@ -285,11 +285,34 @@ pub fn candidate_files(
             .into_iter()
             .filter(|f| !excluded(f.number))
             .collect();
-    if level > 0 && style == PickStyle::MinOverlap {
-        // Stable: equal scores stay in rotation order.
-        files.sort_by_cached_key(|f| overlap_score(version, level, f));
+    if level > 0 {
+        // Stable sorts: equal scores stay in rotation order.
+        match style {
+            PickStyle::MinOverlap => files.sort_by_cached_key(|f| overlap_score(version, level, f)),
+            PickStyle::MinOverlapRatio => {
+                files.sort_by_cached_key(|f| overlap_ratio_key(version, level, f));
+            }
+            PickStyle::RoundRobin => {}
+        }
     }
     files
+}
+
+/// The bytes of the next level that `file`'s key range overlaps, per byte
+/// of `file` (RocksDB's overlapping ratio), as a sort key: scaled to an
+/// integer so that ties compare equal and keep the rotation order.
+pub fn overlap_ratio_key(version: &Version, level: usize, file: &FileMeta) -> u64 {
+    if level + 1 >= NUM_LEVELS {
+        return 0;
+    }
+    let below = total_file_size(&version.overlapping_inputs(
+        level + 1,
+        Some(file.smallest.user_key()),
+        Some(file.largest.user_key()),
+    ));
+    // A thousandth of a byte per byte is finer than any two files differ
+    // by; u128 keeps terabytes of overlap from overflowing.
+    ((below as u128 * 1024) / file.file_size.max(1) as u128) as u64
 }
 
 /// The plan that starts from `file` at `level`: every overlapping L0 file
@@ -597,6 +620,27 @@ mod tests {
         pointers: &[Vec<u8>; NUM_LEVELS],
     ) -> Option<CompactionPlan> {
         first_job(&mut scheduler(options, pointers), v, options)
+    }
+
+    /// Two L1 files each overlap one L2 file: `min-overlap` cannot tell
+    /// them apart and keeps the rotation order; `min-overlap-ratio` takes
+    /// the one whose overlap below is the smaller share of its own bytes.
+    #[test]
+    fn overlap_ratio_weighs_the_bytes_below() {
+        let v = version(&[
+            (1, 5, "a", "c", 100),
+            (1, 6, "m", "o", 100),
+            (2, 7, "b", "b", 900),
+            (2, 8, "n", "n", 100),
+        ]);
+        let none = |_: u64| false;
+        let by_count = candidate_files(&v, 1, &[], PickStyle::MinOverlap, &none);
+        assert_eq!(numbers(&by_count), vec![5, 6]);
+        let by_ratio = candidate_files(&v, 1, &[], PickStyle::MinOverlapRatio, &none);
+        assert_eq!(numbers(&by_ratio), vec![6, 5]);
+        assert_eq!(overlap_ratio_key(&v, 1, &by_ratio[0]), 1024);
+        assert_eq!(overlap_ratio_key(&v, 1, &by_ratio[1]), 9 * 1024);
+        assert_eq!("min-overlap-ratio".parse(), Ok(PickStyle::MinOverlapRatio));
     }
 
     #[test]

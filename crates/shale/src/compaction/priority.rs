@@ -141,6 +141,13 @@ pub fn subcompaction_parts(
     (by_size as usize).clamp(1, max_subcompactions.max(1))
 }
 
+/// Cores a deeper job may split itself over: the machine's, less one for
+/// the foreground and one for each of the `other_jobs` running, at least
+/// one.
+pub fn idle_cores(cores: usize, other_jobs: usize) -> usize {
+    cores.saturating_sub(1 + other_jobs).max(1)
+}
+
 /// What the write path needs to know of the compaction debt.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Debt {

@@ -415,7 +415,7 @@ impl Service {
         let mut parts = self.parts(scheduled, job, lane, requested);
         let chain = match requested {
             Some(name) => placement::requested(name),
-            None => self.chain(job, lane, parts),
+            None => self.chain(job, lane, parts, !scheduled.manual),
         };
         // The device takes few large jobs (by default a job whole): its own
         // pipeline overlaps reading, the device and writing slice by slice,
@@ -441,14 +441,16 @@ impl Service {
         Placed { chain, parts }
     }
 
-    /// Placement's chain for `job` on `lane`, cut into `parts`.
-    fn chain(&self, job: &CompactionJob, lane: Lane, parts: usize) -> Chain {
+    /// Placement's chain for `job` on `lane`, cut into `parts`; a
+    /// `background` job is one that no caller waits for.
+    fn chain(&self, job: &CompactionJob, lane: Lane, parts: usize, background: bool) -> Chain {
         let scheduler = self.lock();
         let load = Load {
             cores: crate::options::available_cores(),
             other_jobs: scheduler.running().len().saturating_sub(1),
             parts,
             job_sequence: job.id,
+            foreground: background,
         };
         let device = match lane {
             Lane::Device => self.device(),
@@ -466,11 +468,14 @@ impl Service {
         }
     }
 
-    /// How many sub-compactions `job` runs as on `lane`: L0->L1 and manual
-    /// jobs of at least two output files' worth, up to
-    /// `max_subcompactions` (ProckStore's fourth priority). A worker runs
-    /// a job whole (its own cores split it if they like); sub-compaction
-    /// ranges are cut in bytewise order only.
+    /// How many sub-compactions `job` runs as on `lane`: jobs of at least
+    /// two output files' worth, up to `max_subcompactions` (ProckStore's
+    /// fourth priority) for L0->L1 and manual jobs, and for a deeper job
+    /// up to the cores no one else is using (one kept for the foreground,
+    /// one for each other running job), so that a backlog of deep jobs
+    /// uses idle cores and takes none from busy ones. A worker runs a job
+    /// whole (its own cores split it if they like); sub-compaction ranges
+    /// are cut in bytewise order only.
     fn parts(
         &self,
         scheduled: &ScheduledJob,
@@ -480,16 +485,18 @@ impl Service {
     ) -> usize {
         let whole = lane == Lane::Remote
             || requested == Some(REMOTE)
-            || !self.options.key_order().is_bytewise()
-            || !(scheduled.plan.level == 0 || scheduled.manual);
+            || !self.options.key_order().is_bytewise();
         if whole {
             return 1;
         }
-        priority::subcompaction_parts(
-            job.input_bytes(),
-            job.max_output_file_size,
-            self.options.subcompactions(),
-        )
+        let most = if scheduled.plan.level == 0 || scheduled.manual {
+            self.options.subcompactions()
+        } else {
+            let others = self.lock().running().len().saturating_sub(1);
+            priority::idle_cores(crate::options::available_cores(), others)
+                .min(self.options.subcompactions())
+        };
+        priority::subcompaction_parts(job.input_bytes(), job.max_output_file_size, most)
     }
 
     /// Executor `index` of `chain` did not complete job `job_id`: it

@@ -38,13 +38,13 @@ use crate::version_set::VersionSet;
 /// The WAL being appended to.
 pub(crate) type Wal = LogWriter<LogFile>;
 
-/// Counters of time writers spent throttled.
+/// Counters of time writers spent throttled, in all and by cause.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StallStats {
     /// Writes the write throttle delayed (L0 at or past the slowdown
     /// trigger: each write owes a delay that follows the compaction debt,
     /// waits up to 10 us of it, and what is owed beyond that is slept once
-    /// it reaches 1 ms).
+    /// it reaches 1 ms). Their one cause is L0's file count.
     pub slowdown_count: u64,
     /// Microseconds spent in those delays.
     pub slowdown_micros: u64,
@@ -53,6 +53,46 @@ pub struct StallStats {
     pub stop_micros: u64,
     /// Times a writer had to wait that way.
     pub stop_count: u64,
+    /// The stops because L0 held `l0_stop_writes_trigger` files.
+    pub stop_for_l0: StallTime,
+    /// The stops because the memtable was full while the previous one was
+    /// still being flushed.
+    pub stop_for_flush: StallTime,
+}
+
+/// Writes held back for one cause, and for how long.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StallTime {
+    /// Times a writer waited.
+    pub count: u64,
+    /// Microseconds of those waits.
+    pub micros: u64,
+}
+
+impl StallTime {
+    /// Counts one wait of `micros`.
+    pub fn add(&mut self, micros: u64) {
+        self.count += 1;
+        self.micros += micros;
+    }
+
+    /// Adds `other`'s waits to these.
+    pub fn absorb(&mut self, other: &StallTime) {
+        self.count += other.count;
+        self.micros += other.micros;
+    }
+}
+
+impl StallStats {
+    /// Adds `other`'s counters to these (a tool summing several opens).
+    pub fn absorb(&mut self, other: &StallStats) {
+        self.slowdown_count += other.slowdown_count;
+        self.slowdown_micros += other.slowdown_micros;
+        self.stop_count += other.stop_count;
+        self.stop_micros += other.stop_micros;
+        self.stop_for_l0.absorb(&other.stop_for_l0);
+        self.stop_for_flush.absorb(&other.stop_for_flush);
+    }
 }
 
 /// The state lock, held.

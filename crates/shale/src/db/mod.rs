@@ -70,7 +70,7 @@ pub use crate::compaction::scheduler::book::LevelStats;
 pub use files::destroy;
 pub use flush::pick_level_for_memtable_output;
 pub(crate) use inner::DbInner;
-pub use inner::StallStats;
+pub use inner::{StallStats, StallTime};
 use inner::State;
 pub(crate) use insert::insert_into;
 pub(crate) use table_writer::TableWriter;
@@ -548,6 +548,7 @@ impl DB {
                 slowdown_seconds: stalls.slowdown_micros as f64 / 1e6,
                 stop_count: stalls.stop_count,
                 stop_seconds: stalls.stop_micros as f64 / 1e6,
+                causes: crate::stats::StallCauses::of(&stalls),
             },
             writes: crate::stats::Writes {
                 direct: self.inner.direct_writes(),

@@ -49,11 +49,12 @@ impl DbInner {
                 let stalls = state.stalls;
                 let _ = writeln!(
                     out,
-                    "Stalls: {} slowdowns ({:.3} s), {} stops ({:.3} s)",
+                    "Stalls: {} slowdowns ({:.3} s), {} stops ({:.3} s); by cause: {}",
                     stalls.slowdown_count,
                     stalls.slowdown_micros as f64 / 1e6,
                     stalls.stop_count,
-                    stalls.stop_micros as f64 / 1e6
+                    stalls.stop_micros as f64 / 1e6,
+                    crate::stats::StallCauses::of(&stalls).describe()
                 );
                 let _ = writeln!(
                     out,

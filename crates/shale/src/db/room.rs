@@ -15,6 +15,7 @@ use crate::compaction::priority;
 use crate::env::LogFile;
 use crate::filename;
 use crate::memtable::MemTable;
+use crate::options::Options;
 
 /// The most of its owed delay one write waits out by itself. The write
 /// throttle (`docs/compaction.md`, "Write throttling") spreads the delay
@@ -30,6 +31,45 @@ pub(super) const MAX_SPREAD_DELAY: Duration = Duration::from_micros(10);
 /// spreading pays) is summed and slept in one go once it reaches this
 /// much, RocksDB's refill period for its delayed-write rate.
 pub(super) const MIN_DELAY_SLEEP: Duration = Duration::from_millis(1);
+
+/// Whether the machine has a core to spare beside the compaction threads,
+/// the flush thread and one writer. Where it has, a throttled writer waits
+/// its share of the delay out by yielding, on time; where it has not,
+/// yielding in a loop is a busy wait that takes from the compactions the
+/// processor they need to end the throttle (a writer at normal priority
+/// yields little to their lowered threads), so the writer sleeps what it
+/// owes in larger pieces instead (`docs/results/write-path.md`, "The
+/// throttle's wait on two cores").
+fn has_spare_core(options: &Options) -> bool {
+    crate::options::available_cores() > options.background_compactions() + 2
+}
+
+/// The owed delay a writer sleeps at once where no core is spare.
+fn scarce_core_sleep() -> Duration {
+    static SLEEP: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *SLEEP.get_or_init(|| {
+        std::env::var("SHALE_THROTTLE_SLEEP_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(MIN_DELAY_SLEEP, Duration::from_micros)
+    })
+}
+
+/// Sleeps `delay` with the thread's timer slack lowered for the sleep, so
+/// that a sleep of a fraction of a millisecond does not last the default
+/// 50 us more.
+fn sleep_with_fine_slack(delay: Duration) {
+    // SAFETY: PR_GET_TIMERSLACK and PR_SET_TIMERSLACK read and set the
+    // calling thread's timer slack and nothing else.
+    let slack = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) };
+    // SAFETY: as above; 1,000 ns is a valid slack.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+    std::thread::sleep(delay);
+    if slack > 0 {
+        // SAFETY: as above; the thread's own slack, as it was.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack as libc::c_ulong) };
+    }
+}
 
 impl DbInner {
     /// Whether a write finds room with nothing to wait for: no background
@@ -77,17 +117,21 @@ impl DbInner {
                 };
                 state.owed_delay += priority::write_delay(write_bytes.max(1), &debt, options);
                 let started = Instant::now();
-                if state.owed_delay < MIN_DELAY_SLEEP {
+                let spare_core = has_spare_core(options);
+                if spare_core && state.owed_delay < MIN_DELAY_SLEEP {
                     let now = state.owed_delay.min(MAX_SPREAD_DELAY);
                     state.owed_delay -= now;
                     drop(state);
                     while started.elapsed() < now {
                         std::thread::yield_now();
                     }
+                } else if !spare_core && state.owed_delay < scarce_core_sleep() {
+                    // Owed, and slept with what later writes owe.
+                    drop(state);
                 } else {
                     let owed = std::mem::take(&mut state.owed_delay);
                     drop(state);
-                    std::thread::sleep(owed);
+                    sleep_with_fine_slack(owed);
                 }
                 state = self.lock_state();
                 state.stalls.slowdown_count += 1;
@@ -95,14 +139,21 @@ impl DbInner {
             } else if !force && state.mem.approximate_memory_usage() <= options.write_buffer_size {
                 return (state, Ok(()));
             } else if state.imm.is_some() || l0_files >= options.l0_stop_writes_trigger {
-                if state.imm.is_none() {
+                let for_flush = state.imm.is_some();
+                if !for_flush {
                     shale_log!(self.info_log, "Too many L0 files ({l0_files}); waiting...");
                 }
                 let started = Instant::now();
                 self.work_cv.notify_all();
                 state = self.wait(&self.done_cv, state);
+                let micros = started.elapsed().as_micros() as u64;
                 state.stalls.stop_count += 1;
-                state.stalls.stop_micros += started.elapsed().as_micros() as u64;
+                state.stalls.stop_micros += micros;
+                if for_flush {
+                    state.stalls.stop_for_flush.add(micros);
+                } else {
+                    state.stalls.stop_for_l0.add(micros);
+                }
             } else if force && state.mem.is_empty() {
                 return (state, Ok(()));
             } else if state.write_queue.in_flight > 0 {

@@ -37,6 +37,14 @@ pub const DEVICE_REST_AFTER_FAILURES: u64 = 3;
 /// code and an I/O thread (second pass)").
 pub const PARALLEL_MIN_CORES: usize = 3;
 
+/// Under `auto`, while the foreground may want the cores, `parallel` runs a
+/// job only if it costs at most this many times `streaming`'s CPU per byte
+/// (measured, as threads kept busy over throughput): otherwise the
+/// data-parallel phases' extra work per byte would take the CPU from the
+/// writes and reads that the compaction serves
+/// (`docs/results/scheduler.md`, "auto weighs CPU per byte").
+pub const PARALLEL_CPU_ALLOWED: f64 = 1.2;
+
 /// Every `EXPLORE_EVERY`-th job under `auto` runs on the CPU executor that
 /// measured slower, so its measurement follows the machine's load.
 pub const EXPLORE_EVERY: u64 = 16;
@@ -82,6 +90,10 @@ pub struct Load {
     pub parts: usize,
     /// A number that grows with every job (for exploration).
     pub job_sequence: u64,
+    /// The foreground may want the CPU: a background job, not one a caller
+    /// waits for (a manual compaction). `auto` then weighs CPU per byte,
+    /// and otherwise wall time.
+    pub foreground: bool,
 }
 
 impl Load {
@@ -124,7 +136,9 @@ impl Chain {
 pub use shale_compact::chain::passes_to_next_executor;
 
 /// The CPU executor for a job under `auto`: `streaming` when a part of the
-/// job has fewer than [`PARALLEL_MIN_CORES`] cores; otherwise the one with
+/// job has fewer than [`PARALLEL_MIN_CORES`] cores; with the foreground at
+/// work, `streaming` also when `parallel` measured more than
+/// [`PARALLEL_CPU_ALLOWED`] times its CPU per byte; otherwise the one with
 /// the higher measured throughput (each slower one still gets every
 /// [`EXPLORE_EVERY`]-th job), or before both are measured, `parallel`
 /// (measuring `streaming` on every other job until it has a number).
@@ -150,6 +164,19 @@ pub fn choose_cpu(book: &ExecutorBook, load: &Load) -> (&'static str, String) {
                 return (
                     slower,
                     format!("re-measuring the slower CPU executor (every {EXPLORE_EVERY}th job)"),
+                );
+            }
+            // CPU-seconds per GB: threads kept busy over bytes per second.
+            let gb = 1024.0 * crate::units::MB;
+            let parallel_cost = cores as f64 / parallel * gb;
+            let streaming_cost = gb / streaming;
+            if load.foreground && parallel_cost > PARALLEL_CPU_ALLOWED * streaming_cost {
+                return (
+                    STREAMING,
+                    format!(
+                        "the foreground may want the cores: streaming costs {streaming_cost:.1} \
+                         CPU-s/GB, parallel {parallel_cost:.1} on {cores} cores"
+                    ),
                 );
             }
             (
@@ -390,6 +417,7 @@ mod tests {
             other_jobs: 0,
             parts: 1,
             job_sequence: 1,
+            foreground: false,
         }
     }
 
@@ -446,6 +474,36 @@ mod tests {
         assert_eq!(pick, STREAMING);
         assert!(reason.contains("pay off from 3"), "{reason}");
         assert_eq!(choose_cpu(&book, &load(4)).0, PARALLEL);
+    }
+
+    /// With the foreground at work, `parallel` runs only where it costs
+    /// little more CPU per byte than `streaming`, however fast it is; a
+    /// manual compaction (nobody else wants the cores) takes the faster.
+    #[test]
+    fn auto_weighs_cpu_per_byte_while_the_foreground_works() {
+        let mut book = ExecutorBook::default();
+        // 16 threads at 1.5x one streaming thread's speed: 10.7x its CPU
+        // per byte.
+        book.record_job(PARALLEL, 150 << 20, 1.0, 1000);
+        book.record_job(STREAMING, 100 << 20, 1.0, 1000);
+        let idle = load(17);
+        assert_eq!(choose_cpu(&book, &idle).0, PARALLEL);
+        let busy = Load {
+            foreground: true,
+            ..idle
+        };
+        let (pick, reason) = choose_cpu(&book, &busy);
+        assert_eq!(pick, STREAMING);
+        assert!(reason.contains("CPU-s/GB"), "{reason}");
+        // Work-efficient: 4 threads at 3.5x the speed (1.14x the CPU).
+        let mut efficient = ExecutorBook::default();
+        efficient.record_job(PARALLEL, 350 << 20, 1.0, 1000);
+        efficient.record_job(STREAMING, 100 << 20, 1.0, 1000);
+        let four = Load {
+            foreground: true,
+            ..load(5)
+        };
+        assert_eq!(choose_cpu(&efficient, &four).0, PARALLEL);
     }
 
     #[test]
@@ -676,12 +734,7 @@ mod tests {
     #[test]
     fn a_remote_lane_tries_a_worker_then_the_cpu_chain() {
         let book = ExecutorBook::default();
-        let load = Load {
-            cores: 2,
-            other_jobs: 0,
-            parts: 1,
-            job_sequence: 1,
-        };
+        let load = load(2);
         let cpu = chain(&job(2, 1 << 20), &ExecutorChoice::Auto, None, &book, &load);
         let remote = remote_first(cpu.clone());
         assert_eq!(remote.executors.first(), Some(&REMOTE));
