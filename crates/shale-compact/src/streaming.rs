@@ -110,7 +110,7 @@ impl OpenOutput {
 /// (the grandparent cut). A closed file is flushed and synced by `syncer`'s
 /// thread while the next one is filled. Shared with the keys-only remote
 /// mode, whose data side packs the order the key side decided.
-pub(crate) struct TablePacker<'a> {
+pub struct TablePacker<'a> {
     io: &'a dyn JobIo,
     syncer: &'a Syncer<'a>,
     options: TableOptions,
@@ -118,6 +118,15 @@ pub(crate) struct TablePacker<'a> {
     current: Option<OpenOutput>,
     outputs: Vec<OutputTable>,
     stats: PhaseStats,
+}
+
+impl std::fmt::Debug for TablePacker<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TablePacker")
+            .field("outputs", &self.outputs.len())
+            .field("open", &self.current.as_ref().map(|o| o.number))
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a> TablePacker<'a> {
@@ -141,7 +150,7 @@ impl<'a> TablePacker<'a> {
     }
 
     /// Closes the open file, if any.
-    pub(crate) fn cut(&mut self) -> Result<()> {
+    pub fn cut(&mut self) -> Result<()> {
         if let Some(output) = self.current.take() {
             self.outputs
                 .push(output.finish(self.syncer, &mut self.stats)?);
@@ -150,7 +159,7 @@ impl<'a> TablePacker<'a> {
     }
 
     /// Appends a kept entry.
-    pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+    pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         let output = match &mut self.current {
             Some(output) => output,
             None => {
@@ -174,7 +183,7 @@ impl<'a> TablePacker<'a> {
     /// `bytes_written`, `entries_in`, `entries_out`, `write_secs`,
     /// `overlapped_secs`, and `total_secs` from `started`) and the seconds
     /// of computation: the wall time less the waits for the I/O thread.
-    pub(crate) fn run(
+    pub fn run(
         job: &CompactionJob,
         io: &dyn JobIo,
         started: Instant,

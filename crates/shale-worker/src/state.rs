@@ -1,8 +1,8 @@
 //! What every part of a running worker shares, and nothing else: its
 //! configuration, its state (the root, the job slots, staging, metrics,
 //! whether it takes new calls), and how a job's error becomes a gRPC
-//! status. The RPC surface ([`super::server`]), admission
-//! ([`super::admission`]), the keys-only data side and the drain all read
+//! status. The RPC surface ([`crate::rpc`]), admission
+//! ([`crate::admission`]), the keys-only data side and the drain all read
 //! it; it imports none of them.
 
 use std::fmt;
@@ -15,12 +15,12 @@ use shale_format::Error;
 use tokio::sync::Semaphore;
 use tonic::Status;
 
-use super::auth::{ScopedToken, TokenSet};
-use super::fs::Root;
-use super::metrics::Metrics;
-use super::staging::{Staging, StagingLimits};
-use super::Logger;
-use crate::job::Executor;
+use crate::auth::{ScopedToken, TokenSet};
+use crate::metrics::Metrics;
+use crate::root::Root;
+use crate::staging::{Staging, StagingLimits};
+use crate::Logger;
+use shale_compact::job::Executor;
 
 /// How a worker runs.
 #[derive(Clone)]
@@ -30,7 +30,7 @@ pub struct WorkerConfig {
     /// A token every call may carry for any database under the root
     /// (`authorization: Bearer <token>`).
     pub token: Option<String>,
-    /// Tokens scoped to database paths ([`super::auth`]). With neither
+    /// Tokens scoped to database paths ([`crate::auth`]). With neither
     /// `token` nor scoped tokens the worker authenticates nobody (loopback
     /// use only).
     pub scoped_tokens: Vec<ScopedToken>,
@@ -123,7 +123,7 @@ pub(crate) struct WorkerInner {
     pub(crate) staging: Arc<Staging>,
     pub(crate) metrics: Arc<Metrics>,
     /// The tokens calls are checked against: the config's at start,
-    /// replaced by [`super::server::Worker::replace_tokens`].
+    /// replaced by [`crate::rpc::Worker::replace_tokens`].
     pub(crate) tokens: TokenSet,
     /// Closed when the worker begins to stop: new calls are refused.
     pub(crate) intake: Intake,

@@ -2,7 +2,7 @@
 //! token check that puts each call's `Scope` on it, the standard gRPC
 //! health service, the reaper of staged sessions, the metrics port
 //! (`/metrics` and `/healthz`), and
-//! the end: drained ([`super::drain`]) or at once. [`LocalWorker`] runs all
+//! the end: drained ([`crate::drain`]) or at once. [`LocalWorker`] runs all
 //! that on a thread of its own.
 
 use std::net::SocketAddr;
@@ -14,13 +14,13 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Status};
 
-use super::auth::authenticate;
-use super::drain::{drain, StopRequest};
-use super::metrics::{serve_metrics, Serving};
-use super::proto::compaction_worker_server::CompactionWorkerServer;
-use super::server::Worker;
-use super::state::WorkerConfig;
-use super::AUTHORIZATION;
+use crate::auth::authenticate;
+use crate::drain::{drain, StopRequest};
+use crate::metrics::{serve_metrics, Serving};
+use crate::proto::compaction_worker_server::CompactionWorkerServer;
+use crate::rpc::Worker;
+use crate::state::WorkerConfig;
+use shale_compact::remote::AUTHORIZATION;
 
 /// A TLS certificate chain and key, PEM-encoded.
 #[derive(Debug, Clone)]
