@@ -13,6 +13,10 @@ use std::fs::File;
 use std::sync::Arc;
 use std::time::Instant;
 
+use shale_compact::job::{CompactionJob, JobFile};
+use shale_compact::remote::convert::job_from_proto;
+use shale_compact::remote::fs::{file_id, Dir};
+use shale_compact::remote::paths::{table_names, valid_session};
 use tokio::sync::OwnedSemaphorePermit;
 use tonic::Status;
 
@@ -21,10 +25,6 @@ use crate::proto::CompactRequest;
 use crate::root::describe;
 use crate::staging::{StagingIo, StagingRefusal};
 use crate::state::WorkerInner;
-use shale_compact::job::{CompactionJob, JobFile};
-use shale_compact::remote::convert::job_from_proto;
-use shale_compact::remote::fs::{file_id, Dir};
-use shale_compact::remote::paths::{table_names, valid_session};
 
 /// A job that passed every check, its inputs open and its staging session
 /// created.

@@ -15,16 +15,15 @@
 
 use std::time::Instant;
 
+use shale_compact::job::{CompactionJob, CompactionOutput, JobIo};
+use shale_compact::remote::keys::{decode, KEYS_ONLY};
+use shale_compact::steps::{RunCursor, TablePacker};
 use shale_format::{Error, Result};
 use tonic::Status;
 
 use crate::proto::keys_only_request::Request;
 use crate::proto::{KeyChunk, KeysOnlyRequest, KeysWanted};
 use crate::state::status_of;
-use shale_compact::job::{CompactionJob, CompactionOutput, JobIo};
-use shale_compact::remote::keys::RunCursor;
-use shale_compact::remote::keys::{decode, KEYS_ONLY};
-use shale_compact::streaming::TablePacker;
 
 /// Keys per `KeyChunk` message, at most.
 const KEYS_PER_CHUNK: usize = 16 * 1024;

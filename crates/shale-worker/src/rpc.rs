@@ -12,6 +12,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use shale_compact::job::CompactionOutput;
+use shale_compact::remote::keys::KEYS_ONLY;
+use shale_compact::remote::PROTOCOL;
 use shale_format::Result;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
@@ -30,9 +33,6 @@ use crate::proto::{
 use crate::root::Root;
 use crate::staging::{SessionIo, Staging};
 use crate::state::{status_of, Intake, WorkerConfig, WorkerInner};
-use shale_compact::job::CompactionOutput;
-use shale_compact::remote::keys::KEYS_ONLY;
-use shale_compact::remote::PROTOCOL;
 
 /// Events a call's stream buffers before the job waits for the client to
 /// read them: what bounds the key chunks a keys-only job has on its way

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use shale_compact::remote::AUTHORIZATION;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
@@ -20,7 +21,6 @@ use crate::metrics::{serve_metrics, Serving};
 use crate::proto::compaction_worker_server::CompactionWorkerServer;
 use crate::rpc::Worker;
 use crate::state::WorkerConfig;
-use shale_compact::remote::AUTHORIZATION;
 
 /// A TLS certificate chain and key, PEM-encoded.
 #[derive(Debug, Clone)]

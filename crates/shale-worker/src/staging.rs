@@ -16,14 +16,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+use shale_compact::job::{JobFile, JobIo, OutputSink};
+use shale_compact::remote::fs::Dir;
+use shale_compact::remote::paths::STAGING_DIR;
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
 use crate::proto::Progress;
 use crate::root::describe;
-use shale_compact::job::{JobFile, JobIo, OutputSink};
-use shale_compact::remote::fs::Dir;
-use shale_compact::remote::paths::STAGING_DIR;
 
 /// How deep under the root a starting worker looks for databases with
 /// staging left over (`ROOT/a/b/c/db` is depth 4).

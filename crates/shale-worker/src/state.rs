@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use shale_compact::job::Executor;
 use shale_format::Error;
 use tokio::sync::Semaphore;
 use tonic::Status;
@@ -20,7 +21,6 @@ use crate::metrics::Metrics;
 use crate::root::Root;
 use crate::staging::{Staging, StagingLimits};
 use crate::Logger;
-use shale_compact::job::Executor;
 
 /// How a worker runs.
 #[derive(Clone)]

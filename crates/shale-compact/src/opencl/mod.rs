@@ -1,8 +1,9 @@
 //! The `opencl` executor: the data-parallel phases of compaction as OpenCL
 //! kernels (`kernels/*.cl`), on any OpenCL device — a GPU in production,
-//! PoCL on the CPU in tests and CI. Each kernel has a CPU twin in
-//! `crate::parallel` and the tables it writes are byte-identical to the
-//! `streaming` reference.
+//! PoCL on the CPU in tests and CI. Each kernel has a CPU twin, in the
+//! steps it shares with `parallel` (`crate::steps`) or under the tests
+//! (`crate::testing::twins`), and the tables it writes are byte-identical
+//! to the `streaming` reference.
 //!
 //! Only the names, the settings types and placement (a pure function) are
 //! built without the `opencl` cargo feature; the executor needs it.

@@ -330,7 +330,7 @@ impl SliceRun<'_, '_, '_> {
     /// Lists every block's restart groups on the device (`restart_counts`,
     /// then `restart_groups` from the counts' prefix sums, which the host
     /// also keeps per block), with the rules of
-    /// `parallel::unpack::restart_groups_into`.
+    /// `steps::unpack::restart_groups_into`.
     fn restart_groups(
         &mut self,
         checked: &CheckedBlocks,

@@ -2,7 +2,7 @@
 //! work item sums a few consecutive values, each work group scans its
 //! items' sums in local memory, the group totals are scanned
 //! the same way (recursively), and each slice gets its group's offset added.
-//! CPU twin: [`crate::parallel::twins::exclusive_scan`].
+//! CPU twin: `crate::testing::twins::exclusive_scan`.
 
 use opencl3::memory::Buffer;
 
