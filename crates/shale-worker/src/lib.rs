@@ -15,45 +15,21 @@
 //! - [`metrics`]: what an operator scrapes.
 //! - [`data_side`]: the data side of a keys-only job.
 
-use std::sync::Arc;
-
 mod admission;
 pub mod auth;
 pub mod data_side;
 pub mod drain;
 pub mod metrics;
+pub mod proto;
 pub mod root;
 pub mod rpc;
 pub mod serve;
 pub mod staging;
 mod state;
 
-/// The protocol as the worker speaks it: the messages of
-/// `shale_compact::remote::proto` and the server half, generated here over
-/// them.
-pub mod proto {
-    pub use shale_compact::remote::proto::*;
-
-    /// The generated server.
-    #[allow(
-        missing_docs,
-        missing_debug_implementations,
-        clippy::all,
-        reason = "generated"
-    )]
-    mod generated {
-        tonic::include_proto!("shale.worker.v1");
-    }
-
-    pub use generated::compaction_worker_server;
-}
-
 pub use auth::{parse_token_file, ScopedToken};
 pub use drain::StopRequest;
 pub use rpc::Worker;
 pub use serve::{serve, LocalWorker, TlsIdentity};
 pub use staging::StagingLimits;
-pub use state::WorkerConfig;
-
-/// Where a worker's LOG lines go.
-pub type Logger = Arc<dyn Fn(&str) + Send + Sync>;
+pub use state::{Logger, WorkerConfig};

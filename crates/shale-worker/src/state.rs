@@ -20,7 +20,9 @@ use crate::auth::{ScopedToken, TokenSet};
 use crate::metrics::Metrics;
 use crate::root::Root;
 use crate::staging::{Staging, StagingLimits};
-use crate::Logger;
+
+/// Where a worker's LOG lines go.
+pub type Logger = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// How a worker runs.
 #[derive(Clone)]

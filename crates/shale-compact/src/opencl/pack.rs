@@ -58,11 +58,11 @@ use shale_format::format::{
 use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
 
-use super::device::DeviceError;
+use super::device_error::DeviceError;
+use super::pinned::{HostBytes, StagingPool};
 use super::pipeline::DeviceEntries;
 use super::scan::exclusive_scan_u32_on_device;
 use super::session::{mem, Arg, BytesDownload, Download, Session};
-use super::staging::{HostBytes, StagingPool};
 use crate::job::CompactionJob;
 use crate::steps::plan::{plan_boundaries_from_block_ends, BlockEnd, PlannedFile, ScanState};
 

@@ -6,7 +6,7 @@
 
 use opencl3::memory::Buffer;
 
-use super::device::DeviceError;
+use super::device_error::DeviceError;
 use super::session::{mem, Arg, Session};
 
 /// Work-group size of the scan (smaller when the device allows less).

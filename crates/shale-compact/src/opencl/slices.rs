@@ -35,8 +35,8 @@ use shale_format::comparator::compare_internal_keys;
 use shale_format::format::{block_trailer, BlockHandle, CompressionType, BLOCK_TRAILER_LEN};
 use shale_format::internal_key::extract_user_key;
 
-use super::device::DeviceError;
-use super::staging::{HostBytes, StagingPool};
+use super::device_error::DeviceError;
+use super::pinned::{HostBytes, StagingPool};
 use crate::inputs::{
     read_stretches, read_stretches_into, run_blocks_in_range, slice_limit, InputTable,
 };
