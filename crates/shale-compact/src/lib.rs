@@ -14,6 +14,7 @@ pub mod nice;
 pub mod opencl;
 pub mod parallel;
 pub(crate) mod pool;
+pub mod steps;
 pub mod streaming;
 pub mod subcompaction;
 pub(crate) mod syncer;

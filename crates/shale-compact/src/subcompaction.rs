@@ -417,7 +417,7 @@ mod tests {
     /// last blocks kept hold keys outside it.
     #[test]
     fn blocks_in_range_leave_out_only_blocks_outside() {
-        use crate::parallel::unpack::unpack_block;
+        use crate::steps::unpack::unpack_block;
         let (file, bytes) = table(1, 0..600, 1);
         let io = MemIo::new(HashMap::from([(1, Arc::new(bytes.clone()))]));
         let table = open_table(&io, &file).unwrap();

@@ -27,14 +27,13 @@ use shale_compact::job::{
     UserKeyRange,
 };
 use shale_compact::remote::keys::DEFAULT_KEYS_WINDOW;
-use shale_compact::remote::{
-    LocalWorker, RemoteExecutor, RemoteMode, RemoteOptions, WorkerConfig, REMOTE,
-};
+use shale_compact::remote::{RemoteExecutor, RemoteMode, RemoteOptions, REMOTE};
 use shale_compact::subcompaction::{boundaries, split};
 use shale_compact::testing::{self, build_table, table_file, MemIo};
 use shale_compact::{ParallelExecutor, StreamingExecutor};
 use shale_format::comparator::compare_internal_keys;
 use shale_format::internal_key::{InternalKey, ValueType};
+use shale_worker::{LocalWorker, WorkerConfig};
 
 /// A generated job with its input files.
 #[derive(Debug, Clone)]

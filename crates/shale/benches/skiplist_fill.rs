@@ -17,7 +17,7 @@
 //! alternating them: a single run on a shared machine varies by tens of
 //! percent.
 
-use shale::skiplist::{KeyOrder, SkipList};
+use shale::skiplist::{EntryOrder, SkipList};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,7 @@ fn main() {
     let mut sequence = 1u64;
     let mut total = Duration::ZERO;
     for _ in 0..lists {
-        let list = SkipList::new(KeyOrder::Internal(
+        let list = SkipList::new(EntryOrder::Internal(
             shale_format::comparator::KeyOrder::bytewise(),
         ));
         let keys: Vec<(String, u64)> = (0..entries)

@@ -67,7 +67,7 @@ impl MemTable {
     /// An empty memtable whose user keys are ordered by `order`.
     pub fn with_order(order: KeyOrder) -> MemTable {
         MemTable {
-            list: SkipList::new(skiplist::KeyOrder::Internal(order.clone())),
+            list: SkipList::new(skiplist::EntryOrder::Internal(order.clone())),
             order,
         }
     }

@@ -190,7 +190,7 @@ pub struct Options {
     /// sequence numbers and its place in the log under a short lock,
     /// copies its record there, inserts its batch and publishes in
     /// sequence order, instead of queueing behind a leader that writes for
-    /// its group (`db/direct.rs`). Past that many, writers take the queue,
+    /// its group (`db/direct_writes.rs`). Past that many, writers take the queue,
     /// whose leader writes for the writers the scheduler is not running.
     /// Default: the cores less two (one for the flush and compactions, one
     /// to spare), at least 1: a lone writer always goes direct. 0: every
@@ -200,7 +200,7 @@ pub struct Options {
     /// published (the earlier writer was preempted between its claim and
     /// its publish) closes direct writes for a while, so that the queue's
     /// leader writes for the writers that are not running (default true;
-    /// `db/direct.rs`). False: writes go direct whenever `direct_writers`
+    /// `db/direct_writes.rs`). False: writes go direct whenever `direct_writers`
     /// allows, preempted or not; tests of the direct path use it to keep
     /// every writer direct on a machine with few cores.
     pub direct_writers_back_off: bool,

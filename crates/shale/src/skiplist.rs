@@ -57,7 +57,7 @@ const CHUNK_BYTES: usize = 64 << 10;
 /// How entries are ordered: by a key that is a prefix of the entry (its
 /// first `key_len` bytes).
 #[derive(Debug, Clone)]
-pub enum KeyOrder {
+pub enum EntryOrder {
     /// Keys compared by a function.
     Plain(fn(&[u8], &[u8]) -> Ordering),
     /// Internal keys in a database's user-key order (inlined when it is
@@ -65,26 +65,26 @@ pub enum KeyOrder {
     Internal(shale_format::comparator::KeyOrder),
 }
 
-impl KeyOrder {
+impl EntryOrder {
     #[inline]
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
         match self {
-            KeyOrder::Plain(compare) => compare(a, b),
-            KeyOrder::Internal(order) => order.compare_internal(a, b),
+            EntryOrder::Plain(compare) => compare(a, b),
+            EntryOrder::Internal(order) => order.compare_internal(a, b),
         }
     }
 
-    /// True when keys order first by [`KeyOrder::prefix`]: internal keys
+    /// True when keys order first by [`EntryOrder::prefix`]: internal keys
     /// over bytewise user keys, whose first sixteen bytes, zero-padded and
     /// read big-endian, order as the keys do whenever they differ.
     fn has_prefix(&self) -> bool {
-        matches!(self, KeyOrder::Internal(order) if order.is_bytewise())
+        matches!(self, EntryOrder::Internal(order) if order.is_bytewise())
     }
 
     /// The first sixteen bytes of the user key of internal key `key`: with
     /// eight, keys that share their first eight bytes (db_bench's `%016d`
     /// keys share nine digits) were compared in full at every step.
-    /// REQUIRES: [`KeyOrder::has_prefix`].
+    /// REQUIRES: [`EntryOrder::has_prefix`].
     #[inline]
     fn prefix(key: &[u8]) -> Prefix {
         let user_key = &key[..key.len().saturating_sub(INTERNAL_KEY_TRAILER_LEN)];
@@ -172,7 +172,7 @@ impl Node {
         }
     }
 
-    /// [`KeyOrder::prefix`] of the node's key.
+    /// [`EntryOrder::prefix`] of the node's key.
     ///
     /// # Safety
     ///
@@ -188,7 +188,7 @@ impl Node {
                 [u64::from_be(*words), u64::from_be(*words.add(1))]
             } else {
                 let key = &Node::entry(node)[..(*node).key_len as usize];
-                KeyOrder::prefix(key)
+                EntryOrder::prefix(key)
             }
         }
     }
@@ -297,7 +297,7 @@ impl InsertState {
 /// The skip list. `Send + Sync`; see the module docs.
 pub struct SkipList {
     head: NonNull<Node>,
-    order: KeyOrder,
+    order: EntryOrder,
     /// `order.has_prefix()`, once.
     has_prefix: bool,
     /// Read by every search; written only when a node taller than every
@@ -381,7 +381,7 @@ impl std::fmt::Debug for SkipList {
 
 impl SkipList {
     /// An empty list ordered by `order` on entry keys.
-    pub fn new(order: KeyOrder) -> SkipList {
+    pub fn new(order: EntryOrder) -> SkipList {
         let mut arena = Arena::new();
         let base = arena.allocate(Node::size(MAX_HEIGHT, 0));
         // SAFETY: the memory is fresh, aligned and large enough for a
@@ -667,7 +667,7 @@ impl SkipList {
     #[inline]
     fn target<'a>(&self, key: &'a [u8]) -> Target<'a> {
         let prefix = if self.has_prefix {
-            KeyOrder::prefix(key)
+            EntryOrder::prefix(key)
         } else {
             [0; 2]
         };
@@ -968,7 +968,7 @@ mod tests {
 
     #[test]
     fn empty_list() {
-        let list = SkipList::new(KeyOrder::Plain(<[u8]>::cmp));
+        let list = SkipList::new(EntryOrder::Plain(<[u8]>::cmp));
         assert!(list.is_empty());
         assert_eq!(list.first(), None);
         assert_eq!(list.last(), None);
@@ -977,7 +977,7 @@ mod tests {
 
     #[test]
     fn sorted_walks_seeks_and_values() {
-        let list = SkipList::new(KeyOrder::Plain(<[u8]>::cmp));
+        let list = SkipList::new(EntryOrder::Plain(<[u8]>::cmp));
         let mut model = BTreeSet::new();
         let mut rng = 7u64;
         for _ in 0..5000 {
@@ -1063,7 +1063,7 @@ mod tests {
                 .collect(),
         ];
         for (case, keys) in user_keys.iter().enumerate() {
-            let list = SkipList::new(KeyOrder::Internal(order.clone()));
+            let list = SkipList::new(EntryOrder::Internal(order.clone()));
             let mut model = Vec::new();
             for (sequence, user_key) in keys.iter().enumerate() {
                 let key = InternalKey::new(user_key, sequence as u64 + 1, ValueType::Value);
@@ -1085,7 +1085,7 @@ mod tests {
     /// Keys shorter than the 16-byte prefix compare as the comparator does.
     #[test]
     fn nodes_of_small_pairs_are_dense() {
-        let list = SkipList::new(KeyOrder::Internal(
+        let list = SkipList::new(EntryOrder::Internal(
             shale_format::comparator::KeyOrder::bytewise(),
         ));
         let count = 30_000;
@@ -1112,7 +1112,7 @@ mod tests {
 
     #[test]
     fn large_entries_get_their_own_chunk() {
-        let list = SkipList::new(KeyOrder::Plain(<[u8]>::cmp));
+        let list = SkipList::new(EntryOrder::Plain(<[u8]>::cmp));
         let big = vec![9u8; 3 * CHUNK_BYTES];
         insert(&list, b"b", b"small");
         insert(&list, b"a", &big);
@@ -1127,7 +1127,7 @@ mod tests {
 
     #[test]
     fn more_inserters_at_once_than_slots_share_the_overflow_pool() {
-        let list = SkipList::new(KeyOrder::Plain(<[u8]>::cmp));
+        let list = SkipList::new(EntryOrder::Plain(<[u8]>::cmp));
         for round in 0u32..3 {
             // Held at once: every slot is taken, the rest overflow.
             let mut inserters: Vec<Inserter<'_>> =
@@ -1154,7 +1154,7 @@ mod tests {
 
     #[test]
     fn readers_see_sorted_complete_entries_while_a_writer_inserts() {
-        let list = Arc::new(SkipList::new(KeyOrder::Plain(<[u8]>::cmp)));
+        let list = Arc::new(SkipList::new(EntryOrder::Plain(<[u8]>::cmp)));
         std::thread::scope(|scope| {
             for _ in 0..2 {
                 let list = list.clone();
@@ -1224,7 +1224,7 @@ mod tests {
     fn concurrent_inserters_lose_nothing_and_keep_every_level_sorted() {
         const THREADS: u32 = 4;
         const PER_THREAD: u32 = 20_000;
-        let list = SkipList::new(KeyOrder::Plain(<[u8]>::cmp));
+        let list = SkipList::new(EntryOrder::Plain(<[u8]>::cmp));
         let done = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|scope| {
             for _ in 0..2 {
@@ -1290,7 +1290,7 @@ mod tests {
     #[test]
     fn concurrent_ascending_inserts_race_at_the_same_place() {
         use shale_format::internal_key::{InternalKey, ValueType};
-        let list = SkipList::new(KeyOrder::Internal(
+        let list = SkipList::new(EntryOrder::Internal(
             shale_format::comparator::KeyOrder::bytewise(),
         ));
         let sequence = AtomicUsize::new(1);

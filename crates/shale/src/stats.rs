@@ -58,7 +58,7 @@ pub struct Writes {
     /// slept, by a writer that was awake (`db/writer_queue.rs`).
     pub leads_taken: u64,
     /// Times a direct writer that had to sleep until an earlier write
-    /// published closed direct writes for a while (`db/direct.rs`): the
+    /// published closed direct writes for a while (`db/direct_writes.rs`): the
     /// writers were preempted, the cores busy with more than them.
     pub direct_closed_by_sleep: u64,
 }

@@ -28,7 +28,7 @@ fn write_paths(name: &str) -> Vec<(std::path::PathBuf, Options, Option<tempfile:
     let dir = tempfile::tempdir().unwrap();
     // A memtable of 256 KiB, still switched several times by each test:
     // after a switch, writes go direct again only once 16 queue groups
-    // ended (`db/direct.rs`), which a memtable of a few batches never sees.
+    // ended (`db/direct_writes.rs`), which a memtable of a few batches never sees.
     // Every writer direct, preempted or not (no back-off to the queue),
     // so that the tests below check direct writes on two cores too.
     let direct = Options {

@@ -87,12 +87,10 @@ fn full_compaction_is_identical_with_every_executor() {
 
     // The remote executor's worker, in this process on loopback, beside
     // the databases (its root holds them).
-    let worker = shale::shale_compact::remote::LocalWorker::start(
-        shale::shale_compact::remote::WorkerConfig::new(
-            tmp.path(),
-            std::sync::Arc::new(shale::shale_compact::StreamingExecutor),
-        ),
-    )
+    let worker = shale_worker::LocalWorker::start(shale_worker::WorkerConfig::new(
+        tmp.path(),
+        std::sync::Arc::new(shale::shale_compact::StreamingExecutor),
+    ))
     .unwrap();
     let options = |executor: &str| Options {
         remote_workers: if executor == "remote" {

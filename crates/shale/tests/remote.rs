@@ -4,7 +4,7 @@
 //! returns a corrupted table loses the job to a local executor, the
 //! fallback is counted, no staged file is adopted, and every acknowledged
 //! write is there and verifies. TLS with a CA the engine is given works.
-//! (The worker's own checks are in `crates/shale-compact/tests/worker.rs`;
+//! (The worker's own checks are in `crates/shale-worker/tests/worker.rs`;
 //! a worker in another process in `crates/shale-cli/tests/worker.rs`.)
 
 #![allow(clippy::unwrap_used, reason = "tests")]
@@ -17,9 +17,10 @@ use shale::options::RemoteToken;
 use shale::shale_compact::job::{
     CompactionJob, CompactionOutput, Executor, JobFile, JobIo, OutputSink,
 };
-use shale::shale_compact::remote::{LocalWorker, RemoteMode, TlsIdentity, WorkerConfig};
+use shale::shale_compact::remote::RemoteMode;
 use shale::shale_compact::StreamingExecutor;
 use shale::{Options, ReadOptions, WriteOptions, DB};
+use shale_worker::{LocalWorker, TlsIdentity, WorkerConfig};
 
 fn options(workers: Vec<String>) -> Options {
     Options {
@@ -441,14 +442,12 @@ fn bad_remote_options_are_refused_at_open() {
 
 use std::pin::Pin;
 
-use shale::shale_compact::remote::proto::compaction_worker_server::{
-    CompactionWorker, CompactionWorkerServer,
-};
-use shale::shale_compact::remote::proto::{
+use shale_worker::proto::compaction_worker_server::{CompactionWorker, CompactionWorkerServer};
+use shale_worker::proto::{
     compact_event, CompactEvent, CompactRequest, HelloReply, HelloRequest, KeysOnlyEvent,
     KeysOnlyRequest,
 };
-use shale::shale_compact::remote::Worker;
+use shale_worker::Worker;
 use tokio_stream::StreamExt;
 
 type Events<E> = Pin<Box<dyn tokio_stream::Stream<Item = Result<E, tonic::Status>> + Send>>;

@@ -24,11 +24,12 @@ use std::time::Duration;
 
 use clap::Args;
 use shale::info_log::InfoLog;
-use shale::shale_compact::remote::{
-    parse_token_file, serve, ScopedToken, StagingLimits, StopRequest, TlsIdentity, Worker,
-    WorkerConfig, REMOTE,
-};
+use shale::shale_compact::remote::REMOTE;
 use shale::Options;
+use shale_worker::{
+    parse_token_file, serve, ScopedToken, StagingLimits, StopRequest, TlsIdentity, Worker,
+    WorkerConfig,
+};
 
 use crate::error::{CliError, CliResult};
 use crate::size::{parse_size, parse_size_usize, size_help};

@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::arena::DeviceArena;
-use super::placement::DeviceSelector;
+use super::device_error::DeviceError;
+use super::device_fit::DeviceSelector;
 use super::program_cache::{self, ProgramCache, ProgramOrigin};
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
@@ -49,37 +50,6 @@ fn unavailable(reason: impl Into<String>) -> Unavailable {
         reason: reason.into(),
     }
 }
-
-/// A failure of the device path of one job (a build error, an allocation
-/// over the limits, a kernel that reported bad input, an OpenCL error). The
-/// job then runs on the CPU; `reason` is recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceError {
-    /// What went wrong, naming the step.
-    pub reason: String,
-}
-
-impl DeviceError {
-    /// An error for `step`.
-    pub fn new(reason: impl Into<String>) -> DeviceError {
-        DeviceError {
-            reason: reason.into(),
-        }
-    }
-
-    /// An OpenCL error code returned by `step`.
-    pub fn cl(step: &str, error: opencl3::error_codes::ClError) -> DeviceError {
-        DeviceError::new(format!("{step}: {error} ({})", error.0))
-    }
-}
-
-impl fmt::Display for DeviceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.reason)
-    }
-}
-
-impl std::error::Error for DeviceError {}
 
 /// What the executor knows of its device.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -130,7 +130,7 @@ pub struct OpenClExecutor {
     /// Device buffers kept between slices and jobs.
     arena: Arc<arena::DeviceArena>,
     /// Pinned host buffers that input goes up from.
-    staging: Arc<staging::StagingPool>,
+    staging: Arc<pinned::StagingPool>,
 }
 
 impl std::fmt::Debug for OpenClExecutor {
@@ -180,7 +180,7 @@ impl OpenClExecutor {
             .as_deref()
             .map(session::InjectedFailure::parse);
         let arena = device.new_arena();
-        let staging = staging::StagingPool::new(device.clone());
+        let staging = pinned::StagingPool::new(device.clone());
         Ok(OpenClExecutor {
             device,
             program,
@@ -516,7 +516,7 @@ fn read_slices(
     job: &CompactionJob,
     io: &dyn JobIo,
     slice_bytes: u64,
-    staging: Arc<staging::StagingPool>,
+    staging: Arc<pinned::StagingPool>,
     slices: SyncSender<Result<SliceInput, DeviceError>>,
 ) -> f64 {
     let t = Instant::now();

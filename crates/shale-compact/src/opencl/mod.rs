@@ -1,8 +1,9 @@
 //! The `opencl` executor: the data-parallel phases of compaction as OpenCL
 //! kernels (`kernels/*.cl`), on any OpenCL device — a GPU in production,
-//! PoCL on the CPU in tests and CI. Each kernel has a CPU twin in
-//! `crate::parallel` and the tables it writes are byte-identical to the
-//! `streaming` reference.
+//! PoCL on the CPU in tests and CI. Each kernel has a CPU twin, in the
+//! steps it shares with `parallel` (`crate::steps`) or under the tests
+//! (`crate::testing::twins`), and the tables it writes are byte-identical
+//! to the `streaming` reference.
 //!
 //! Only the names, the settings types and placement (a pure function) are
 //! built without the `opencl` cargo feature; the executor needs it.
@@ -10,7 +11,7 @@
 //! - `device.rs`: finding the device, one long-lived context per process,
 //!   queues, compiled programs, limits; [`Unavailable`] when there is none.
 //! - `program_cache.rs`: compiled kernels kept on disk between processes.
-//! - `placement.rs`: where a job runs ([`placement`], a pure function).
+//! - `device_fit.rs`: where a job runs ([`placement`], a pure function).
 //! - `slices.rs`: cutting a job into key-range slices that fit the
 //!   device-memory budget, and reading them.
 //! - `pipeline.rs`: unpack, merge and gc of one slice on the device;
@@ -18,7 +19,7 @@
 //! - `session.rs`, `scan.rs`: buffers, two queues and events, launches,
 //!   timing, the cost counters; the device scan.
 //! - `arena.rs`: device buffers kept between slices and jobs;
-//!   `staging.rs`: pinned host buffers that input goes up from; `wait.rs`:
+//!   `pinned.rs`: pinned host buffers that input goes up from; `wait.rs`:
 //!   waiting for the device by callback, never by spinning.
 //!
 //! **The pipeline** (the GPU paper's, in three stages on three threads): a
@@ -43,12 +44,16 @@ mod arena;
 #[cfg(feature = "opencl")]
 mod device;
 #[cfg(feature = "opencl")]
+mod device_error;
+mod device_fit;
+#[cfg(feature = "opencl")]
 mod executor;
 #[cfg(feature = "opencl")]
 mod pack;
 #[cfg(feature = "opencl")]
+mod pinned;
+#[cfg(feature = "opencl")]
 mod pipeline;
-mod placement;
 #[cfg(feature = "opencl")]
 mod program_cache;
 #[cfg(feature = "opencl")]
@@ -57,8 +62,6 @@ mod scan;
 mod session;
 #[cfg(feature = "opencl")]
 mod slices;
-#[cfg(feature = "opencl")]
-mod staging;
 #[cfg(all(test, feature = "opencl"))]
 mod tests;
 #[cfg(feature = "opencl")]
@@ -67,10 +70,11 @@ mod wait;
 pub use crate::job::KernelTime;
 #[cfg(feature = "opencl")]
 pub use device::{
-    chosen_device, device, list_devices, DeviceContext, DeviceError, DeviceInfo, ListedDevice,
-    Unavailable,
+    chosen_device, device, list_devices, DeviceContext, DeviceInfo, ListedDevice, Unavailable,
 };
-pub use placement::{
+#[cfg(feature = "opencl")]
+pub use device_error::DeviceError;
+pub use device_fit::{
     estimated_device_bytes, placement, slice_input_bytes, DeviceLimits, DeviceSelector, GcSite,
     Placement, PlacementPolicy, DEFAULT_MAX_DEVICE_FILES, DEVICE_BYTES_PER_INPUT_BYTE,
     MIN_SLICE_INPUT_BYTES, PIPELINE_SLICE_INPUT_BYTES, Q_COMPACTION_MAX_OUTPUT_LEVEL,

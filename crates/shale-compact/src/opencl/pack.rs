@@ -6,7 +6,7 @@
 //! | key/value lengths, shared prefixes and encoded lengths of kept entries | device: `kept_sizes` |
 //! | prefix sums of the encoded lengths | device: `scan_groups_u32` (`scan.rs`) |
 //! | where a block starting at each kept entry would end, and its size: a binary search per entry over the prefix sums | device: `block_ends` |
-//! | which of those blocks are the slice's, and where files end: one step per block | host: `parallel::plan::plan_boundaries_from_block_ends` |
+//! | which of those blocks are the slice's, and where files end: one step per block | host: `steps::plan::plan_boundaries_from_block_ends` |
 //! | every restart group's first entry and output offset | device: `layout_groups` |
 //! | data block encoding, one work item per restart group | device: `encode_groups` |
 //! | first/last keys of each block (index entries, file bounds) | device: `gather_keys` |
@@ -58,13 +58,13 @@ use shale_format::format::{
 use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
 
-use super::device::DeviceError;
+use super::device_error::DeviceError;
+use super::pinned::{HostBytes, StagingPool};
 use super::pipeline::DeviceEntries;
 use super::scan::exclusive_scan_u32_on_device;
 use super::session::{mem, Arg, BytesDownload, Download, Session};
-use super::staging::{HostBytes, StagingPool};
 use crate::job::CompactionJob;
-use crate::parallel::plan::{plan_boundaries_from_block_ends, BlockEnd, PlannedFile, ScanState};
+use crate::steps::plan::{plan_boundaries_from_block_ends, BlockEnd, PlannedFile, ScanState};
 
 /// What laying out a finished table wrote.
 pub(crate) struct AssembledFile {
@@ -1100,7 +1100,7 @@ fn bloom_for_files(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::parallel::plan::EntrySize;
+    use crate::steps::plan::EntrySize;
     use shale_format::coding::varint_length;
 
     /// Where every restart group of every output block goes.

@@ -39,12 +39,12 @@ use rayon::prelude::*;
 use shale_format::format::{decoded_block_len, BLOCK_TRAILER_LEN};
 use shale_format::internal_key::ParsedInternalKey;
 
-use super::device::DeviceError;
-use super::placement::GcSite;
+use super::device_error::DeviceError;
+use super::device_fit::GcSite;
+use super::pinned::HostBytes;
 use super::scan::exclusive_scan_u32;
 use super::session::{mem, Arg, Session, Upload};
 use super::slices::{InputBlock, SliceInput};
-use super::staging::HostBytes;
 use crate::boundaries::GrandparentCutter;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::inputs::shared_user_key_prefix;
@@ -330,7 +330,7 @@ impl SliceRun<'_, '_, '_> {
     /// Lists every block's restart groups on the device (`restart_counts`,
     /// then `restart_groups` from the counts' prefix sums, which the host
     /// also keeps per block), with the rules of
-    /// `parallel::unpack::restart_groups_into`.
+    /// `steps::unpack::restart_groups_into`.
     fn restart_groups(
         &mut self,
         checked: &CheckedBlocks,

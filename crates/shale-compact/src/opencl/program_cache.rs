@@ -44,7 +44,7 @@ use opencl3::types::cl_device_id;
 use sha2::{Digest, Sha256};
 use shale_format::crc;
 
-use super::device::DeviceError;
+use super::device_error::DeviceError;
 
 /// The variable that names the cache directory; empty or `off` turns the
 /// cache off.

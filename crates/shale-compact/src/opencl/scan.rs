@@ -2,11 +2,11 @@
 //! work item sums a few consecutive values, each work group scans its
 //! items' sums in local memory, the group totals are scanned
 //! the same way (recursively), and each slice gets its group's offset added.
-//! CPU twin: [`crate::parallel::twins::exclusive_scan`].
+//! CPU twin: `crate::testing::twins::exclusive_scan`.
 
 use opencl3::memory::Buffer;
 
-use super::device::DeviceError;
+use super::device_error::DeviceError;
 use super::session::{mem, Arg, Session};
 
 /// Work-group size of the scan (smaller when the device allows less).

@@ -11,7 +11,7 @@
 //!
 //! Per run, blocks whose index key is at or below the limit are read
 //! whole; the first block past it may still hold entries at or below the
-//! limit: the host parses that one block (`parallel::unpack::unpack_block`,
+//! limit: the host parses that one block (`steps::unpack::unpack_block`,
 //! checksum checked) and splits it into two blocks, one for this slice and
 //! one kept for the next. Split blocks are re-encoded uncompressed with a
 //! valid trailer, so the device treats them like any other block.
@@ -35,13 +35,13 @@ use shale_format::comparator::compare_internal_keys;
 use shale_format::format::{block_trailer, BlockHandle, CompressionType, BLOCK_TRAILER_LEN};
 use shale_format::internal_key::extract_user_key;
 
-use super::device::DeviceError;
-use super::staging::{HostBytes, StagingPool};
+use super::device_error::DeviceError;
+use super::pinned::{HostBytes, StagingPool};
 use crate::inputs::{
     read_stretches, read_stretches_into, run_blocks_in_range, slice_limit, InputTable,
 };
 use crate::job::{CompactionJob, JobIo, KeyRange};
-use crate::parallel::unpack::unpack_block;
+use crate::steps::unpack::unpack_block;
 
 /// The most pinned memory a slice starts with; one larger grows into it.
 const MAX_PINNED_SLICE_GUESS: u64 = 256 << 20;

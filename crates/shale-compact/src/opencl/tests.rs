@@ -24,11 +24,11 @@ use crate::gc::{is_base_level_for, keep_entry};
 use crate::job::{CompactionJob, CompactionOutput, Executor};
 use crate::job::{JobFile, TableSettings, UserKeyRange};
 use crate::mem_io::MemIo;
-use crate::parallel::merge::user_key_prefix;
-use crate::parallel::twins;
-use crate::parallel::unpack::{parse_restart_group, EntryRef};
-use crate::streaming::StreamingExecutor;
+use crate::steps::key_prefix::user_key_prefix;
+use crate::steps::unpack::{parse_restart_group, EntryRef};
+use crate::streaming::{StreamingExecutor, STREAMING};
 use crate::testing;
+use crate::testing::twins;
 
 /// The test device, or `None` (with the reason printed) when there is none
 /// and the tests are not required ([`crate::testing::skip`]).
@@ -1178,9 +1178,9 @@ fn encoded_blocks_match_the_block_builder_and_filters_the_policy() {
             )
             .unwrap();
             let flat = s.download("t", &sizes, 3 * m).unwrap();
-            let host_sizes: Vec<crate::parallel::plan::EntrySize> = flat
+            let host_sizes: Vec<crate::steps::plan::EntrySize> = flat
                 .chunks_exact(3)
-                .map(|c| crate::parallel::plan::EntrySize {
+                .map(|c| crate::steps::plan::EntrySize {
                     key_len: c[0],
                     value_len: c[1],
                     shared: c[2],
@@ -1210,7 +1210,7 @@ fn encoded_blocks_match_the_block_builder_and_filters_the_policy() {
                 let mut job = testing::job(vec![]);
                 job.table.block_size = block_size;
                 job.table.block_restart_interval = interval;
-                let expected = crate::parallel::plan::tests::block_ends(&host_sizes, &stops, &job);
+                let expected = crate::steps::plan::tests::block_ends(&host_sizes, &stops, &job);
                 let stops_buffer = s.upload("t", &stops).unwrap();
                 let ends = s.alloc::<u32>("t", 2 * m).unwrap();
                 s.launch(
@@ -1232,9 +1232,9 @@ fn encoded_blocks_match_the_block_builder_and_filters_the_policy() {
                 )
                 .unwrap();
                 let ends = s.download("t", &ends, 2 * m).unwrap();
-                let ends: Vec<crate::parallel::plan::BlockEnd> = ends
+                let ends: Vec<crate::steps::plan::BlockEnd> = ends
                     .chunks_exact(2)
-                    .map(|c| crate::parallel::plan::BlockEnd {
+                    .map(|c| crate::steps::plan::BlockEnd {
                         end: c[0],
                         len: c[1],
                     })
@@ -1540,16 +1540,10 @@ fn executor(options: OpenClOptions) -> Option<OpenClExecutor> {
     )
 }
 
-/// `device`, then the CPU for what it refuses: how the worker and the tools
-/// run it (the engine's service does the same).
+/// `device`, then a CPU executor for what it refuses: how the worker and
+/// the tools run it (the engine's service does the same).
 fn on_cpu_too(device: &Arc<OpenClExecutor>) -> crate::chain::FallbackChain {
-    crate::chain::FallbackChain::new(vec![
-        device.clone(),
-        Arc::new(
-            crate::parallel::ParallelExecutor::new(2, crate::parallel::DEFAULT_MEMORY_BUDGET)
-                .unwrap(),
-        ),
-    ])
+    crate::chain::FallbackChain::new(vec![device.clone(), Arc::new(StreamingExecutor)])
 }
 
 /// Asserts that `device` refuses `job` (a refusal, or an executor failure,
@@ -1678,7 +1672,7 @@ fn placement_on_the_cpu_gives_the_same_tables() {
     );
     assert_refused(&executor, &job, &files, "placed on the CPU");
     let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
-    assert_eq!(output.executor, crate::parallel::PARALLEL);
+    assert_eq!(output.executor, STREAMING);
     assert!(output.fallback.unwrap().contains("max_device_files"));
     assert_eq!(executor.stats().slices, 0, "nothing ran on the device");
 
@@ -1687,7 +1681,7 @@ fn placement_on_the_cpu_gives_the_same_tables() {
     };
     let executor = Arc::new(executor);
     let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
-    assert_eq!(output.executor, crate::parallel::PARALLEL);
+    assert_eq!(output.executor, STREAMING);
     let fallback = output.fallback.unwrap();
     assert!(fallback.contains("placed on the CPU") && fallback.contains("budget"));
 }
@@ -1726,7 +1720,7 @@ fn a_failing_kernel_hands_the_job_to_the_cpu() {
         };
         let executor = Arc::new(executor);
         let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
-        assert_eq!(output.executor, crate::parallel::PARALLEL, "{kernel}");
+        assert_eq!(output.executor, STREAMING, "{kernel}");
         let fallback = output.fallback.unwrap();
         assert!(fallback.contains("the device failed") && fallback.contains(kernel));
     }
@@ -1759,7 +1753,7 @@ fn running_past_the_budget_hands_the_job_to_the_cpu() {
     };
     let executor = Arc::new(executor);
     let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
-    assert_eq!(output.executor, crate::parallel::PARALLEL);
+    assert_eq!(output.executor, STREAMING);
     let fallback = output.fallback.unwrap();
     assert!(fallback.contains("the device failed") && fallback.contains("budget"));
 }
@@ -1938,7 +1932,7 @@ fn a_device_failure_after_written_files_discards_them() {
     let executor = Arc::new(executor);
     let io = MemIo::new(files.clone());
     let output = on_cpu_too(&executor).run(&job, &io).unwrap();
-    assert_eq!(output.executor, crate::parallel::PARALLEL);
+    assert_eq!(output.executor, STREAMING);
     assert!(output.fallback.unwrap().contains("gather_keys"));
     let kept: Vec<u64> = io.outputs.lock().unwrap().keys().copied().collect();
     let reported: Vec<u64> = output.outputs.iter().map(|t| t.number).collect();

@@ -16,15 +16,15 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 use shale_format::block_builder::shared_prefix_len;
-use shale_format::comparator::{bytewise_window, compare_internal_keys};
-use shale_format::internal_key::{extract_user_key, ParsedInternalKey, SequenceNumber};
+use shale_format::comparator::compare_internal_keys;
+use shale_format::internal_key::{ParsedInternalKey, SequenceNumber};
 use shale_format::{Error, Result};
 
-use super::plan::EntrySize;
-use super::unpack::ParsedBlock;
 use super::Buffers;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::job::CompactionJob;
+use crate::steps::plan::EntrySize;
+use crate::steps::unpack::ParsedBlock;
 
 /// A kept entry: block and entry index in the slice.
 pub type Kept = (u32, u32);
@@ -40,20 +40,6 @@ pub struct Item {
     pub block: u32,
     /// Index of the entry in the block.
     pub entry: u32,
-}
-
-/// 8 bytes of the user key of `internal_key` from `offset` on, big-endian,
-/// padded with zeros. When every key of a job shares its first `offset`
-/// bytes, `prefix(a) < prefix(b)` implies `a < b` in internal-key order; the
-/// offset skips a shared prefix (such as the zeros of db_bench's padded
-/// decimal keys) that would make every prefix equal.
-#[inline]
-pub fn user_key_prefix(internal_key: &[u8], offset: usize) -> u64 {
-    bytewise_window(
-        extract_user_key(internal_key)
-            .get(offset..)
-            .unwrap_or_default(),
-    )
 }
 
 /// The internal key of an item.

@@ -4,17 +4,18 @@
 //!
 //! For each slice (cut by the rule of `crate::inputs`): **read** the input
 //! blocks the slice needs (one contiguous read per file stretch), **unpack**
-//! them in parallel (`unpack.rs`), then **merge** the runs in key ranges in
-//! parallel, each range fused with **gc** (`crate::gc::keep_entry`), the
-//! kept entries' sizes and the grandparents each key passes, so every entry
-//! is decided while its key is in cache and the merged order is never
-//! materialised (`merge.rs`); one sequential scan over integers fixes the
-//! block and file boundaries (`plan.rs`), and **pack** encodes the blocks in
-//! parallel and lays out the files (`pack.rs`). The state that crosses a
-//! slice boundary is small and explicit: the previous entry (for gc), the
-//! grandparent cutter, the open output file and the entries of its
-//! unfinished block. Each phase stays a named function with its CPU twin of
-//! the OpenCL kernel (`twins.rs`).
+//! them in parallel (`crate::steps`' `unpack.rs`), then **merge** the runs
+//! in key ranges in parallel, each range fused with **gc**
+//! (`crate::gc::keep_entry`), the kept entries' sizes and the grandparents
+//! each key passes, so every entry is decided while its key is in cache and
+//! the merged order is never materialised (`merge.rs`); one sequential scan
+//! over integers fixes the block and file boundaries (`crate::steps`'
+//! `plan.rs`), and **pack** encodes the blocks in parallel and lays out the
+//! files (`pack.rs`). The state that crosses a slice boundary is small and
+//! explicit: the previous entry (for gc), the grandparent cutter, the open
+//! output file and the entries of its unfinished block. Each phase stays a
+//! named function with its CPU twin of the OpenCL kernel
+//! (`crate::testing::twins`).
 //!
 //! Buffers (decompressed blocks, key arenas, entry lists, reads, encoded
 //! blocks, output files) come from bounded pools reused across slices and
@@ -28,9 +29,6 @@
 
 pub(crate) mod merge;
 pub(crate) mod pack;
-pub(crate) mod plan;
-pub mod twins;
-pub(crate) mod unpack;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -49,11 +47,12 @@ use crate::inputs::{
 };
 use crate::job::{CompactionJob, CompactionOutput, Executor, JobIo, PhaseStats};
 use crate::pool::Pool;
+use crate::steps::key_prefix::user_key_prefix;
+use crate::steps::plan::{plan_boundaries_from_sizes, EntrySize, PlannedFile, ScanState};
+use crate::steps::unpack::{unpack_block_into, EntryRef, ParsedBlock};
 use crate::syncer::Syncer;
-use merge::{item_key, merge_and_decide, user_key_prefix, Item, Kept};
+use merge::{item_key, merge_and_decide, Item, Kept};
 use pack::{write_planned, OpenFile};
-use plan::{plan_boundaries_from_sizes, EntrySize, PlannedFile, ScanState};
-use unpack::{unpack_block_into, EntryRef, ParsedBlock};
 
 /// Name of this executor.
 pub const PARALLEL: &str = "parallel";

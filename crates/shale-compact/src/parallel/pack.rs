@@ -19,11 +19,11 @@ use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
 use shale_format::Result;
 
-use super::plan::PlannedFile;
-use super::unpack::ParsedBlock;
 use super::Buffers;
 use crate::job::{JobIo, OutputSink, OutputTable, PhaseStats};
 use crate::pool::Pool;
+use crate::steps::plan::PlannedFile;
+use crate::steps::unpack::ParsedBlock;
 use crate::syncer::Syncer;
 
 use super::merge::Kept;
@@ -261,8 +261,8 @@ mod tests {
 
     use super::*;
     use crate::job::CompactionJob;
-    use crate::parallel::plan::tests::{assert_same_plan, job, next};
-    use crate::parallel::plan::{plan_boundaries_from_sizes, EntrySize, ScanState};
+    use crate::steps::plan::tests::{assert_same_plan, job, next};
+    use crate::steps::plan::{plan_boundaries_from_sizes, EntrySize, ScanState};
     use shale_format::block_builder::shared_prefix_len;
 
     use shale_format::comparator::compare_internal_keys;

@@ -1,6 +1,7 @@
 //! Local file access confined by file descriptor: the worker opens its root
 //! once and reaches every file through descriptors beneath it, never by a
-//! path it checked earlier. A path is resolved with `openat2(2)` and
+//! path it checked earlier (the root itself is the worker crate's
+//! `root.rs`). A path is resolved with `openat2(2)` and
 //! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` where the kernel has it (5.6 and
 //! later), else by walking it one component at a time with `openat(2)` and
 //! `O_NOFOLLOW`; either way no symlink is followed (one that leads out of
@@ -14,7 +15,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether `openat2` answered ENOSYS once (an old kernel or a seccomp
@@ -348,96 +349,14 @@ impl Dir {
     }
 }
 
-/// The worker's root, opened once: every database, table and staging
-/// directory is reached through its descriptor.
-#[derive(Debug)]
-pub struct Root {
-    dir: Dir,
-    /// The root as configured and as resolved, to strip from absolute
-    /// database paths (the engine sends the path it sees).
-    given: PathBuf,
-    canonical: PathBuf,
-}
-
-impl Root {
-    /// The root at `path`, which must be an existing directory.
-    pub fn open(path: &Path) -> io::Result<Root> {
-        let with_path =
-            |e: io::Error| io::Error::new(e.kind(), format!("worker root {}: {e}", path.display()));
-        let dir = Dir::open(path).map_err(with_path)?;
-        let canonical = path.canonicalize().map_err(with_path)?;
-        let given = std::path::absolute(path).map_err(with_path)?;
-        Ok(Root {
-            dir,
-            given,
-            canonical,
-        })
-    }
-
-    /// The resolved root, for messages.
-    pub fn path(&self) -> &Path {
-        &self.canonical
-    }
-
-    /// The root directory itself.
-    pub fn dir(&self) -> &Dir {
-        &self.dir
-    }
-
-    /// The database path a job names, relative to the root: a relative path
-    /// as given, an absolute one with the root's prefix taken off. `..`, a
-    /// NUL byte, an empty path and an absolute path elsewhere are refused.
-    pub fn relative(&self, db_path: &str) -> Result<PathBuf, String> {
-        if db_path.is_empty() {
-            return Err("db_path: the job names no database directory".to_string());
-        }
-        if db_path.contains('\0') {
-            return Err("db_path: the path holds a NUL byte".to_string());
-        }
-        let path = Path::new(db_path);
-        if path.components().any(|c| c == Component::ParentDir) {
-            return Err(format!("db_path: {db_path:?} holds \"..\""));
-        }
-        if !path.is_absolute() {
-            return Ok(path.to_path_buf());
-        }
-        for prefix in [&self.given, &self.canonical] {
-            if let Ok(rest) = path.strip_prefix(prefix) {
-                return Ok(rest.to_path_buf());
-            }
-        }
-        Err(format!(
-            "db_path: {db_path:?} lies outside the worker's root {}",
-            self.canonical.display()
-        ))
-    }
-
-    /// The database directory `db_path`, opened beneath the root.
-    pub fn database(&self, db_path: &str) -> Result<Dir, String> {
-        let relative = self.relative(db_path)?;
-        self.dir
-            .open_beneath(&relative)
-            .map_err(|e| format!("db_path: {db_path:?}: {}", describe(&e)))
-    }
-}
-
-/// An open error in words a client can act on.
-pub fn describe(err: &io::Error) -> String {
-    match err.raw_os_error() {
-        Some(libc::ELOOP) => "a symlink (the worker follows none)".to_string(),
-        Some(libc::EXDEV) => "leads outside the worker's root".to_string(),
-        Some(libc::ENOTDIR) => "not a directory".to_string(),
-        Some(libc::ENOENT) => "no such file or directory".to_string(),
-        _ => err.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
 
-    fn fixture() -> (tempfile::TempDir, tempfile::TempDir, Root) {
+    /// A directory holding a database `a/db` with a table, and symlinks
+    /// planted in and out of it.
+    fn fixture() -> (tempfile::TempDir, tempfile::TempDir, Dir) {
         let outside = tempfile::tempdir().unwrap();
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("a/db")).unwrap();
@@ -451,7 +370,7 @@ mod tests {
         std::os::unix::fs::symlink("000005.ldb", dir.path().join("a/db/000008.ldb")).unwrap();
         std::os::unix::fs::symlink(outside.path(), dir.path().join("escape")).unwrap();
         std::os::unix::fs::symlink("a", dir.path().join("inside")).unwrap();
-        let root = Root::open(dir.path()).unwrap();
+        let root = Dir::open(dir.path()).unwrap();
         (outside, dir, root)
     }
 
@@ -464,25 +383,23 @@ mod tests {
     }
 
     #[test]
-    fn paths_resolve_beneath_the_root_without_symlinks() {
-        let (_outside, dir, root) = fixture();
+    fn paths_resolve_beneath_the_directory_without_symlinks() {
+        let (_outside, _dir, root) = fixture();
         both_ways(|| {
-            let db = root.database("a/db").unwrap();
+            let db = root.open_beneath(Path::new("a/db")).unwrap();
             assert!(db.open_file("000005.ldb").is_ok());
-            let absolute = dir.path().join("a/db");
-            assert!(root.database(absolute.to_str().unwrap()).is_ok());
-            for (path, why) in [
-                ("a/db/../..", ".."),
-                ("/etc", "outside"),
-                ("escape", "symlink"),
-                ("inside/db", "symlink"),
-                ("a/db/000005.ldb", "not a directory"),
-                ("missing", "no such"),
-                ("", "no database"),
+            for (path, errno) in [
+                ("escape", libc::ELOOP),
+                ("inside/db", libc::ELOOP),
+                ("a/db/000005.ldb", libc::ENOTDIR),
+                ("missing", libc::ENOENT),
             ] {
-                let err = root.database(path).unwrap_err();
-                assert!(err.contains(why), "{path}: {err}");
-                assert!(err.starts_with("db_path"), "{path}: {err}");
+                let err = root.open_beneath(Path::new(path)).unwrap_err();
+                assert_eq!(err.raw_os_error(), Some(errno), "{path}: {err}");
+            }
+            for path in ["a/db/../..", "/etc"] {
+                let err = root.open_beneath(Path::new(path)).unwrap_err();
+                assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{path}: {err}");
             }
             let err = db.open_file("000007.ldb").unwrap_err();
             assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
@@ -495,13 +412,14 @@ mod tests {
     #[test]
     fn a_directory_swapped_for_a_symlink_after_it_was_opened_leads_nowhere() {
         let (outside, dir, root) = fixture();
-        let db = root.database("a/db").unwrap();
+        let db = root.open_beneath(Path::new("a/db")).unwrap();
         // The opened descriptor still names the directory it opened, wherever
         // its name now points.
         std::fs::rename(dir.path().join("a/db"), dir.path().join("a/moved")).unwrap();
         std::os::unix::fs::symlink(outside.path(), dir.path().join("a/db")).unwrap();
         assert!(db.open_file("000005.ldb").is_ok());
-        assert!(root.database("a/db").unwrap_err().contains("symlink"));
+        let err = root.open_beneath(Path::new("a/db")).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
         assert!(db.create_dir("staging").unwrap());
         assert!(dir.path().join("a/moved/staging").is_dir());
         assert!(!outside.path().join("staging").exists());
@@ -510,7 +428,7 @@ mod tests {
     #[test]
     fn files_are_created_and_removed_through_the_directory() {
         let (_outside, _dir, root) = fixture();
-        let db = root.database("a/db").unwrap();
+        let db = root.open_beneath(Path::new("a/db")).unwrap();
         assert!(db.create_dir("s").unwrap());
         assert!(!db.create_dir("s").unwrap());
         let s = db.open_dir("s").unwrap();

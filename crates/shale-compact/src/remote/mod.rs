@@ -1,5 +1,8 @@
-//! Compaction on another process: the `remote` executor and `shale
-//! worker`, over gRPC (`proto/worker.proto`, compiled at build time).
+//! Compaction on another process: the `remote` executor's side of it, and
+//! the protocol it speaks with `shale worker` over gRPC
+//! (`proto/worker.proto`, compiled at build time). The worker's side (its
+//! service, serving, staging, tokens, metrics, the drain) is the
+//! `shale-worker` crate.
 //!
 //! The worker stands beside the storage, where ProckStore's near-data
 //! device stands. In near-data mode (the default) only the job and the
@@ -12,55 +15,33 @@
 //! ([`keys`]), each side holding a window of keys per run. Either way the
 //! tables are byte-identical to `streaming`'s.
 //!
-//! - [`server`]: the worker's RPC surface (the service, a job's run).
-//! - [`serve`](mod@serve): serving it until shutdown (TLS, tokens, health, the
-//!   reaper, metrics).
-//! - [`drain`]: the graceful end (SIGTERM): no new jobs, the running ones
-//!   finish, at most the drain timeout.
-//! - `admission`: what a request must pass before its job runs.
-//! - [`staging`]: the staged sessions, their owners, deadlines and quotas.
-//! - [`fs`]: file access confined by descriptor beneath the root.
-//! - [`auth`]: tokens and the databases each may compact.
-//! - [`metrics`]: what an operator scrapes.
 //! - [`client`]: the [`RemoteExecutor`], which falls back by failing.
-//! - [`paths`]: staging and session names.
 //! - [`verify`]: the engine's check of a staged table and of a worker.
+//! - [`keys`]: the key side of keys-only mode, and the order codes both
+//!   sides share.
 //! - [`convert`]: the job to and from its protobuf form, checked field by
 //!   field.
+//! - [`paths`]: staging and session names.
+//! - [`fs`]: file access confined by descriptor (the worker beneath its
+//!   root, the engine in a staging directory).
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 
-#[cfg(feature = "remote")]
-mod admission;
-#[cfg(feature = "remote")]
-pub mod auth;
 #[cfg(feature = "remote")]
 pub mod client;
 #[cfg(feature = "remote")]
 pub mod convert;
 #[cfg(feature = "remote")]
-pub mod drain;
-#[cfg(feature = "remote")]
 pub mod fs;
 #[cfg(feature = "remote")]
 pub mod keys;
-#[cfg(feature = "remote")]
-pub mod metrics;
 pub mod paths;
-#[cfg(feature = "remote")]
-pub mod serve;
-#[cfg(feature = "remote")]
-pub mod server;
-#[cfg(feature = "remote")]
-pub mod staging;
-#[cfg(feature = "remote")]
-mod state;
 #[cfg(feature = "remote")]
 pub mod verify;
 
-/// The generated protocol: messages, client and server.
+/// The generated protocol: the messages and the client (the worker crate
+/// generates the server half over these messages).
 #[cfg(feature = "remote")]
 #[allow(
     missing_docs,
@@ -73,19 +54,7 @@ pub mod proto {
 }
 
 #[cfg(feature = "remote")]
-pub use auth::{parse_token_file, ScopedToken};
-#[cfg(feature = "remote")]
 pub use client::{RemoteExecutor, RemoteOptions, WorkerStats};
-#[cfg(feature = "remote")]
-pub use drain::StopRequest;
-#[cfg(feature = "remote")]
-pub use serve::{serve, LocalWorker, TlsIdentity};
-#[cfg(feature = "remote")]
-pub use server::Worker;
-#[cfg(feature = "remote")]
-pub use staging::StagingLimits;
-#[cfg(feature = "remote")]
-pub use state::WorkerConfig;
 
 /// Name of the remote executor.
 pub const REMOTE: &str = "remote";
@@ -102,9 +71,6 @@ pub const AUTHORIZATION: &str = "authorization";
 /// bytes, 4096 keys are 400 KiB per run; a round trip per half window keeps
 /// a loopback or LAN link busy.
 pub const DEFAULT_KEYS_WINDOW: u64 = 4096;
-
-/// Where a worker's LOG lines go.
-pub type Logger = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// What crosses the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -10,6 +10,10 @@
 mod jobs;
 mod require;
 mod tables;
+/// The CPU twins of the OpenCL kernels that no executor runs (this crate's
+/// device tests only).
+#[cfg(test)]
+pub(crate) mod twins;
 
 pub use crate::mem_io::MemIo;
 pub use jobs::{file, job, level0};

@@ -21,6 +21,7 @@ use shale_format::internal_key::SequenceNumber;
 use shale_format::log_writer::LogWriter;
 use shale_format::Error;
 
+use super::direct_claim::DirectWrites;
 use super::retry::Resume;
 use super::writer_queue::WriteQueue;
 use crate::compaction::runner::Runner;
@@ -166,13 +167,13 @@ pub(crate) struct DbInner {
     pub(super) shutting_down: AtomicBool,
     /// The last sequence number published: what readers and snapshots
     /// see. `State::last_sequence` is stored with it by the write queue;
-    /// direct writes (`direct.rs`) publish here alone, and the queue's
+    /// direct writes (`direct_writes.rs`) publish here alone, and the queue's
     /// next leader takes their numbers into the state. On a cache line of
     /// its own: every write stores it and every read loads it, and the
     /// fields beside it are read by every write.
     pub(super) published_sequence: CachePadded<AtomicU64>,
-    /// The claim of direct writes (`direct.rs`).
-    pub(super) direct: super::direct::DirectWrites,
+    /// The claim of direct writes (`direct_writes.rs`).
+    pub(super) direct: DirectWrites,
     /// Opened with `DB::open_read_only`: nothing is written, no thread
     /// runs, and writes are refused.
     pub(super) read_only: bool,

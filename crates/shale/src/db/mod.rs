@@ -24,7 +24,8 @@
 //! checked in debug builds (`crate::lock_order`). The WAL writer is owned
 //! by whichever writer leads the current write group (see `write.rs`).
 
-mod direct;
+mod direct_claim;
+mod direct_writes;
 mod files;
 mod flush;
 mod inner;
@@ -279,7 +280,7 @@ impl DB {
             file_numbers,
             shutting_down: AtomicBool::new(false),
             published_sequence: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
-            direct: direct::DirectWrites::default(),
+            direct: direct_claim::DirectWrites::default(),
             options,
             read_only,
             _lock: lock,

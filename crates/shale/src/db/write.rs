@@ -1,7 +1,7 @@
 //! The write path: group commit, the memtable switch and write throttling.
 //!
 //! A write that needs only room, while few writers write, is written by
-//! its own writer without the queue (`direct.rs`); the rest queue here.
+//! its own writer without the queue (`direct_writes.rs`); the rest queue here.
 //!
 //! Writers queue up; the one at the front leads a group: it makes room
 //! (maybe switching to a new memtable and WAL), takes the batches of the
@@ -182,7 +182,7 @@ impl DbInner {
 
             // This writer leads the group at the front of the queue (its
             // own, or one whose leader was still asleep), and the queue
-            // owns the log and the memtable (`direct.rs`).
+            // owns the log and the memtable (`direct_writes.rs`).
             state.write_queue.leading = true;
             state.write_queue.lead_taken = true;
             let (force_switch, write_bytes) = match state.write_queue.writers.front() {

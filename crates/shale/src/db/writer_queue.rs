@@ -88,7 +88,7 @@ pub(crate) struct WriteQueue {
     /// Writers waiting on `DbInner::published_cv`.
     pub(super) publish_waiters: usize,
     /// Groups in a row that ended with no more writers writing than may
-    /// write directly (`direct.rs` opens the claim after enough of them).
+    /// write directly (`direct_writes.rs` opens the claim after enough of them).
     pub(super) direct_streak: u32,
 }
 

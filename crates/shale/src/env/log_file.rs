@@ -88,7 +88,7 @@ impl LogFile {
 }
 
 /// A stretch of a mapped log, `start..end` in the file, that writers copy
-/// records into themselves, each at the place it reserved (`db/direct.rs`).
+/// records into themselves, each at the place it reserved (`db/direct_writes.rs`).
 /// `base` points at the byte of the mapping at file offset `base_offset`
 /// (at or before `start`). It stays valid until the log is next used
 /// through `&mut` ([`LogFile::advance_to`] and every append or unmapping

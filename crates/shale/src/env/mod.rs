@@ -17,13 +17,13 @@ use std::sync::{
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
-mod direct;
+mod direct_io;
 mod fault;
 mod log_file;
 mod mem;
 mod posix;
 
-pub use direct::{probe_direct_io, DIRECT_IO_ALIGNMENT};
+pub use direct_io::{probe_direct_io, DIRECT_IO_ALIGNMENT};
 pub use fault::FaultInjectionEnv;
 pub use log_file::{DirectRegion, LogFile, MappedLog};
 pub use mem::MemEnv;

@@ -180,15 +180,19 @@ impl Env for PosixEnv {
     }
 
     fn new_direct_writable_file(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        Ok(Box::new(super::direct::DirectWritableFile::create(path)?))
+        Ok(Box::new(super::direct_io::DirectWritableFile::create(
+            path,
+        )?))
     }
 
     fn new_direct_random_access_file(&self, path: &Path) -> Result<Arc<dyn RandomAccess>> {
-        Ok(Arc::new(super::direct::DirectRandomAccessFile::open(path)?))
+        Ok(Arc::new(super::direct_io::DirectRandomAccessFile::open(
+            path,
+        )?))
     }
 
     fn check_direct_io(&self, dir: &Path) -> Result<()> {
-        super::direct::probe_direct_io(dir)
+        super::direct_io::probe_direct_io(dir)
     }
 
     fn new_appendable_file(&self, path: &Path) -> Result<Box<dyn WritableFile>> {

@@ -2,7 +2,7 @@
 // paper): every key sets one byte per probe, so concurrent writers never
 // race on a bit (they all write 1); then each output byte ORs 8 bytes into
 // bits. The result equals BloomFilterPolicy::create_filter_from_hashes byte
-// for byte (CPU twin: shale_compact::parallel::twins::bloom_filter_by_bytes).
+// for byte (CPU twin: shale_compact::testing::twins::bloom_filter_by_bytes).
 //
 // Filters cover consecutive ranges of the kept entries: filter f holds
 // entries [filter_first[f], filter_first[f + 1]) and has filter_bits[f]

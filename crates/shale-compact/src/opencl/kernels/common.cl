@@ -204,7 +204,7 @@ inline uint shared_prefix_len(__global const uchar* a, uint a_len, __global cons
 }
 
 // 8 bytes of the user key from `offset` on, big-endian, zero-padded
-// (shale_compact::parallel::merge::user_key_prefix).
+// (shale_compact::steps::key_prefix::user_key_prefix).
 inline ulong user_key_prefix(__global const uchar* key, uint len, uint offset) {
     uint user_len = user_key_len(len);
     ulong prefix = 0;

@@ -3,7 +3,7 @@
 // index in r plus, for every other run s, the number of elements of s that
 // sort before it (binary search). Ties between runs, which distinct entries
 // never have, are broken by run index so ranks are unique. CPU twin:
-// shale_compact::parallel::twins::rank_merge (and the heap merge of
+// shale_compact::testing::twins::rank_merge (and the heap merge of
 // parallel/merge.rs gives the same order).
 
 // Order of entries a and b: the 8-byte user-key prefix first, then the

@@ -7,7 +7,7 @@
 // start and end without a scan over its entries: each possible start finds
 // its end by a binary search (block_ends), and every restart group its
 // place once the host has chosen the blocks (layout_groups). CPU twins:
-// parallel::plan::BlockSizer and opencl::pack::tests::group_layout.
+// steps::plan::BlockSizer and opencl::pack::tests::group_layout.
 
 // Place in `sums` of restart point s's class entry.
 inline uint restart_place(uint total, uint interval, uint per_class, uint s) {

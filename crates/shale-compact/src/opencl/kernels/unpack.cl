@@ -1,7 +1,7 @@
 // Unpack: one work item per restart group of an input data block (the
 // smallest unit whose keys do not depend on another: keys are
 // prefix-compressed only within a group). CPU twin:
-// shale_compact::parallel::unpack::parse_restart_group.
+// shale_compact::steps::unpack::parse_restart_group.
 //
 // Two passes: unpack_count sizes every group (entries, bytes of full keys)
 // and validates it; after an exclusive scan of both counts, unpack_parse
@@ -109,7 +109,7 @@ __kernel void unpack_parse(__global const uchar* data, __global const uint* grou
 }
 
 // The restart groups of every block, in two passes (the rules of
-// parallel::unpack::restart_groups_into). `blocks_plan` holds the blocks'
+// steps::unpack::restart_groups_into). `blocks_plan` holds the blocks'
 // contents offsets in `data`, then their lengths. First, one work item per
 // block: its restart count, or 0 when the block is too short for one or
 // the count does not fit the block (a block has at least one restart).

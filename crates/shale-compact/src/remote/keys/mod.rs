@@ -3,34 +3,32 @@
 //! run, whatever the job's size.
 //!
 //! - The data side (the worker, which holds the tables) reads every input
-//!   run forward with a [`RunCursor`] and sends its keys only as far as the
-//!   key side granted credit; as the merged order comes back, a second
-//!   cursor per run reaches the same entries again and packs them with
-//!   their values ([`data_side`]). The order takes each run's entries in
-//!   the run's own order, so a cursor per run is all the data side needs:
-//!   no value is held between the two passes.
+//!   run forward with a [`RunCursor`](crate::steps::RunCursor) and sends
+//!   its keys only as far as the key side granted credit; as the merged
+//!   order comes back, a second cursor per run reaches the same entries
+//!   again and packs them with their values (`data_side.rs` of the
+//!   `shale-worker` crate). The order takes each run's entries in the run's
+//!   own order, so a cursor per run is all the data side needs: no value is
+//!   held between the two passes.
 //! - The key side (the engine) merges the keys it holds ([`OrderMerge`]),
 //!   decides what garbage collection drops and where the grandparent cut
 //!   closes a file, returns one [`code`] per key, and tops a run's credit
 //!   up as its keys run low ([`KeySide`]).
 //!
 //! Composed, they write exactly the tables `streaming` writes: the same
-//! entries reach the same `TablePacker` with the same cuts.
+//! entries reach the same [`TablePacker`](crate::steps::TablePacker) with the
+//! same cuts.
 //!
 //! The bound: the key side holds at most `window` keys of a run, received
 //! or granted and not yet received; it sends the codes it decided before
 //! any further credit, so the data side never has more than `window` keys
 //! of a run sent and not yet ordered (its two cursors are at most that far
-//! apart). Both are counted ([`Held`], [`DataSideReport`]) so tests can
-//! check the bound.
+//! apart). Both are counted ([`Held`], and the worker's `DataSideReport`)
+//! so tests can check the bound.
 
-mod cursor;
-pub mod data_side;
 mod key_side;
 mod merge;
 
-pub use cursor::RunCursor;
-pub use data_side::{Conversation, DataSideReport};
 pub use key_side::KeySide;
 pub use merge::{Held, OrderMerge};
 

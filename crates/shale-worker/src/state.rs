@@ -1,8 +1,8 @@
 //! What every part of a running worker shares, and nothing else: its
 //! configuration, its state (the root, the job slots, staging, metrics,
 //! whether it takes new calls), and how a job's error becomes a gRPC
-//! status. The RPC surface ([`super::server`]), admission
-//! ([`super::admission`]), the keys-only data side and the drain all read
+//! status. The RPC surface ([`crate::rpc`]), admission
+//! ([`crate::admission`]), the keys-only data side and the drain all read
 //! it; it imports none of them.
 
 use std::fmt;
@@ -11,16 +11,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use shale_compact::job::Executor;
 use shale_format::Error;
 use tokio::sync::Semaphore;
 use tonic::Status;
 
-use super::auth::{ScopedToken, TokenSet};
-use super::fs::Root;
-use super::metrics::Metrics;
-use super::staging::{Staging, StagingLimits};
-use super::Logger;
-use crate::job::Executor;
+use crate::auth::{ScopedToken, TokenSet};
+use crate::metrics::Metrics;
+use crate::root::Root;
+use crate::staging::{Staging, StagingLimits};
+
+/// Where a worker's LOG lines go.
+pub type Logger = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// How a worker runs.
 #[derive(Clone)]
@@ -30,7 +32,7 @@ pub struct WorkerConfig {
     /// A token every call may carry for any database under the root
     /// (`authorization: Bearer <token>`).
     pub token: Option<String>,
-    /// Tokens scoped to database paths ([`super::auth`]). With neither
+    /// Tokens scoped to database paths ([`crate::auth`]). With neither
     /// `token` nor scoped tokens the worker authenticates nobody (loopback
     /// use only).
     pub scoped_tokens: Vec<ScopedToken>,
@@ -123,7 +125,7 @@ pub(crate) struct WorkerInner {
     pub(crate) staging: Arc<Staging>,
     pub(crate) metrics: Arc<Metrics>,
     /// The tokens calls are checked against: the config's at start,
-    /// replaced by [`super::server::Worker::replace_tokens`].
+    /// replaced by [`crate::rpc::Worker::replace_tokens`].
     pub(crate) tokens: TokenSet,
     /// Closed when the worker begins to stop: new calls are refused.
     pub(crate) intake: Intake,

@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex};
 use opencl3::memory::{Buffer, ClMem, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_ALLOC_HOST_PTR};
 use opencl3::types::CL_BLOCKING;
 
-use super::device::{DeviceContext, DeviceError};
+use super::device::DeviceContext;
+use super::device_error::DeviceError;
 
 /// Alignment of every pinned buffer's start: a page, so that direct I/O
 /// (`O_DIRECT`) reads into it and writes from it with no copy. A GPU

@@ -6,8 +6,8 @@
 //! database has a quota of staged bytes and sessions. A reaper removes what
 //! outlives its deadline, and a worker starting up removes what an earlier
 //! run left past its time. All file access goes through descriptors
-//! ([`super::fs`]): a session's directory is the one opened when it was
-//! created, wherever its name points later.
+//! ([`shale_compact::remote::fs`]): a session's directory is the one
+//! opened when it was created, wherever its name points later.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -16,13 +16,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+use shale_compact::job::{JobFile, JobIo, OutputSink};
+use shale_compact::remote::fs::Dir;
+use shale_compact::remote::paths::STAGING_DIR;
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
-use super::fs::{describe, Dir};
-use super::paths::STAGING_DIR;
-use super::proto::Progress;
-use crate::job::{JobFile, JobIo, OutputSink};
+use crate::proto::Progress;
+use crate::root::describe;
 
 /// How deep under the root a starting worker looks for databases with
 /// staging left over (`ROOT/a/b/c/db` is depth 4).

@@ -3,12 +3,12 @@
 //! health, served beside it, says `NOT_SERVING`), lets the jobs in flight
 //! run to their end and their engines adopt what they staged, for at most
 //! the drain timeout, and only then cancels what still runs and removes
-//! what is still staged ([`super::serve()`] does that part). Asked to stop
+//! what is still staged ([`crate::serve()`] does that part). Asked to stop
 //! now, it skips the wait: running jobs are cancelled at once.
 
 use std::time::{Duration, Instant};
 
-use super::state::WorkerInner;
+use crate::state::WorkerInner;
 
 /// How often a draining worker looks whether the engines adopted what its
 /// last jobs staged. Nothing in the worker's process learns of an
@@ -93,17 +93,17 @@ mod tests {
     use tonic_health::pb::HealthCheckRequest;
 
     use super::*;
-    use crate::job::{
+    use crate::proto::compact_event::Event;
+    use crate::proto::compaction_worker_client::CompactionWorkerClient;
+    use crate::proto::{CompactRequest, HelloRequest};
+    use crate::state::Intake;
+    use crate::{LocalWorker, WorkerConfig};
+    use shale_compact::job::{
         CompactionJob, CompactionOutput, Executor, InputRun, JobFile, JobIo, PhaseStats,
     };
-    use crate::remote::convert::job_to_proto;
-    use crate::remote::paths::new_session;
-    use crate::remote::proto::compact_event::Event;
-    use crate::remote::proto::compaction_worker_client::CompactionWorkerClient;
-    use crate::remote::proto::{CompactRequest, HelloRequest};
-    use crate::remote::state::Intake;
-    use crate::remote::{LocalWorker, WorkerConfig};
-    use crate::testing::http_get;
+    use shale_compact::remote::convert::job_to_proto;
+    use shale_compact::remote::paths::new_session;
+    use shale_compact::testing::http_get;
 
     #[test]
     fn a_closed_intake_answers_unavailable_saying_why() {

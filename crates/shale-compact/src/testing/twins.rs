@@ -119,7 +119,7 @@ mod tests {
     use super::*;
     use crate::gc::{is_base_level_for, keep_entry};
     use crate::parallel::merge::{merge_sequential, Item};
-    use crate::parallel::unpack::ParsedBlock;
+    use crate::steps::unpack::ParsedBlock;
     use shale_format::bloom::{bloom_hash, BloomFilterPolicy};
     use shale_format::comparator::compare_internal_keys;
     use shale_format::internal_key::{InternalKey, ParsedInternalKey, ValueType};

@@ -1,6 +1,6 @@
 //! What a worker checks before it takes a job, in the order a hostile
 //! client meets the checks: the session name, the job's fields
-//! ([`super::convert`]), the database path and the token's scope, the
+//! ([`shale_compact::remote::convert`]), the database path and the token's scope, the
 //! database directory opened beneath the root, each input table opened
 //! beneath it (no symlink followed) with its size from `fstat` checked
 //! against the size the job claims, the job's real size against
@@ -13,17 +13,18 @@ use std::fs::File;
 use std::sync::Arc;
 use std::time::Instant;
 
+use shale_compact::job::{CompactionJob, JobFile};
+use shale_compact::remote::convert::job_from_proto;
+use shale_compact::remote::fs::{file_id, Dir};
+use shale_compact::remote::paths::{table_names, valid_session};
 use tokio::sync::OwnedSemaphorePermit;
 use tonic::Status;
 
-use super::auth::Scope;
-use super::convert::job_from_proto;
-use super::fs::{describe, file_id, Dir};
-use super::paths::{table_names, valid_session};
-use super::proto::CompactRequest;
-use super::staging::{StagingIo, StagingRefusal};
-use super::state::WorkerInner;
-use crate::job::{CompactionJob, JobFile};
+use crate::auth::Scope;
+use crate::proto::CompactRequest;
+use crate::root::describe;
+use crate::staging::{StagingIo, StagingRefusal};
+use crate::state::WorkerInner;
 
 /// A job that passed every check, its inputs open and its staging session
 /// created.

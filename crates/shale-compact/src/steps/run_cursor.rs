@@ -1,18 +1,26 @@
 //! A forward cursor over one input run's entries within the job's range:
-//! the data side's view of its tables. A run's files are opened one at a
-//! time as the cursor reaches them, so a cursor holds one table's index and
-//! one data block, whatever the run's size.
+//! the data side's view of its tables (the worker's keys-only job). A run's
+//! files are opened one at a time as the cursor reaches them, so a cursor
+//! holds one table's index and one data block, whatever the run's size.
+//! Tables are opened as `streaming` opens them ([`open_input_table`]).
 
 use shale_format::internal_key::{extract_user_key, InternalKey, ValueType, MAX_SEQUENCE_NUMBER};
 use shale_format::iterator::KvIterator;
-use shale_format::table::TableIter;
+use shale_format::table::{ReadTableOptions, Table, TableIter};
 use shale_format::Result;
 
 use crate::job::{CompactionJob, InputRun, JobFile, JobIo};
-use crate::streaming::open_input_table;
+
+/// Opens an input table with checksums verified; no filter is needed to scan.
+pub fn open_input_table(io: &dyn JobIo, file: &JobFile) -> Result<Table> {
+    let source = io.open_input(file)?;
+    let name = format!("{:06}.ldb", file.number);
+    let options = ReadTableOptions::internal_scan();
+    Table::open(source, file.file_size, &name, options)
+}
 
 /// The entries of one run that lie in the job's range, in the run's order
-/// (the order [`super::merge::OrderMerge`] expects them in).
+/// (the order the key side's `OrderMerge` expects them in).
 pub struct RunCursor<'a> {
     job: &'a CompactionJob,
     io: &'a dyn JobIo,

@@ -26,7 +26,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use super::staging::Staging;
+use crate::staging::Staging;
 
 type Labels = Vec<(&'static str, String)>;
 

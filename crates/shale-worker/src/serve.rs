@@ -2,25 +2,25 @@
 //! token check that puts each call's `Scope` on it, the standard gRPC
 //! health service, the reaper of staged sessions, the metrics port
 //! (`/metrics` and `/healthz`), and
-//! the end: drained ([`super::drain`]) or at once. [`LocalWorker`] runs all
+//! the end: drained ([`crate::drain`]) or at once. [`LocalWorker`] runs all
 //! that on a thread of its own.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use shale_compact::remote::AUTHORIZATION;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Status};
 
-use super::auth::authenticate;
-use super::drain::{drain, StopRequest};
-use super::metrics::{serve_metrics, Serving};
-use super::proto::compaction_worker_server::CompactionWorkerServer;
-use super::server::Worker;
-use super::state::WorkerConfig;
-use super::AUTHORIZATION;
+use crate::auth::authenticate;
+use crate::drain::{drain, StopRequest};
+use crate::metrics::{serve_metrics, Serving};
+use crate::proto::compaction_worker_server::CompactionWorkerServer;
+use crate::rpc::Worker;
+use crate::state::WorkerConfig;
 
 /// A TLS certificate chain and key, PEM-encoded.
 #[derive(Debug, Clone)]

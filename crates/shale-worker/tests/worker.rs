@@ -15,13 +15,13 @@ use std::time::Duration;
 use shale_compact::job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, PhaseStats};
 use shale_compact::remote::convert::job_to_proto;
 use shale_compact::remote::paths::new_session;
-use shale_compact::remote::proto::compaction_worker_client::CompactionWorkerClient;
-use shale_compact::remote::proto::{
+use shale_compact::testing;
+use shale_worker::proto::compaction_worker_client::CompactionWorkerClient;
+use shale_worker::proto::{
     keys_only_event, keys_only_request, CompactRequest, HelloRequest, KeysOnlyRequest, KeysWanted,
     OrderChunk,
 };
-use shale_compact::remote::{LocalWorker, WorkerConfig};
-use shale_compact::testing;
+use shale_worker::{LocalWorker, WorkerConfig};
 use tonic::transport::Channel;
 use tonic::{Code, Request};
 
@@ -130,9 +130,7 @@ impl Fixture {
         self.runtime.block_on(async {
             let mut stream = client.compact(request).await?.into_inner();
             while let Some(event) = stream.message().await? {
-                if let Some(shale_compact::remote::proto::compact_event::Event::Done(_)) =
-                    event.event
-                {
+                if let Some(shale_worker::proto::compact_event::Event::Done(_)) = event.event {
                     return Ok(());
                 }
             }
@@ -393,8 +391,7 @@ fn unknown_tables_and_lying_sizes_are_invalid_arguments_naming_the_field() {
 #[test]
 fn a_token_reaches_only_the_databases_of_its_scope_in_both_modes() {
     let f = Fixture::new(|c| {
-        c.scoped_tokens =
-            shale_compact::remote::parse_token_file("alpha db\nbeta other/*\n").unwrap();
+        c.scoped_tokens = shale_worker::parse_token_file("alpha db\nbeta other/*\n").unwrap();
     });
     f.compact(with_token(request("db", &job(5, 5)), "alpha"))
         .unwrap();
@@ -704,13 +701,13 @@ fn a_keys_only_job_many_windows_long_holds_a_window_per_run_and_matches_streamin
 #[test]
 fn replaced_tokens_check_the_calls_that_follow() {
     let f = Fixture::new(|c| {
-        c.scoped_tokens = shale_compact::remote::parse_token_file("old\n").unwrap();
+        c.scoped_tokens = shale_worker::parse_token_file("old\n").unwrap();
     });
     f.compact(with_token(request("db", &job(5, 5)), "old"))
         .unwrap();
     let worker = f.worker.worker();
     let now = worker
-        .replace_tokens(shale_compact::remote::parse_token_file("new db\n").unwrap())
+        .replace_tokens(shale_worker::parse_token_file("new db\n").unwrap())
         .unwrap();
     assert_eq!(now, 1);
     let status = f

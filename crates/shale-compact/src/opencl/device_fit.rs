@@ -15,7 +15,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::job::CompactionJob;
-use crate::parallel::plan::grandparents_in_order;
+use crate::steps::plan::grandparents_in_order;
 
 /// Which device to use. Indices count platforms in the order the OpenCL
 /// loader lists them, and devices within a platform (as `clinfo -l` shows).

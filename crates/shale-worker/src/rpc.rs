@@ -1,8 +1,8 @@
 //! The worker's RPC surface: the `CompactionWorker` service and how a job
 //! runs through it. What a request must pass before its job runs is
-//! `super::admission`; where a job writes and how long its outputs may
-//! stay is [`super::staging`]; every file is reached through [`super::fs`];
-//! serving it until shutdown is [`super::serve()`].
+//! `crate::admission`; where a job writes and how long its outputs may
+//! stay is [`crate::staging`]; every file is reached through [`crate::root`];
+//! serving it until shutdown is [`crate::serve()`].
 //!
 //! Every job has a deadline (`job_timeout`); a keys-only stream silent for
 //! `stream_idle_timeout` is cancelled; a client that goes away cancels its
@@ -12,26 +12,27 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use shale_compact::job::CompactionOutput;
+use shale_compact::remote::keys::KEYS_ONLY;
+use shale_compact::remote::PROTOCOL;
 use shale_format::Result;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::admission::{admit, Admitted};
-use super::auth::{Scope, ScopedToken, TokenSet};
-use super::fs::Root;
-use super::keys::{data_side, Conversation, KEYS_ONLY};
-use super::metrics::Metrics;
-use super::proto::compaction_worker_server::CompactionWorker;
-use super::proto::{
+use crate::admission::{admit, Admitted};
+use crate::auth::{Scope, ScopedToken, TokenSet};
+use crate::data_side::{self, Conversation};
+use crate::metrics::Metrics;
+use crate::proto::compaction_worker_server::CompactionWorker;
+use crate::proto::{
     compact_event, keys_only_event, keys_only_request, CompactEvent, CompactRequest, Done,
     HelloReply, HelloRequest, JobStats, KeyChunk, KeysOnlyEvent, KeysOnlyRequest, Progress,
     StagedTable,
 };
-use super::staging::{SessionIo, Staging};
-use super::state::{status_of, Intake, WorkerConfig, WorkerInner};
-use super::PROTOCOL;
-use crate::job::CompactionOutput;
+use crate::root::Root;
+use crate::staging::{SessionIo, Staging};
+use crate::state::{status_of, Intake, WorkerConfig, WorkerInner};
 
 /// Events a call's stream buffers before the job waits for the client to
 /// read them: what bounds the key chunks a keys-only job has on its way

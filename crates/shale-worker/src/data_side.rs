@@ -15,16 +15,15 @@
 
 use std::time::Instant;
 
+use shale_compact::job::{CompactionJob, CompactionOutput, JobIo};
+use shale_compact::remote::keys::{decode, KEYS_ONLY};
+use shale_compact::steps::{RunCursor, TablePacker};
 use shale_format::{Error, Result};
 use tonic::Status;
 
-use super::cursor::RunCursor;
-use super::{decode, KEYS_ONLY};
-use crate::job::{CompactionJob, CompactionOutput, JobIo};
-use crate::remote::proto::keys_only_request::Request;
-use crate::remote::proto::{KeyChunk, KeysOnlyRequest, KeysWanted};
-use crate::remote::state::status_of;
-use crate::streaming::TablePacker;
+use crate::proto::keys_only_request::Request;
+use crate::proto::{KeyChunk, KeysOnlyRequest, KeysWanted};
+use crate::state::status_of;
 
 /// Keys per `KeyChunk` message, at most.
 const KEYS_PER_CHUNK: usize = 16 * 1024;
@@ -314,10 +313,10 @@ mod tests {
     use std::collections::VecDeque;
 
     use super::*;
-    use crate::job::{Executor, TableSettings};
-    use crate::remote::keys::{code, KeySide};
-    use crate::testing::{MemIo, RandomLevel0};
-    use crate::StreamingExecutor;
+    use shale_compact::job::{Executor, TableSettings};
+    use shale_compact::remote::keys::{code, KeySide};
+    use shale_compact::testing::{MemIo, RandomLevel0};
+    use shale_compact::StreamingExecutor;
 
     /// The key side in the same thread: every chunk sent is answered at
     /// once, and the answers wait in a queue for the data side to take.
@@ -417,7 +416,7 @@ mod tests {
     }
 
     fn order(codes: Vec<u32>, last: bool) -> Request {
-        Request::Order(crate::remote::proto::OrderChunk { codes, last })
+        Request::Order(crate::proto::OrderChunk { codes, last })
     }
 
     #[test]
