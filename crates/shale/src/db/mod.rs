@@ -71,8 +71,8 @@ pub use crate::compaction::scheduler::book::LevelStats;
 pub use files::destroy;
 pub use flush::pick_level_for_memtable_output;
 pub(crate) use inner::DbInner;
-pub use inner::{StallStats, StallTime};
 use inner::State;
+pub use inner::{StallStats, StallTime};
 pub(crate) use insert::insert_into;
 pub(crate) use table_writer::TableWriter;
 
