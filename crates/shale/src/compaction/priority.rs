@@ -66,16 +66,31 @@ pub fn levels_by_priority(scores: &[f64], l0_urgent: bool) -> Vec<usize> {
     levels
 }
 
-/// Orders `levels` most urgent first: L0 first when `l0_urgent`, then by
-/// descending score (a level without a score, the last, counts 0).
+/// Orders `levels` most urgent first: L0 first when `l0_urgent` and it
+/// [`l0_outranks_l1`], then by descending score (a level without a score,
+/// the last, counts 0).
 pub fn sort_by_urgency(levels: &mut [usize], scores: &[f64], l0_urgent: bool) {
-    let urgent = |l: usize| l0_urgent && l == 0;
+    let l0_first = l0_urgent && l0_outranks_l1(scores);
+    let urgent = |l: usize| l0_first && l == 0;
     let score = |l: usize| scores.get(l).copied().unwrap_or(0.0);
     levels.sort_by(|&a, &b| {
         urgent(b)
             .cmp(&urgent(a))
             .then(score(b).total_cmp(&score(a)))
     });
+}
+
+/// Whether L0's score is at least L1's. An L0 job takes every L1 file its
+/// key range overlaps (with random keys, all of L1), so it rewrites L1
+/// whole; while L1 scores higher, its own jobs go first (and an L0 job does
+/// not push them out of the queue), since each L0 job would rewrite more
+/// than L1's target, and the throttle holds the writers meanwhile. Left to
+/// go first whenever it neared the slowdown trigger, L0 kept L1's jobs from
+/// ever starting: L1 grew without bound and every L0 job rewrote it
+/// (`docs/results/scheduler.md`, "L1 drained before an urgent L0").
+pub fn l0_outranks_l1(scores: &[f64]) -> bool {
+    let score = |l: usize| scores.get(l).copied().unwrap_or(0.0);
+    score(0) >= score(1)
 }
 
 /// True when L0 has come within two files of the slowdown trigger (or
@@ -239,9 +254,14 @@ mod tests {
 
     #[test]
     fn urgent_l0_goes_first_then_descending_scores() {
-        let scores = [1.2, 3.0, 0.5, 1.5, 0.0, 0.0];
-        assert_eq!(levels_by_priority(&scores, false), vec![1, 3, 0]);
-        assert_eq!(levels_by_priority(&scores, true), vec![0, 1, 3]);
+        let scores = [2.2, 1.9, 0.5, 3.0, 0.0, 0.0];
+        assert_eq!(levels_by_priority(&scores, false), vec![3, 0, 1]);
+        assert_eq!(levels_by_priority(&scores, true), vec![0, 3, 1]);
+        // L1 over L0's score: L1 first, urgent or not.
+        let l1_behind = [1.2, 3.0, 0.5, 1.5, 0.0, 0.0];
+        assert!(!l0_outranks_l1(&l1_behind));
+        assert_eq!(levels_by_priority(&l1_behind, false), vec![1, 3, 0]);
+        assert_eq!(levels_by_priority(&l1_behind, true), vec![1, 3, 0]);
         let options = Options::default(); // trigger 4, slowdown 8
         assert!(!l0_is_urgent(5, &options));
         assert!(l0_is_urgent(6, &options));

@@ -375,8 +375,17 @@ impl Scheduler {
             }
             if self.conflicts_with_others(&plan, None) {
                 // L0 cannot wait behind deeper jobs that are only queued; it
-                // never evicts another L0 job (that would pick forever).
-                if level != 0 || self.conflicts_with_queued_at(&plan, 0) {
+                // never evicts another L0 job (that would pick forever), nor
+                // L1's while L1 outranks it (`priority::l0_outranks_l1`).
+                let l1_first = || {
+                    let gross = priority::trigger_scores(
+                        version,
+                        options,
+                        &[TakenWork::default(); NUM_LEVELS],
+                    );
+                    !priority::l0_outranks_l1(&gross) && self.conflicts_with_queued_at(&plan, 1)
+                };
+                if level != 0 || self.conflicts_with_queued_at(&plan, 0) || l1_first() {
                     continue;
                 }
                 self.evict_queued_conflicting(&plan);

@@ -149,13 +149,15 @@ fn a_job_whose_inputs_moved_is_dropped_and_picked_again() {
 
 #[test]
 fn disjoint_jobs_run_together_and_overlapping_ones_wait() {
+    // L0 (5 files, score 1.25) outranks L1 (1200 bytes, score 1.2).
     let v = version(&[
         (0, 20, "a", "c", 10),
         (0, 21, "a", "c", 10),
         (0, 22, "a", "c", 10),
         (0, 23, "a", "c", 10),
-        (1, 1, "a", "b", 900),
-        (1, 2, "m", "n", 900),
+        (0, 24, "a", "c", 10),
+        (1, 1, "a", "b", 600),
+        (1, 2, "m", "n", 600),
         (2, 10, "m", "m", 10),
     ]);
     let opts = Options {
@@ -179,27 +181,50 @@ fn an_l0_pick_evicts_queued_deeper_jobs_it_conflicts_with() {
     let opts = options();
     let before = version(&[
         (0, 20, "a", "c", 10),
-        (1, 1, "a", "b", 1500),
+        (1, 1, "a", "b", 1100),
         (2, 10, "a", "a", 10),
     ]);
     let mut s = Scheduler::new(&opts);
     let queued = s.refill(&before, &opts);
     assert_eq!(queued.len(), 1);
     assert_eq!(queued[0].plan.level, 1);
-    // Flushes push L0 to its trigger; its job needs file 1.
-    let after = version(&[
-        (0, 20, "a", "c", 10),
-        (0, 21, "a", "c", 10),
-        (0, 22, "a", "c", 10),
-        (0, 23, "a", "c", 10),
-        (1, 1, "a", "b", 1500),
-        (2, 10, "a", "a", 10),
-    ]);
+    // Flushes push L0 to its trigger (score 1.25, over L1's 1.1); its job
+    // needs file 1.
+    let l0_files = |l1_bytes| {
+        version(&[
+            (0, 20, "a", "c", 10),
+            (0, 21, "a", "c", 10),
+            (0, 22, "a", "c", 10),
+            (0, 23, "a", "c", 10),
+            (0, 24, "a", "c", 10),
+            (1, 1, "a", "b", l1_bytes),
+            (2, 10, "a", "a", 10),
+        ])
+    };
+    let after = l0_files(1100);
     s.revalidate(&after, &opts);
     let queued = s.refill(&after, &opts);
     assert!(queued.iter().any(|j| j.plan.level == 0), "{queued:?}");
     let l0 = s.queued().find(|j| j.plan.level == 0).unwrap();
     assert_eq!(numbers(&l0.plan.inputs[1]), vec![1]);
+
+    // With L1 far over its target (score 3 against L0's 1.25), its queued
+    // job stays and L0 waits: an L0 job now would rewrite all of it.
+    let mut s = Scheduler::new(&opts);
+    let far_over = version(&[
+        (0, 20, "a", "c", 10),
+        (1, 1, "a", "b", 3000),
+        (2, 10, "a", "a", 10),
+    ]);
+    assert_eq!(s.refill(&far_over, &opts)[0].plan.level, 1);
+    let after = l0_files(3000);
+    s.revalidate(&after, &opts);
+    s.refill(&after, &opts);
+    assert!(
+        s.queued().all(|j| j.plan.level == 1),
+        "{:?}",
+        s.queued().collect::<Vec<_>>()
+    );
 }
 
 #[test]
