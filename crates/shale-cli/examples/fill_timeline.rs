@@ -57,7 +57,8 @@ fn main() {
     }
 }
 
-const USAGE: &str = "usage: fill_timeline OUT.png --font FILE.ttf [--title TEXT] [--benchmark NAME] \
+const USAGE: &str =
+    "usage: fill_timeline OUT.png --font FILE.ttf [--title TEXT] [--benchmark NAME] \
                      --series PANEL LABEL FILE.csv [--series ...]";
 
 fn run() -> Result<(), Box<dyn Error>> {
@@ -77,7 +78,9 @@ fn run() -> Result<(), Box<dyn Error>> {
                 let file = value("PANEL LABEL FILE.csv")?;
                 specs.push((panel, label, file));
             }
-            _ if arg.starts_with("--") => return Err(format!("unknown argument {arg}; {USAGE}").into()),
+            _ if arg.starts_with("--") => {
+                return Err(format!("unknown argument {arg}; {USAGE}").into())
+            }
             _ if png.is_none() => png = Some(arg),
             _ => return Err(format!("unexpected argument {arg}; {USAGE}").into()),
         }
@@ -120,7 +123,11 @@ fn read_points(text: &str, benchmark: &str) -> Result<Vec<(f64, f64)>, String> {
             .position(|h| *h == name)
             .ok_or(format!("no `{name}` column"))
     };
-    let (seconds, name, rate) = (column("seconds")?, column("benchmark")?, column("ops_per_sec")?);
+    let (seconds, name, rate) = (
+        column("seconds")?,
+        column("benchmark")?,
+        column("ops_per_sec")?,
+    );
     let mut points = Vec::new();
     for line in lines {
         let cells: Vec<&str> = line.split(',').collect();
@@ -192,6 +199,7 @@ where
         .configure_mesh()
         .x_desc("seconds since the fill began")
         .y_desc("thousand puts per second")
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .label_style((FAMILY, 16))
         .axis_desc_style((FAMILY, 18))
         .draw()?;
