@@ -392,7 +392,7 @@ def summary(out):
                  % (", ".join(engines) or "none", get("repeats")))
     done = [r for r in rows if r["phase"] == "read" and r["status"] == "ok"]
     fills = [r for r in rows if r["phase"] == "fill" and r["status"] == "ok"]
-    lines.append("- runs: %d fills and %d readrandoms measured of %s planned" % (len(fills), len(done), get("planned")))
+    lines.append("- measured: %d of %s planned, %d readrandoms after them" % (len(fills), get("planned"), len(done)))
     for note in meta.get("note", []):
         lines.append("- " + note)
     if os.path.exists(os.path.join(out, "interrupted")):
