@@ -11,8 +11,10 @@
 //! to bottom in the order they first appear), its legend label (one colour
 //! per label, the same in every panel) and its CSV. Only the rows of
 //! `--benchmark` (default `fillrandom`) are drawn, against seconds since
-//! that benchmark began. As `gpu_figures`, a missing font is an error
-//! rather than a PNG without labels.
+//! that benchmark began; its last interval is left out when it is under a
+//! quarter of a whole one (its rate, a few puts over a few milliseconds, is
+//! noise). As `gpu_figures`, a missing font is an error rather than a PNG
+//! without labels.
 
 use std::error::Error;
 use std::path::Path;
@@ -29,6 +31,8 @@ const PANEL_HEIGHT: u32 = 420;
 const TITLE_HEIGHT: u32 = 50;
 /// Lines of at most this many points also get a dot per point.
 const MARKED_POINTS: usize = 60;
+/// A last interval shorter than this share of a whole one is not drawn.
+const LAST_INTERVAL_SHARE: f64 = 0.25;
 
 /// Line colours, in the order labels first appear (tab10's first six,
 /// then greys).
@@ -137,6 +141,14 @@ fn read_points(text: &str, benchmark: &str) -> Result<Vec<(f64, f64)>, String> {
         let number = |i: usize| cells.get(i).and_then(|c| c.parse::<f64>().ok());
         if let (Some(t), Some(r)) = (number(seconds), number(rate)) {
             points.push((t, r));
+        }
+    }
+    // The last interval ends with the benchmark: when that is a sliver of
+    // an interval, its rate (a few puts over a few milliseconds) says
+    // nothing, and would be drawn as a spike.
+    if let [.., (a, _), (b, _), (c, _)] = points[..] {
+        if c - b < (b - a) * LAST_INTERVAL_SHARE {
+            points.pop();
         }
     }
     // Against the benchmark's own clock: its first interval ends at the
