@@ -11,10 +11,10 @@
 //! to bottom in the order they first appear), its legend label (one colour
 //! per label, the same in every panel) and its CSV. Only the rows of
 //! `--benchmark` (default `fillrandom`) are drawn, against seconds since
-//! that benchmark began; its last interval is left out when it is under a
-//! quarter of a whole one (its rate, a few puts over a few milliseconds, is
-//! noise). As `gpu_figures`, a missing font is an error rather than a PNG
-//! without labels.
+//! that benchmark began; its first and last intervals are left out when
+//! the benchmark ran under a quarter of them (their rates are noise). As
+//! `gpu_figures`, a missing font is an error rather than a PNG without
+//! labels.
 
 use std::error::Error;
 use std::path::Path;
@@ -31,8 +31,9 @@ const PANEL_HEIGHT: u32 = 420;
 const TITLE_HEIGHT: u32 = 50;
 /// Lines of at most this many points also get a dot per point.
 const MARKED_POINTS: usize = 60;
-/// A last interval shorter than this share of a whole one is not drawn.
-const LAST_INTERVAL_SHARE: f64 = 0.25;
+/// A first or last interval the benchmark ran less than this share of is
+/// not drawn (`read_points`).
+const EDGE_INTERVAL_SHARE: f64 = 0.25;
 
 /// Line colours, in the order labels first appear (tab10's first six,
 /// then greys).
@@ -116,8 +117,30 @@ fn run() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+/// One row of a timeline CSV: when its interval ended, its operations and
+/// their rate over the part of the interval the benchmark ran.
+struct Row {
+    end: f64,
+    ops: f64,
+    rate: f64,
+}
+
+impl Row {
+    /// Seconds of the interval the benchmark ran (`None` without an
+    /// operation, whose rate says nothing of it).
+    fn width(&self) -> Option<f64> {
+        (self.ops > 0.0 && self.rate > 0.0).then(|| self.ops / self.rate)
+    }
+}
+
 /// The (seconds since the benchmark began, ops/s) of `benchmark`'s rows in
-/// a timeline CSV. Each row's `seconds` is the end of its interval.
+/// a timeline CSV.
+///
+/// The first and the last interval are cut by the benchmark's start and
+/// end: one that holds no operation, or under a quarter of an interval of
+/// them, is left out, since its rate (a few puts over a few milliseconds,
+/// or none while the fill opens its database) would be drawn as a spike or
+/// a stall that did not happen.
 fn read_points(text: &str, benchmark: &str) -> Result<Vec<(f64, f64)>, String> {
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().ok_or("empty file")?.split(',').collect();
@@ -127,40 +150,46 @@ fn read_points(text: &str, benchmark: &str) -> Result<Vec<(f64, f64)>, String> {
             .position(|h| *h == name)
             .ok_or(format!("no `{name}` column"))
     };
-    let (seconds, name, rate) = (
+    let (seconds, name, ops, rate) = (
         column("seconds")?,
         column("benchmark")?,
+        column("ops")?,
         column("ops_per_sec")?,
     );
-    let mut points = Vec::new();
+    let mut rows = Vec::new();
     for line in lines {
         let cells: Vec<&str> = line.split(',').collect();
         if cells.get(name) != Some(&benchmark) {
             continue;
         }
         let number = |i: usize| cells.get(i).and_then(|c| c.parse::<f64>().ok());
-        if let (Some(t), Some(r)) = (number(seconds), number(rate)) {
-            points.push((t, r));
+        if let (Some(end), Some(ops), Some(rate)) = (number(seconds), number(ops), number(rate)) {
+            rows.push(Row { end, ops, rate });
         }
     }
-    // The last interval ends with the benchmark: when that is a sliver of
-    // an interval, its rate (a few puts over a few milliseconds) says
-    // nothing, and would be drawn as a spike.
-    if let [.., (a, _), (b, _), (c, _)] = points[..] {
-        if c - b < (b - a) * LAST_INTERVAL_SHARE {
-            points.pop();
+    // A whole interval: no interval is longer, the cut ones are shorter.
+    let interval = rows
+        .windows(2)
+        .map(|pair| pair[1].end - pair[0].end)
+        .fold(0.0, f64::max);
+    let cut = |row: &Row| {
+        row.width()
+            .is_none_or(|w| w < interval * EDGE_INTERVAL_SHARE)
+    };
+    if interval > 0.0 {
+        if rows.last().is_some_and(cut) {
+            rows.pop();
+        }
+        if rows.first().is_some_and(cut) {
+            rows.remove(0);
         }
     }
-    // Against the benchmark's own clock: its first interval ends at the
-    // first row's `seconds`, which is at most one interval after it began.
-    if let Some(&(first, _)) = points.first() {
-        let interval = points.get(1).map_or(first, |&(second, _)| second - first);
-        let origin = (first - interval).max(0.0);
-        for point in &mut points {
-            point.0 -= origin;
-        }
-    }
-    Ok(points)
+    // Against the benchmark's own clock, from the start of the first
+    // interval drawn.
+    let origin = rows.first().map_or(0.0, |first| {
+        (first.end - first.width().unwrap_or(interval)).max(0.0)
+    });
+    Ok(rows.iter().map(|r| (r.end - origin, r.rate)).collect())
 }
 
 fn draw(path: &Path, series: &[Series], title: &str) -> Result<(), Box<dyn Error>> {
