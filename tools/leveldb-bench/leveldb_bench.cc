@@ -18,6 +18,15 @@
 // readmissing, readseq, readreverse, seekrandom, deleteseq, deleterandom,
 // readrandomwriterandom, compact, stats. At the end: the write amplification
 // computed from the leveldb.stats property, and the CPU time used.
+//
+// --timeline=FILE.csv writes operations per --timeline_interval seconds
+// (default 1), in the CSV of `shale bench --timeline`
+// (crates/shale-cli/src/bench/timeline.rs), so that one plot can draw every
+// engine: `seconds,benchmark,ops,ops_per_sec,p99_micros`, one row per
+// benchmark and interval (intervals counted from the end of the first
+// open), intervals without an operation included (a write stall shows as
+// 0). The P99 is exact over the interval's latencies, as the
+// `Percentiles:` line computes it.
 
 #include <sys/resource.h>
 
@@ -29,7 +38,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -64,6 +75,8 @@ struct Flags {
   long cache_size = -1;
   long open_files = -1;
   std::string compression = "snappy";
+  std::string timeline;
+  double timeline_interval = 1.0;
 };
 
 Flags FLAGS;
@@ -127,6 +140,8 @@ void ParseFlags(int argc, char** argv) {
     else if (name == "cache_size") FLAGS.cache_size = ParseLong(name, value);
     else if (name == "open_files") FLAGS.open_files = ParseLong(name, value);
     else if (name == "compression") FLAGS.compression = value;
+    else if (name == "timeline") FLAGS.timeline = value;
+    else if (name == "timeline_interval") FLAGS.timeline_interval = ParseDouble(name, value);
     else Die("unknown flag --" + name);
   }
   if (FLAGS.num < 1 || FLAGS.num > 2147483647L) Die("--num must be in 1..2^31-1");
@@ -138,6 +153,9 @@ void ParseFlags(int argc, char** argv) {
     Die("--compression must be none or snappy");
   }
   if (FLAGS.db.empty()) Die("--db=DIR is required");
+  if (!(FLAGS.timeline_interval > 0 && std::isfinite(FLAGS.timeline_interval))) {
+    Die("--timeline_interval must be a positive number of seconds");
+  }
 }
 
 // LevelDB's util/random.h algorithm: Park-Miller, multiplier 7^5.
@@ -205,12 +223,129 @@ double NowMicros() {
   return duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count() / 1000.0;
 }
 
+// The exact P99 of `latencies` (reordered): the ceil(0.99 n)-th smallest, as
+// the `Percentiles:` line computes it.
+float P99(std::vector<float>* latencies) {
+  size_t index = static_cast<size_t>(std::ceil(0.99 * latencies->size()));
+  if (index > 0) index--;
+  std::nth_element(latencies->begin(), latencies->begin() + index, latencies->end());
+  return (*latencies)[index];
+}
+
+// --timeline: the intervals of the whole run, shared by the benchmark
+// threads. Each thread keeps the latencies of the interval it is in and hands
+// them over when it moves on to the next (one lock per interval, not per
+// operation). An interval is summed up (operations, P99) as soon as no
+// thread of its benchmark can add to it any more, so only the latencies of
+// the last interval or two are kept at any time.
+class Timeline {
+ public:
+  // Where a thread that has finished its benchmark is.
+  static constexpr uint64_t kDone = UINT64_MAX;
+
+  Timeline(double interval_seconds, std::FILE* file)
+      : start_(NowMicros()), interval_(interval_seconds), file_(file) {}
+
+  // The interval the clock reading `micros` falls in.
+  uint64_t IntervalOf(double micros) const {
+    double seconds = (micros - start_) * 1e-6;
+    return seconds <= 0 ? 0 : static_cast<uint64_t>(seconds / interval_);
+  }
+
+  // Opens a segment, starting now, for a benchmark run by `threads` threads;
+  // returns its number.
+  int Begin(const std::string& name, int threads) {
+    double now = NowMicros();
+    std::lock_guard<std::mutex> lock(mu_);
+    Segment segment;
+    segment.name = name;
+    segment.start = (now - start_) * 1e-6;
+    segment.end = segment.start;
+    segment.current.assign(threads, IntervalOf(now));
+    segments_.push_back(segment);
+    return static_cast<int>(segments_.size()) - 1;
+  }
+
+  // Closes `segment` now.
+  void End(int segment) {
+    double now = NowMicros();
+    std::lock_guard<std::mutex> lock(mu_);
+    segments_[segment].end = (now - start_) * 1e-6;
+  }
+
+  // Thread `thread` of `segment` hands over the latencies of `interval`
+  // (emptying `latencies`) and moves on to interval `next` (kDone at its end).
+  void Add(int segment, int thread, uint64_t interval, std::vector<float>* latencies, uint64_t next) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Segment& s = segments_[segment];
+    if (!latencies->empty()) {
+      std::vector<float>& pending = s.pending[interval];
+      pending.insert(pending.end(), latencies->begin(), latencies->end());
+      latencies->clear();
+    }
+    s.current[thread] = next;
+    uint64_t oldest = *std::min_element(s.current.begin(), s.current.end());
+    while (!s.pending.empty() && s.pending.begin()->first < oldest) {
+      std::vector<float>& values = s.pending.begin()->second;
+      s.done[s.pending.begin()->first] = Interval{values.size(), P99(&values)};
+      s.pending.erase(s.pending.begin());
+    }
+  }
+
+  // Writes the CSV of `shale bench --timeline` and closes the file.
+  void Write() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fprintf(file_, "seconds,benchmark,ops,ops_per_sec,p99_micros\n");
+    for (const Segment& s : segments_) {
+      uint64_t first = static_cast<uint64_t>(s.start / interval_);
+      uint64_t last = static_cast<uint64_t>(s.end / interval_);
+      for (uint64_t index = first; index <= last; index++) {
+        double window_start = std::max(index * interval_, s.start);
+        double window_end = std::min((index + 1) * interval_, s.end);
+        auto it = s.done.find(index);
+        uint64_t ops = it == s.done.end() ? 0 : it->second.ops;
+        double p99 = it == s.done.end() ? 0 : it->second.p99;
+        double width = window_end - window_start;
+        if (width <= 0 && ops == 0) continue;
+        std::fprintf(file_, "%.3f,%s,%" PRIu64 ",%.1f,%.3f\n", window_end, s.name.c_str(), ops,
+                     width > 0 ? ops / width : 0.0, p99);
+      }
+    }
+    if (std::fclose(file_) != 0) Die("--timeline " + FLAGS.timeline + ": cannot write the file");
+    file_ = nullptr;
+  }
+
+ private:
+  struct Interval {
+    uint64_t ops;
+    float p99;
+  };
+  struct Segment {
+    std::string name;
+    double start, end;  // seconds since the timeline's start
+    std::vector<uint64_t> current;  // the interval each thread is in
+    std::map<uint64_t, std::vector<float>> pending;  // latencies, by interval
+    std::map<uint64_t, Interval> done;
+  };
+
+  const double start_;     // NowMicros() at the start
+  const double interval_;  // seconds
+  std::FILE* file_;
+  std::mutex mu_;
+  std::vector<Segment> segments_;
+};
+
 struct Stats {
   double start = 0, finish = 0, seconds = 0, last = 0;
   long done = 0;
   int64_t bytes = 0;
   std::string message;
   std::vector<float> latencies;
+  // --timeline: this thread's segment and the interval it is in.
+  Timeline* timeline = nullptr;
+  int segment = 0, thread = 0;
+  uint64_t interval = 0;
+  std::vector<float> interval_latencies;
 
   void Start() {
     start = finish = last = NowMicros();
@@ -219,15 +354,26 @@ struct Stats {
     seconds = 0;
     message.clear();
     latencies.clear();
+    if (timeline != nullptr) interval = timeline->IntervalOf(start);
   }
   void Stop() {
     finish = NowMicros();
     seconds = (finish - start) * 1e-6;
+    if (timeline != nullptr) timeline->Add(segment, thread, interval, &interval_latencies, Timeline::kDone);
   }
   void FinishedSingleOp() {
-    if (FLAGS.histogram) {
+    if (FLAGS.histogram || timeline != nullptr) {
       double now = NowMicros();
-      latencies.push_back(static_cast<float>(now - last));
+      float latency = static_cast<float>(now - last);
+      if (FLAGS.histogram) latencies.push_back(latency);
+      if (timeline != nullptr) {
+        uint64_t index = timeline->IntervalOf(now);
+        if (index != interval) {
+          timeline->Add(segment, thread, interval, &interval_latencies, index);
+          interval = index;
+        }
+        interval_latencies.push_back(latency);
+      }
       last = now;
     }
     done++;
@@ -280,7 +426,8 @@ struct Stats {
 
 class Benchmark {
  public:
-  Benchmark() {
+  // `timeline_file`: the --timeline file, open for writing, or null.
+  explicit Benchmark(std::FILE* timeline_file) : timeline_file_(timeline_file) {
     if (FLAGS.cache_size >= 0) cache_.reset(leveldb::NewLRUCache(FLAGS.cache_size));
     if (FLAGS.bloom_bits > 0) filter_.reset(leveldb::NewBloomFilterPolicy(static_cast<int>(FLAGS.bloom_bits)));
     if (!FLAGS.use_existing_db) leveldb::DestroyDB(FLAGS.db, leveldb::Options());
@@ -295,6 +442,7 @@ class Benchmark {
     std::printf("Entries:    %ld\n", FLAGS.num);
     std::printf("------------------------------------------------\n");
     Open();
+    if (timeline_file_ != nullptr) timeline_.reset(new Timeline(FLAGS.timeline_interval, timeline_file_));
     std::stringstream list(FLAGS.benchmarks);
     std::string name;
     while (std::getline(list, name, ',')) {
@@ -357,6 +505,10 @@ class Benchmark {
       RunThreads(name, method, name == "compact" ? 1 : FLAGS.threads);
     }
     PrintSummary();
+    if (timeline_) {
+      timeline_->Write();
+      std::printf("Timeline:   %s\n", FLAGS.timeline.c_str());
+    }
   }
 
  private:
@@ -377,6 +529,12 @@ class Benchmark {
 
   void RunThreads(const std::string& name, void (Benchmark::*method)(Stats*, Random*, int), int threads) {
     std::vector<Stats> stats(threads);
+    const int segment = timeline_ ? timeline_->Begin(name, threads) : 0;
+    for (int i = 0; i < threads; i++) {
+      stats[i].timeline = timeline_.get();
+      stats[i].segment = segment;
+      stats[i].thread = i;
+    }
     std::vector<std::thread> workers;
     std::atomic<int> ready{0};
     std::atomic<bool> go{false};
@@ -393,6 +551,7 @@ class Benchmark {
     while (ready.load() < threads) std::this_thread::yield();
     go = true;
     for (auto& worker : workers) worker.join();
+    if (timeline_) timeline_->End(segment);
     for (int i = 1; i < threads; i++) stats[0].Merge(stats[i]);
     stats[0].Report(name);
   }
@@ -556,6 +715,8 @@ class Benchmark {
 
   std::unique_ptr<leveldb::Cache> cache_;
   std::unique_ptr<const leveldb::FilterPolicy> filter_;
+  std::FILE* timeline_file_;
+  std::unique_ptr<Timeline> timeline_;
   leveldb::DB* db_ = nullptr;
   long num_ = 0;
   long reads_ = 0;
@@ -568,7 +729,14 @@ class Benchmark {
 
 int main(int argc, char** argv) {
   ParseFlags(argc, argv);
-  Benchmark benchmark;
+  // Before anything else, so that a path that cannot be written stops the
+  // run at once, with the database untouched.
+  std::FILE* timeline_file = nullptr;
+  if (!FLAGS.timeline.empty()) {
+    timeline_file = std::fopen(FLAGS.timeline.c_str(), "w");
+    if (timeline_file == nullptr) Die("--timeline " + FLAGS.timeline + ": cannot create the file");
+  }
+  Benchmark benchmark(timeline_file);
   benchmark.Run();
   return 0;
 }

@@ -13,6 +13,7 @@ use crate::die;
 use crate::flags::{Compression, Flags};
 use crate::generator::{KeyFormat, Random, ValueGenerator};
 use crate::stats::Stats;
+use crate::timeline::{Recorder, Timeline};
 
 /// Which loop a benchmark name runs.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +44,8 @@ pub struct Benchmark {
     sync: bool,
     /// Key and value bytes handed to the database, for write amplification.
     user_bytes: AtomicU64,
+    /// With --timeline: started at the end of the first open.
+    timeline: Option<Timeline>,
 }
 
 impl Benchmark {
@@ -59,6 +62,7 @@ impl Benchmark {
             value_size: 0,
             sync: false,
             user_bytes: AtomicU64::new(0),
+            timeline: None,
         };
         if !benchmark.flags.use_existing_db {
             benchmark.destroy();
@@ -70,9 +74,17 @@ impl Benchmark {
         self.user_bytes.load(Ordering::Relaxed)
     }
 
+    /// The --timeline CSV (timeline.rs), when the flag was given.
+    pub fn timeline_csv(&self) -> Option<String> {
+        self.timeline.as_ref().map(Timeline::csv)
+    }
+
     /// Runs the comma-separated list in `--benchmarks`.
     pub fn run(&mut self) {
         self.open();
+        if self.flags.timeline.is_some() {
+            self.timeline = Some(Timeline::new(self.flags.timeline_interval));
+        }
         let list = self.flags.benchmarks.clone();
         for name in list.split(',').filter(|name| !name.is_empty()) {
             self.num = self.flags.num;
@@ -215,14 +227,19 @@ impl Benchmark {
 
     fn run_threads(&self, name: &str, method: Method, threads: usize) {
         let barrier = Barrier::new(threads);
-        let mut all: Vec<Stats> = std::thread::scope(|scope| {
+        let timeline = self.timeline.as_ref();
+        let segment = timeline.map(|timeline| timeline.begin(name, threads));
+        let mut all: Vec<Stats<'_>> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|thread| {
                     let barrier = &barrier;
                     scope.spawn(move || {
                         // leveldb_bench: Random(1000 + seed + i), as uint32_t.
                         let mut rand = Random::new((1000 + self.flags.seed + thread as i64) as u32);
-                        let mut stats = Stats::new(self.flags.histogram);
+                        let recorder = timeline
+                            .zip(segment)
+                            .map(|(timeline, segment)| Recorder::new(timeline, segment, thread));
+                        let mut stats = Stats::new(self.flags.histogram, recorder);
                         // Every thread starts its clock together.
                         barrier.wait();
                         stats.start();
@@ -241,6 +258,9 @@ impl Benchmark {
                 })
                 .collect()
         });
+        if let Some((timeline, segment)) = timeline.zip(segment) {
+            timeline.end(segment);
+        }
         let mut first = all.remove(0);
         for other in all {
             first.merge(other);
@@ -248,7 +268,7 @@ impl Benchmark {
         first.report(name);
     }
 
-    fn run_one(&self, method: Method, stats: &mut Stats, rand: &mut Random) {
+    fn run_one(&self, method: Method, stats: &mut Stats<'_>, rand: &mut Random) {
         match method {
             Method::FillSeq => self.write(stats, rand, true),
             Method::FillRandom => self.write(stats, rand, false),
@@ -278,7 +298,7 @@ impl Benchmark {
         self.flags.num as u32
     }
 
-    fn write(&self, stats: &mut Stats, rand: &mut Random, sequential: bool) {
+    fn write(&self, stats: &mut Stats<'_>, rand: &mut Random, sequential: bool) {
         if self.num != self.flags.num {
             stats.add_message(&format!("({} ops)", self.num));
         }
@@ -306,7 +326,7 @@ impl Benchmark {
         self.user_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    fn read_random(&self, stats: &mut Stats, rand: &mut Random) {
+    fn read_random(&self, stats: &mut Stats<'_>, rand: &mut Random) {
         let options = self.read_options();
         let mut keys = KeyFormat::new(self.flags.key_size);
         let db = self.db();
@@ -322,7 +342,7 @@ impl Benchmark {
         stats.add_message(&format!("({found} of {} found)", self.num));
     }
 
-    fn read_missing(&self, stats: &mut Stats, rand: &mut Random) {
+    fn read_missing(&self, stats: &mut Stats<'_>, rand: &mut Random) {
         let options = self.read_options();
         let mut keys = KeyFormat::new(self.flags.key_size);
         let db = self.db();
@@ -334,7 +354,7 @@ impl Benchmark {
         }
     }
 
-    fn scan(&self, stats: &mut Stats, forward: bool) {
+    fn scan(&self, stats: &mut Stats<'_>, forward: bool) {
         // The raw iterator hands out borrowed slices, as LevelDB's does.
         let mut iterator = self.db().raw_iterator_opt(self.read_options());
         if forward {
@@ -359,7 +379,7 @@ impl Benchmark {
         stats.bytes += bytes;
     }
 
-    fn seek_random(&self, stats: &mut Stats, rand: &mut Random) {
+    fn seek_random(&self, stats: &mut Stats<'_>, rand: &mut Random) {
         let mut keys = KeyFormat::new(self.flags.key_size);
         let db = self.db();
         let mut found = 0u64;
@@ -375,7 +395,7 @@ impl Benchmark {
         stats.add_message(&format!("({found} of {} found)", self.num));
     }
 
-    fn delete(&self, stats: &mut Stats, rand: &mut Random, sequential: bool) {
+    fn delete(&self, stats: &mut Stats<'_>, rand: &mut Random, sequential: bool) {
         let options = WriteOptions::default();
         let mut keys = KeyFormat::new(self.flags.key_size);
         let db = self.db();
@@ -397,7 +417,7 @@ impl Benchmark {
 
     /// RocksDB's mix: of every 100 operations, readwritepercent reads first,
     /// then the writes.
-    fn read_random_write_random(&self, stats: &mut Stats, rand: &mut Random) {
+    fn read_random_write_random(&self, stats: &mut Stats<'_>, rand: &mut Random) {
         let read_options = self.read_options();
         let write_options = WriteOptions::default();
         let mut values = ValueGenerator::new(self.flags.compression_ratio, self.value_size);

@@ -34,6 +34,10 @@ pub struct Flags {
     /// RocksDB's `allow_mmap_reads` (db_bench's --mmap_read); off, RocksDB's
     /// default, although LevelDB 1.23 and ShaleDB read tables through mmap.
     pub mmap_read: bool,
+    /// `--timeline=FILE.csv`: operations per interval (timeline.rs).
+    pub timeline: Option<String>,
+    /// Seconds per --timeline interval.
+    pub timeline_interval: f64,
     pub shape: LsmShape,
     pub write_path: WritePath,
 }
@@ -106,6 +110,8 @@ impl Default for Flags {
             compression: Compression::Snappy,
             verify_checksums: false,
             mmap_read: false,
+            timeline: None,
+            timeline_interval: 1.0,
             shape: LsmShape {
                 max_bytes_for_level_base: 10 * 1048576,
                 max_bytes_for_level_multiplier: 10.0,
@@ -207,6 +213,8 @@ impl Flags {
                     flags.verify_checksums = boolean(name, value)?
                 }
                 "mmap_read" => flags.mmap_read = boolean(name, value)?,
+                "timeline" => flags.timeline = Some(value.to_string()),
+                "timeline_interval" => flags.timeline_interval = number(name, value)?,
                 "max_bytes_for_level_base" => {
                     shape.max_bytes_for_level_base = integer(name, value)?
                 }
@@ -260,6 +268,9 @@ impl Flags {
         if self.db.is_empty() {
             return refuse("--db=DIR is required");
         }
+        if !(self.timeline_interval > 0.0 && self.timeline_interval.is_finite()) {
+            return refuse("--timeline_interval must be a positive number of seconds");
+        }
         Ok(())
     }
 }
@@ -305,6 +316,17 @@ mod tests {
         assert!(parse(&["--num=10"]).is_err());
         assert!(parse(&["-db", "/tmp/x"]).is_err());
         assert!(parse(&["--db=/tmp/x", "--num=0"]).is_err());
+        assert!(parse(&["--db=/tmp/x", "--timeline_interval=0"]).is_err());
+        assert!(parse(&["--db=/tmp/x", "--timeline_interval=soon"]).is_err());
+    }
+
+    #[test]
+    fn timeline_flags_parse() {
+        let flags = parse(&["--db=/tmp/x", "--timeline=t.csv", "--timeline_interval=0.5"])
+            .expect("valid flags");
+        assert_eq!(flags.timeline.as_deref(), Some("t.csv"));
+        assert_eq!(flags.timeline_interval, 0.5);
+        assert_eq!(parse(&["--db=/tmp/x"]).expect("valid flags").timeline, None);
     }
 
     #[test]

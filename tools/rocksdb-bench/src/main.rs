@@ -15,6 +15,10 @@
 //! `table_file_creation` events, over the bytes of keys and values written)
 //! and the CPU time used.
 //!
+//! `--timeline=FILE.csv` writes operations per `--timeline_interval`
+//! seconds in the CSV of `shale bench --timeline` and leveldb_bench
+//! (timeline.rs).
+//!
 //! Beside LevelDB's flags: the LSM shape options that scripts/compare sets
 //! (flags.rs, `LsmShape`) and the write path that scripts/writers-bench
 //! compares (`--allow_concurrent_memtable_write`, `--enable_pipelined_write`,
@@ -28,6 +32,7 @@ mod benchmark;
 mod flags;
 mod generator;
 mod stats;
+mod timeline;
 
 use std::path::Path;
 
@@ -49,6 +54,17 @@ fn main() {
         Ok(flags) => flags,
         Err(error) => die(&error.to_string()),
     };
+    // Before anything else, so that a path that cannot be written stops the
+    // run at once, with the database untouched.
+    let timeline_file = flags.timeline.as_ref().map(|path| {
+        std::fs::File::create(path)
+            .map(|file| (path.clone(), file))
+            .unwrap_or_else(|error| {
+                die(&format!(
+                    "--timeline {path}: cannot create the file: {error}"
+                ))
+            })
+    });
     println!("RocksDB:    version {ROCKSDB_VERSION} (release build, assertions off)");
     println!("Keys:       {} bytes each", flags.key_size);
     println!(
@@ -87,6 +103,15 @@ fn main() {
             "CPU: {:.2} s (user {user:.2}, system {system:.2})",
             user + system
         );
+    }
+    if let (Some((path, mut file)), Some(csv)) = (timeline_file, benchmark.timeline_csv()) {
+        use std::io::Write as _;
+        if let Err(error) = file.write_all(csv.as_bytes()) {
+            die(&format!(
+                "--timeline {path}: cannot write the file: {error}"
+            ));
+        }
+        println!("Timeline:   {path}");
     }
 }
 

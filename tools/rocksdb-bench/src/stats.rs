@@ -5,15 +5,24 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use crate::timeline::Recorder;
+
 /// Microseconds on a monotonic clock (leveldb_bench: `steady_clock`).
 fn now_micros() -> f64 {
+    micros_at(Instant::now())
+}
+
+/// `at` in microseconds on the clock of `now_micros`.
+fn micros_at(at: Instant) -> f64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
-    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as f64 / 1000.0
+    at.saturating_duration_since(*EPOCH.get_or_init(Instant::now))
+        .as_nanos() as f64
+        / 1000.0
 }
 
 /// One thread's counts for one benchmark.
 #[derive(Debug, Default)]
-pub struct Stats {
+pub struct Stats<'a> {
     start: f64,
     finish: f64,
     seconds: f64,
@@ -24,12 +33,15 @@ pub struct Stats {
     histogram: bool,
     /// Microseconds of every operation, as `float`s like leveldb_bench's.
     latencies: Vec<f32>,
+    /// This thread's part of the --timeline.
+    recorder: Option<Recorder<'a>>,
 }
 
-impl Stats {
-    pub fn new(histogram: bool) -> Stats {
+impl<'a> Stats<'a> {
+    pub fn new(histogram: bool, recorder: Option<Recorder<'a>>) -> Stats<'a> {
         Stats {
             histogram,
+            recorder,
             ..Stats::default()
         }
     }
@@ -49,12 +61,22 @@ impl Stats {
     pub fn stop(&mut self) {
         self.finish = now_micros();
         self.seconds = (self.finish - self.start) * 1e-6;
+        if let Some(recorder) = &mut self.recorder {
+            recorder.finish();
+        }
     }
 
     pub fn finished_single_op(&mut self) {
-        if self.histogram {
-            let now = now_micros();
-            self.latencies.push((now - self.last) as f32);
+        if self.histogram || self.recorder.is_some() {
+            let at = Instant::now();
+            let now = micros_at(at);
+            let latency = (now - self.last) as f32;
+            if self.histogram {
+                self.latencies.push(latency);
+            }
+            if let Some(recorder) = &mut self.recorder {
+                recorder.record(at, latency);
+            }
             self.last = now;
         }
         self.done += 1;
@@ -72,7 +94,7 @@ impl Stats {
 
     /// Folds another thread's counts in: times add up (micros/op is per
     /// thread), the wall interval spans both (MB/s is for all threads).
-    pub fn merge(&mut self, other: Stats) {
+    pub fn merge(&mut self, other: Stats<'a>) {
         self.latencies.extend(other.latencies);
         self.done += other.done;
         self.bytes += other.bytes;
