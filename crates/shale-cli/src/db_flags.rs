@@ -165,9 +165,9 @@ pub struct DbFlags {
         hide_short_help = true
     )]
     pub compaction_executor: Option<String>,
-    /// How the file to compact is picked within a level: min-overlap (the
-    /// default), min-overlap-ratio (fewest bytes below per byte) or
-    /// round-robin (LevelDB's).
+    /// How the file to compact is picked within a level: min-overlap-ratio
+    /// (fewest bytes below per byte of the file, the default), min-overlap
+    /// (fewest files below) or round-robin (LevelDB's).
     #[arg(long = "compaction_pick", value_name = "STYLE", value_parser = parse_pick, hide_short_help = true)]
     pub compaction_pick: Option<PickStyle>,
     /// Cross-level (triple-level) compaction on or off (default on).

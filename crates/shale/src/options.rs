@@ -37,15 +37,17 @@ pub const AUTO: &str = "auto";
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum PickStyle {
     /// The file with the fewest overlapping files in the next level
-    /// (ProckStore's equation 2); ties go in rotation order. The default:
-    /// it rewrites less of the next level per byte moved down
+    /// (ProckStore's equation 2); ties go in rotation order. It rewrites
+    /// less of the next level per byte moved down than LevelDB's rotation
     /// (`docs/results/scheduler.md`, "Choices measured for the defaults").
-    #[default]
     MinOverlap,
     /// The file whose overlapping bytes in the next level are the fewest
     /// per byte of its own (RocksDB's `kMinOverlappingRatio`): the job that
     /// rewrites the least of the next level for what it moves down. Ties go
-    /// in rotation order.
+    /// in rotation order. The default: counting bytes rather than files
+    /// wrote less again (`docs/results/compaction-tax.md`, "Picking by
+    /// overlapping bytes").
+    #[default]
     MinOverlapRatio,
     /// LevelDB's rotating compact pointer: the first file after the last
     /// compacted key.
@@ -245,9 +247,9 @@ pub struct Options {
     /// the built-in executors'. Not used by a `compact_range` that names an
     /// executor. `None` by default.
     pub custom_executor: Option<Arc<dyn shale_compact::job::Executor>>,
-    /// How the file to compact is chosen within a level: `min-overlap` (the
-    /// fewest overlapping files below, the default), `min-overlap-ratio`
-    /// (the fewest overlapping bytes below per byte of the file) or
+    /// How the file to compact is chosen within a level: `min-overlap-ratio`
+    /// (the fewest overlapping bytes below per byte of the file, the
+    /// default), `min-overlap` (the fewest overlapping files below) or
     /// `round-robin` (LevelDB's rotating compact pointer).
     pub compaction_pick: PickStyle,
     /// Cross-level (triple-level) compaction: a job whose next level is

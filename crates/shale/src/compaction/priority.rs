@@ -5,8 +5,10 @@
 //! 1. *trigger* ([`trigger_scores`], equation 1): a level's score counts only
 //!    the files and bytes no queued or running job has taken yet, so a level
 //!    is not picked twice for the same excess;
-//! 2. *file pick* (`picker::candidate_files` with `PickStyle::MinOverlap`,
-//!    equation 2): the file with the fewest overlapping files below;
+//! 2. *file pick* (`picker::candidate_files`, equation 2): the file with
+//!    the fewest overlapping bytes below per byte of its own
+//!    (`PickStyle::MinOverlapRatio`, the default; `MinOverlap` counts files
+//!    as the paper does);
 //! 3. *allocation* ([`queue_end`], equation 3): the executor with the higher
 //!    measured throughput takes the larger jobs, from the other end of a
 //!    level's queue;
@@ -87,7 +89,7 @@ pub fn sort_by_urgency(levels: &mut [usize], scores: &[f64], l0_urgent: bool) {
 /// than L1's target, and the throttle holds the writers meanwhile. Left to
 /// go first whenever it neared the slowdown trigger, L0 kept L1's jobs from
 /// ever starting: L1 grew without bound and every L0 job rewrote it
-/// (`docs/results/scheduler.md`, "L1 drained before an urgent L0").
+/// (`docs/results/compaction-tax.md`, "L1 drained before an urgent L0").
 pub fn l0_outranks_l1(scores: &[f64]) -> bool {
     let score = |l: usize| scores.get(l).copied().unwrap_or(0.0);
     score(0) >= score(1)

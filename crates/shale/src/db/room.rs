@@ -38,37 +38,11 @@ pub(super) const MIN_DELAY_SLEEP: Duration = Duration::from_millis(1);
 /// yielding in a loop is a busy wait that takes from the compactions the
 /// processor they need to end the throttle (a writer at normal priority
 /// yields little to their lowered threads), so the writer sleeps what it
-/// owes in larger pieces instead (`docs/results/write-path.md`, "The
-/// throttle's wait on two cores").
+/// owes once it reaches [`MIN_DELAY_SLEEP`] instead, as it sleeps longer
+/// debts everywhere (`docs/results/compaction-tax.md`, "The throttle's
+/// wait on two cores").
 fn has_spare_core(options: &Options) -> bool {
     crate::options::available_cores() > options.background_compactions() + 2
-}
-
-/// The owed delay a writer sleeps at once where no core is spare.
-fn scarce_core_sleep() -> Duration {
-    static SLEEP: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *SLEEP.get_or_init(|| {
-        std::env::var("SHALE_THROTTLE_SLEEP_US")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or(MIN_DELAY_SLEEP, Duration::from_micros)
-    })
-}
-
-/// Sleeps `delay` with the thread's timer slack lowered for the sleep, so
-/// that a sleep of a fraction of a millisecond does not last the default
-/// 50 us more.
-fn sleep_with_fine_slack(delay: Duration) {
-    // SAFETY: PR_GET_TIMERSLACK and PR_SET_TIMERSLACK read and set the
-    // calling thread's timer slack and nothing else.
-    let slack = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) };
-    // SAFETY: as above; 1,000 ns is a valid slack.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
-    std::thread::sleep(delay);
-    if slack > 0 {
-        // SAFETY: as above; the thread's own slack, as it was.
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, slack as libc::c_ulong) };
-    }
 }
 
 impl DbInner {
@@ -125,13 +99,13 @@ impl DbInner {
                     while started.elapsed() < now {
                         std::thread::yield_now();
                     }
-                } else if !spare_core && state.owed_delay < scarce_core_sleep() {
+                } else if !spare_core && state.owed_delay < MIN_DELAY_SLEEP {
                     // Owed, and slept with what later writes owe.
                     drop(state);
                 } else {
                     let owed = std::mem::take(&mut state.owed_delay);
                     drop(state);
-                    sleep_with_fine_slack(owed);
+                    std::thread::sleep(owed);
                 }
                 state = self.lock_state();
                 state.stalls.slowdown_count += 1;

@@ -42,7 +42,7 @@ pub const PARALLEL_MIN_CORES: usize = 3;
 /// (measured, as threads kept busy over throughput): otherwise the
 /// data-parallel phases' extra work per byte would take the CPU from the
 /// writes and reads that the compaction serves
-/// (`docs/results/scheduler.md`, "auto weighs CPU per byte").
+/// (`docs/results/compaction-tax.md`, "auto weighs CPU per byte").
 pub const PARALLEL_CPU_ALLOWED: f64 = 1.2;
 
 /// Every `EXPLORE_EVERY`-th job under `auto` runs on the CPU executor that
