@@ -21,8 +21,7 @@ use super::slices::{SliceInput, SlicePlanner};
 use super::*;
 use crate::boundaries::GrandparentCutter;
 use crate::job::{
-    CompactionJob, CompactionOutput, DeviceCounters, Executor, JobIo, OutputSink, OutputTable,
-    PhaseStats,
+    CompactionJob, CompactionOutput, Executor, JobIo, OutputSink, OutputTable, PhaseStats,
 };
 
 /// The kernels, in dependency order (helpers first).
@@ -288,14 +287,11 @@ impl OpenClExecutor {
             .push(finished.kernels);
         let result = result.and_then(|packed| finished.settled.map(|()| packed));
         let (times, allocated) = (finished.times, finished.allocated);
-        stats.device.accumulate(&finished.counters);
-        for (name, time) in &times {
-            stats
-                .kernels
-                .entry(name.to_string())
-                .or_default()
-                .accumulate(time);
-        }
+        costs::report_into(
+            &mut stats.costs,
+            times.iter().map(|(name, time)| (*name, time)),
+            &finished.counters,
+        );
         self.record(|s| {
             s.peak_job_device_bytes = s.peak_job_device_bytes.max(allocated);
             s.slices += 1;
@@ -414,9 +410,10 @@ impl OpenClExecutor {
         stats.read_secs += read_busy;
         stats.write_secs += written.busy;
         stats.bytes_written += written.bytes;
-        stats.device.host_thread_cpu_nanos += host_thread_cpu_nanos;
         let mapped = self.staging.mapped_bytes().saturating_sub(mapped_before);
-        stats.device.pinned_bytes_mapped += mapped;
+        let device = stats.costs.device.get_or_insert_default();
+        device.host_thread_cpu_nanos += host_thread_cpu_nanos;
+        device.pinned_bytes_mapped += mapped;
         self.record(|s| {
             s.device.host_thread_cpu_nanos += host_thread_cpu_nanos;
             s.device.pinned_bytes_mapped += mapped;

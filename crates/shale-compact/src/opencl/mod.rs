@@ -18,6 +18,8 @@
 //!   `pack.rs`: pack. Each file's header says which steps run on the host.
 //! - `session.rs`, `scan.rs`: buffers, two queues and events, launches,
 //!   timing, the cost counters; the device scan.
+//! - `costs.rs`: the cost counters and kernel times, and how a job reports
+//!   them to the engine (the neutral `CostReport`).
 //! - `arena.rs`: device buffers kept between slices and jobs;
 //!   `pinned.rs`: pinned host buffers that input goes up from; `wait.rs`:
 //!   waiting for the device by callback, never by spinning.
@@ -41,6 +43,8 @@
 
 #[cfg(feature = "opencl")]
 mod arena;
+#[cfg(feature = "opencl")]
+mod costs;
 #[cfg(feature = "opencl")]
 mod device;
 #[cfg(feature = "opencl")]
@@ -67,7 +71,8 @@ mod tests;
 #[cfg(feature = "opencl")]
 mod wait;
 
-pub use crate::job::KernelTime;
+#[cfg(feature = "opencl")]
+pub use costs::{DeviceCounters, KernelTime};
 #[cfg(feature = "opencl")]
 pub use device::{
     chosen_device, device, list_devices, DeviceContext, DeviceInfo, ListedDevice, Unavailable,

@@ -22,7 +22,7 @@ use super::session::{mem, Arg, Session};
 use super::*;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::job::{CompactionJob, CompactionOutput, Executor};
-use crate::job::{JobFile, TableSettings, UserKeyRange};
+use crate::job::{DeviceCosts, JobFile, PhaseStats, TableSettings, UserKeyRange};
 use crate::mem_io::MemIo;
 use crate::steps::key_prefix::user_key_prefix;
 use crate::steps::unpack::{parse_restart_group, EntryRef};
@@ -1540,6 +1540,14 @@ fn executor(options: OpenClOptions) -> Option<OpenClExecutor> {
     )
 }
 
+/// The device costs a device job reported.
+fn device_costs(stats: &PhaseStats) -> DeviceCosts {
+    stats
+        .costs
+        .device
+        .expect("a device job reports its costs to the host")
+}
+
 /// `device`, then a CPU executor for what it refuses: how the worker and
 /// the tools run it (the engine's service does the same).
 fn on_cpu_too(device: &Arc<OpenClExecutor>) -> crate::chain::FallbackChain {
@@ -1899,12 +1907,12 @@ fn slices_give_the_same_tables_and_overlap_reading_with_the_device() {
         }
         // The stages' CPU is the executor's threads' CPU, split.
         let cpu: f64 = s.stage_cpu_secs.values().sum();
-        let counted = s.device.host_thread_cpu_nanos as f64 / 1e9;
+        let counted = device_costs(s).host_thread_cpu_nanos as f64 / 1e9;
         assert!((cpu - counted).abs() < 1e-6, "{cpu} against {counted}");
         assert!(s.pipeline_summary().unwrap().contains("; CPU device"));
         assert!(s.stage_busy_secs["device"] <= s.total_secs);
         assert_eq!(s.bytes_read, job.input_bytes());
-        assert!(s.kernels["upload"].bytes > 0 && s.kernels["download"].bytes > 0);
+        assert!(s.costs.work["upload"].bytes > 0 && s.costs.work["download"].bytes > 0);
     }
 }
 
@@ -1975,21 +1983,31 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     let first = first_output.stats;
     let second = assert_same_as_streaming(&executor, &job, &files).stats;
     let third = assert_same_as_streaming(&executor, &job, &files).stats;
-    eprintln!("first job: {}", first.device.summary());
-    eprintln!("second job: {}", second.device.summary());
-    let d = first.device;
+    eprintln!("first job: {}", device_costs(&first).summary());
+    eprintln!("second job: {}", device_costs(&second).summary());
+    let d = device_costs(&first);
     assert!(d.kernel_launches > 10 && d.transfers > 5, "{d:?}");
     assert!(d.device_allocations > 0, "{d:?}");
     // The same job again finds every buffer it needs kept from the first,
     // on the device and in pinned host memory.
-    assert_eq!(second.device.device_allocations, 0, "{:?}", second.device);
-    assert_eq!(third.device.device_allocations, 0, "{:?}", third.device);
+    assert_eq!(
+        device_costs(&second).device_allocations,
+        0,
+        "{:?}",
+        device_costs(&second)
+    );
+    assert_eq!(
+        device_costs(&third).device_allocations,
+        0,
+        "{:?}",
+        device_costs(&third)
+    );
     assert!(pinned_after_first > 0);
     assert_eq!(executor.stats().pinned_host_bytes, pinned_after_first);
     // The jobs say so too: the first mapped it all, the others none.
-    assert_eq!(first.device.pinned_bytes_mapped, pinned_after_first);
-    assert_eq!(second.device.pinned_bytes_mapped, 0);
-    assert_eq!(third.device.pinned_bytes_mapped, 0);
+    assert_eq!(device_costs(&first).pinned_bytes_mapped, pinned_after_first);
+    assert_eq!(device_costs(&second).pinned_bytes_mapped, 0);
+    assert_eq!(device_costs(&third).pinned_bytes_mapped, 0);
     // The host blocks to read results it needs (sizes, error flags once
     // per phase, the blocks' restart counts, each file's blocks, and with
     // Snappy the compressed lengths), not once per kernel: the filters of all files are one pair
@@ -2026,7 +2044,7 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     );
     // The same work each time; only allocations (and how often the host
     // found the device already done) differ.
-    let work = |c: &crate::job::DeviceCounters| {
+    let work = |c: &DeviceCosts| {
         (
             c.kernel_launches,
             c.transfers,
@@ -2037,7 +2055,7 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
             c.host_bytes_copied,
         )
     };
-    assert_eq!(work(&first.device), work(&second.device));
+    assert_eq!(work(&device_costs(&first)), work(&device_costs(&second)));
     // The executor's totals are the jobs' sums.
     let total = executor.stats().device;
     assert_eq!(total.kernel_launches, 3 * d.kernel_launches);
@@ -2045,13 +2063,17 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     assert!(executor.stats().kept_device_bytes > 0);
     // The executor's own threads' CPU time is counted per job and summed.
     for job in [&first, &second, &third] {
-        assert!(job.device.host_thread_cpu_nanos > 0, "{:?}", job.device);
+        assert!(
+            device_costs(job).host_thread_cpu_nanos > 0,
+            "{:?}",
+            job.costs
+        );
     }
     assert_eq!(
         total.host_thread_cpu_nanos,
         [&first, &second, &third]
             .iter()
-            .map(|s| s.device.host_thread_cpu_nanos)
+            .map(|s| device_costs(s).host_thread_cpu_nanos)
             .sum::<u64>()
     );
     // Jobs a little smaller than the first, each different (other keys,
@@ -2069,10 +2091,10 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
         );
         let stats = assert_same_as_streaming(&executor, &job, &files).stats;
         assert_eq!(
-            stats.device.device_allocations,
+            device_costs(&stats).device_allocations,
             0,
             "{entries} entries: {}",
-            stats.device.summary()
+            device_costs(&stats).summary()
         );
     }
 }
@@ -2102,10 +2124,10 @@ fn uncompressed_output_blocks_get_their_trailers_in_place_from_the_device() {
         // out as one piece.
         let stats = assert_same_as_streaming(&executor, &job, &files).stats;
         assert_eq!(
-            stats.kernels.contains_key("block_trailers"),
+            stats.costs.work.contains_key("block_trailers"),
             on_device,
             "{:?}",
-            stats.kernels.keys().collect::<Vec<_>>()
+            stats.costs.work.keys().collect::<Vec<_>>()
         );
     }
 }

@@ -522,7 +522,7 @@ impl DB {
                         phases.bytes_read,
                         phases.total_secs,
                     ),
-                    device: phases.device,
+                    device: phases.costs.device.unwrap_or_default(),
                 };
                 (name.to_string(), row)
             })

@@ -48,10 +48,10 @@ impl ExecutorRecord {
 
     /// CPU seconds per input byte that the device executor's own host
     /// threads spent on its completed jobs
-    /// ([`shale_compact::job::DeviceCounters::host_thread_cpu_nanos`]);
+    /// ([`shale_compact::job::DeviceCosts::host_thread_cpu_nanos`]);
     /// `None` for CPU executors and before a measured job.
     pub fn device_host_cpu_per_byte(&self) -> Option<f64> {
-        let nanos = self.phases.device.host_thread_cpu_nanos;
+        let nanos = self.phases.costs.device?.host_thread_cpu_nanos;
         (nanos > 0 && self.bytes > 0).then(|| nanos as f64 / 1e9 / self.bytes as f64)
     }
 }

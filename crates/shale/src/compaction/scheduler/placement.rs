@@ -384,7 +384,9 @@ pub fn custom_first(chain: Chain, name: &'static str) -> Chain {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shale_compact::job::{InputRun, JobFile, PhaseStats, TableSettings};
+    use shale_compact::job::{
+        CostReport, DeviceCosts, InputRun, JobFile, PhaseStats, TableSettings,
+    };
 
     fn job(files: usize, file_size: u64) -> CompactionJob {
         CompactionJob {
@@ -693,8 +695,16 @@ mod tests {
         let device_with_cpu = |cpu_secs: f64| {
             let mut book = ExecutorBook::default();
             book.record_job(OPENCL, 98 << 20, 1.0, 1_000_000);
-            let mut phases = PhaseStats::default();
-            phases.device.host_thread_cpu_nanos = (cpu_secs * 1e9) as u64;
+            let phases = PhaseStats {
+                costs: CostReport {
+                    device: Some(DeviceCosts {
+                        host_thread_cpu_nanos: (cpu_secs * 1e9) as u64,
+                        ..DeviceCosts::default()
+                    }),
+                    ..CostReport::default()
+                },
+                ..PhaseStats::default()
+            };
             book.record_phases(OPENCL, &phases);
             book.record_job(STREAMING, 100 << 20, 1.0, 1_000_000);
             book
