@@ -224,7 +224,9 @@ pub(crate) mod version_set;
 
 pub use db::{destroy, LevelStats, SchedulerStats, StallStats, StallTime, DB};
 pub use db_iter::DbIterator;
-pub use options::{CompactRangeOptions, Options, ReadOptions, WriteOptions};
+pub use options::{
+    CompactRangeOptions, OpenClSettings, Options, ReadOptions, RemoteSettings, WriteOptions,
+};
 pub use range::Entries;
 pub use repair::{repair, RepairReport};
 pub use shale_compact;

@@ -153,15 +153,15 @@ impl Drop for DeviceSlot {
 /// The settings of the `opencl` executor the engine builds from `options`.
 #[cfg(feature = "opencl")]
 pub fn opencl_options(options: &Options) -> OpenClOptions {
+    let settings = &options.opencl;
     OpenClOptions {
-        device: options.opencl_device,
-        policy: options.opencl_placement,
-        max_device_files: options.opencl_max_device_files,
-        memory_budget: options.opencl_memory_budget,
+        device: settings.device,
+        policy: settings.placement,
+        max_device_files: settings.max_device_files,
+        memory_budget: settings.memory_budget,
         cpu_threads: options.compaction_threads,
         cpu_nice: options.compaction_nice,
-        max_slice_input_bytes: (options.opencl_slice_bytes > 0)
-            .then_some(options.opencl_slice_bytes),
+        max_slice_input_bytes: (settings.slice_bytes > 0).then_some(settings.slice_bytes),
         ..OpenClOptions::default()
     }
 }
@@ -170,7 +170,8 @@ pub fn opencl_options(options: &Options) -> OpenClOptions {
 /// `options` (the CA certificate read from its file).
 #[cfg(feature = "remote")]
 pub fn remote_options(options: &Options) -> Result<RemoteOptions> {
-    let tls_ca_pem = match &options.remote_tls_ca {
+    let settings = &options.remote;
+    let tls_ca_pem = match &settings.tls_ca {
         Some(path) => Some(std::fs::read(path).map_err(|e| {
             Error::InvalidArgument(format!("remote_tls_ca {}: {e}", path.display()))
         })?),
@@ -180,17 +181,17 @@ pub fn remote_options(options: &Options) -> Result<RemoteOptions> {
         std::fs::read(path)
             .map_err(|e| Error::InvalidArgument(format!("{what} {}: {e}", path.display())))
     };
-    let tls_identity = match &options.remote_tls_identity {
+    let tls_identity = match &settings.tls_identity {
         Some((cert, key)) => Some((read("remote_tls_cert", cert)?, read("remote_tls_key", key)?)),
         None => None,
     };
     Ok(RemoteOptions {
         tls_identity,
-        endpoints: options.remote_workers.clone(),
-        token: options.remote_token.as_ref().map(|t| t.0.clone()),
-        mode: options.remote_mode,
-        progress_timeout: options.remote_timeout,
-        keys_window: options.remote_keys_window,
+        endpoints: settings.workers.clone(),
+        token: settings.token.as_ref().map(|t| t.0.clone()),
+        mode: settings.mode,
+        progress_timeout: settings.timeout,
+        keys_window: settings.keys_window,
         tls_ca_pem,
         ..RemoteOptions::default()
     })
@@ -290,7 +291,7 @@ fn device_for(
     {
         if *choice == ExecutorChoice::Auto {
             let (platform, name, is_gpu) =
-                chosen_device(options.opencl_device).map_err(|u| u.to_string())?;
+                chosen_device(options.opencl.device).map_err(|u| u.to_string())?;
             if !is_gpu {
                 return Err(format!(
                     "the OpenCL device {name} ({platform}) is not a GPU; auto offloads only to a GPU"
@@ -301,7 +302,7 @@ fn device_for(
         // only runs jobs on the device or refuses them.
         let executor = OpenClExecutor::new(opencl_options(options)).map_err(|u| u.to_string())?;
         let facts = DeviceFacts {
-            policy: options.opencl_placement,
+            policy: options.opencl.placement,
             limits: executor.limits(),
         };
         Ok(DeviceExecutor {
@@ -416,7 +417,7 @@ impl Executors {
         };
         let remote = match choice {
             ExecutorChoice::Auto | ExecutorChoice::Forced(REMOTE)
-                if !options.remote_workers.is_empty() =>
+                if !options.remote.workers.is_empty() =>
             {
                 Some(new_remote(options)?)
             }

@@ -423,7 +423,7 @@ impl Service {
         // compete for one device and the host (the GPU paper batches small
         // jobs for the same reason).
         if chain.executors.first() == Some(&OPENCL) {
-            parts = parts.min(self.options.opencl_subcompactions.max(1));
+            parts = parts.min(self.options.opencl.subcompactions.max(1));
         }
         shale_log!(
             self.info_log,

@@ -58,7 +58,7 @@ use crate::db_iter::DbIterator;
 use crate::filename;
 use crate::info_log::InfoLog;
 use crate::memtable::MemTable;
-use crate::options::{CompactRangeOptions, Options, ReadOptions, WriteOptions};
+use crate::options::{CompactRangeOptions, Options, ReadOptions, RemoteSettings, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::table_cache::{SharedBlockCache, TableCache};
 use crate::version::Version;
@@ -192,7 +192,10 @@ impl DB {
             create_if_missing: false,
             error_if_exists: false,
             compaction_executor: shale_compact::streaming::STREAMING.to_string(),
-            remote_workers: Vec::new(),
+            remote: RemoteSettings {
+                workers: Vec::new(),
+                ..options.remote
+            },
             custom_executor: None,
             direct_io_for_compaction: false,
             ..options
