@@ -614,13 +614,7 @@ impl DbFlags {
         }
         options.validate()?;
         // By name only: building an executor may start threads.
-        if !shale::db::EXECUTORS.contains(&options.compaction_executor.as_str()) {
-            return Err(format!(
-                "unknown compaction executor {:?} (available: {})",
-                options.compaction_executor,
-                shale::db::EXECUTORS.join(", ")
-            ));
-        }
+        options.executor_choice()?;
         Ok(options)
     }
 

@@ -11,7 +11,9 @@
 //! - `device.rs`: finding the device, one long-lived context per process,
 //!   queues, compiled programs, limits; [`Unavailable`] when there is none.
 //! - `program_cache.rs`: compiled kernels kept on disk between processes.
-//! - `device_fit.rs`: where a job runs ([`placement`], a pure function).
+//! - `device_fit.rs`: whether a job fits the device and where its gc runs
+//!   ([`device_fit`], [`gc_site`], [`placement`]: pure functions the
+//!   engine's scheduler and the executor share).
 //! - `slices.rs`: cutting a job into key-range slices that fit the
 //!   device-memory budget, and reading them.
 //! - `pipeline.rs`: unpack, merge and gc of one slice on the device;
@@ -80,15 +82,13 @@ pub use device::{
 #[cfg(feature = "opencl")]
 pub use device_error::DeviceError;
 pub use device_fit::{
-    estimated_device_bytes, placement, slice_input_bytes, DeviceLimits, DeviceSelector, GcSite,
-    Placement, PlacementPolicy, DEFAULT_MAX_DEVICE_FILES, DEVICE_BYTES_PER_INPUT_BYTE,
-    MIN_SLICE_INPUT_BYTES, PIPELINE_SLICE_INPUT_BYTES, Q_COMPACTION_MAX_OUTPUT_LEVEL,
+    device_fit, estimated_device_bytes, gc_site, placement, slice_input_bytes, DeviceLimits,
+    DeviceSelector, GcSite, Placement, PlacementPolicy, DEFAULT_MAX_DEVICE_FILES,
+    DEVICE_BYTES_PER_INPUT_BYTE, MIN_SLICE_INPUT_BYTES, PIPELINE_SLICE_INPUT_BYTES,
+    Q_COMPACTION_MAX_OUTPUT_LEVEL,
 };
 
 #[cfg(feature = "opencl")]
 pub use executor::{kernel_source, OpenClExecutor, OpenClOptions, OpenClStats};
 #[cfg(feature = "opencl")]
 pub use program_cache::{ProgramCache, ProgramOrigin, PROGRAM_CACHE_VARIABLE};
-
-/// Name of this executor.
-pub const OPENCL: &str = "opencl";

@@ -26,9 +26,10 @@ use crate::job::{DeviceCosts, JobFile, PhaseStats, TableSettings, UserKeyRange};
 use crate::mem_io::MemIo;
 use crate::steps::key_prefix::user_key_prefix;
 use crate::steps::unpack::{parse_restart_group, EntryRef};
-use crate::streaming::{StreamingExecutor, STREAMING};
+use crate::streaming::StreamingExecutor;
 use crate::testing;
 use crate::testing::twins;
+use crate::ExecutorKind::{OpenCl, Streaming};
 
 /// The test device, or `None` (with the reason printed) when there is none
 /// and the tests are not required ([`crate::testing::skip`]).
@@ -1568,7 +1569,7 @@ fn assert_refused(
             shale_format::Error::Refused { executor, reason }
             | shale_format::Error::ExecutorFailed { executor, reason },
         ) => {
-            assert_eq!(executor, OPENCL);
+            assert_eq!(executor, OpenCl.name());
             assert!(reason.contains(why), "{reason}");
         }
         other => panic!("expected a refusal saying {why:?}, got {other:?}"),
@@ -1623,7 +1624,7 @@ fn device_jobs_match_streaming_for_every_policy() {
                 &small_values,
             );
             let output = assert_same_as_streaming(&executor, &job, &files);
-            assert_eq!(output.executor, OPENCL, "{policy}");
+            assert_eq!(output.executor, OpenCl.name(), "{policy}");
             assert!(output.outputs.len() > 1, "the job cuts several files");
         }
         let stats = executor.stats();
@@ -1657,7 +1658,7 @@ fn empty_results_write_no_file() {
     job.smallest_snapshot = u64::MAX >> 8;
     job.deeper_levels.clear();
     let output = assert_same_as_streaming(&executor, &job, &files);
-    assert_eq!(output.executor, OPENCL);
+    assert_eq!(output.executor, OpenCl.name());
     assert!(output.outputs.is_empty());
 }
 
@@ -1680,7 +1681,7 @@ fn placement_on_the_cpu_gives_the_same_tables() {
     );
     assert_refused(&executor, &job, &files, "placed on the CPU");
     let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
-    assert_eq!(output.executor, STREAMING);
+    assert_eq!(output.executor, Streaming.name());
     assert!(output.fallback.unwrap().contains("max_device_files"));
     assert_eq!(executor.stats().slices, 0, "nothing ran on the device");
 
@@ -1689,7 +1690,7 @@ fn placement_on_the_cpu_gives_the_same_tables() {
     };
     let executor = Arc::new(executor);
     let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
-    assert_eq!(output.executor, STREAMING);
+    assert_eq!(output.executor, Streaming.name());
     let fallback = output.fallback.unwrap();
     assert!(fallback.contains("placed on the CPU") && fallback.contains("budget"));
 }
@@ -1728,7 +1729,7 @@ fn a_failing_kernel_hands_the_job_to_the_cpu() {
         };
         let executor = Arc::new(executor);
         let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
-        assert_eq!(output.executor, STREAMING, "{kernel}");
+        assert_eq!(output.executor, Streaming.name(), "{kernel}");
         let fallback = output.fallback.unwrap();
         assert!(fallback.contains("the device failed") && fallback.contains(kernel));
     }
@@ -1761,7 +1762,7 @@ fn running_past_the_budget_hands_the_job_to_the_cpu() {
     };
     let executor = Arc::new(executor);
     let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
-    assert_eq!(output.executor, STREAMING);
+    assert_eq!(output.executor, Streaming.name());
     let fallback = output.fallback.unwrap();
     assert!(fallback.contains("the device failed") && fallback.contains("budget"));
 }
@@ -1888,7 +1889,7 @@ fn slices_give_the_same_tables_and_overlap_reading_with_the_device() {
             return;
         };
         let output = assert_same_as_streaming(&executor, &job, &files);
-        assert_eq!(output.executor, OPENCL);
+        assert_eq!(output.executor, OpenCl.name());
         let stats = executor.stats();
         // A slice takes every run's entries up to its limit: a few times
         // the slice size in all.
@@ -1940,7 +1941,7 @@ fn a_device_failure_after_written_files_discards_them() {
     let executor = Arc::new(executor);
     let io = MemIo::new(files.clone());
     let output = on_cpu_too(&executor).run(&job, &io).unwrap();
-    assert_eq!(output.executor, STREAMING);
+    assert_eq!(output.executor, Streaming.name());
     assert!(output.fallback.unwrap().contains("gather_keys"));
     let kept: Vec<u64> = io.outputs.lock().unwrap().keys().copied().collect();
     let reported: Vec<u64> = output.outputs.iter().map(|t| t.number).collect();
@@ -2373,7 +2374,7 @@ fn a_restart_interval_past_a_slice_gives_the_same_tables() {
             return;
         };
         let output = assert_same_as_streaming(&executor, &job, &files);
-        assert_eq!(output.executor, OPENCL);
+        assert_eq!(output.executor, OpenCl.name());
         assert!(executor.stats().slices > 2, "{:?}", executor.stats());
     }
 }

@@ -56,7 +56,7 @@ impl VerifiedTable {
         use std::os::unix::fs::MetadataExt;
         let changed = |why: String| {
             shale_format::Error::executor_failed(
-                super::REMOTE,
+                crate::ExecutorKind::Remote.name(),
                 format!("refused by check adoption: {} {why}", installed.display()),
             )
         };

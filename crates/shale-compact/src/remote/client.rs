@@ -32,10 +32,11 @@ use super::proto::{
 };
 use super::verify::{check_hello, check_staged, valid_table_name, Check, Refusal};
 use super::{RemoteJobIo, VerifiedTable};
-use super::{RemoteMode, AUTHORIZATION, REMOTE};
+use super::{RemoteMode, AUTHORIZATION};
 use crate::job::{
     CompactionJob, CompactionOutput, Executor, JobIo, OutputTable, PhaseStats, WorkTally,
 };
+use crate::ExecutorKind::Remote;
 
 /// Jobs whose throughput a worker's record keeps.
 const THROUGHPUT_WINDOW: usize = 5;
@@ -169,7 +170,7 @@ impl fmt::Debug for RemoteExecutor {
 
 /// The failure of a remote attempt, with its reason.
 fn failed(reason: impl Into<String>) -> Error {
-    Error::executor_failed(REMOTE, reason)
+    Error::executor_failed(Remote.name(), reason)
 }
 
 /// `endpoint` as a URL tonic accepts (`HOST:PORT` becomes `http://HOST:PORT`).
@@ -767,11 +768,11 @@ pub const WIRE_RECEIVED: &str = "wire-received";
 
 impl Executor for RemoteExecutor {
     fn name(&self) -> &'static str {
-        REMOTE
+        Remote.name()
     }
 
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
-        crate::job::require_bytewise(REMOTE, io)?;
+        crate::job::require_bytewise(Remote.name(), io)?;
         let started = Instant::now();
         // A sub-job whose range falls between the input files, or an empty
         // range (lower at or above upper), has nothing to read or write; the
@@ -779,7 +780,7 @@ impl Executor for RemoteExecutor {
         // malformed there), so it never leaves.
         if job.inputs.iter().all(|run| run.files.is_empty()) || job.range.is_empty() {
             return Ok(CompactionOutput {
-                executor: REMOTE.to_string(),
+                executor: Remote.to_string(),
                 outputs: Vec::new(),
                 stats: PhaseStats {
                     total_secs: started.elapsed().as_secs_f64(),
@@ -839,7 +840,7 @@ impl Executor for RemoteExecutor {
                     .stage_busy_secs
                     .insert(format!("worker ({})", done.executor), remote.total_secs);
                 Ok(CompactionOutput {
-                    executor: REMOTE.to_string(),
+                    executor: Remote.to_string(),
                     outputs,
                     stats,
                     fallback: None,

@@ -60,9 +60,6 @@ pub use adoption::{RemoteJobIo, VerifiedTable};
 #[cfg(feature = "remote")]
 pub use client::{RemoteExecutor, RemoteOptions, WorkerStats};
 
-/// Name of the remote executor.
-pub const REMOTE: &str = "remote";
-
 /// The version of the worker protocol (`HelloReply.protocol`): an engine
 /// sends jobs only to a worker that speaks the same one.
 pub const PROTOCOL: u32 = 3;

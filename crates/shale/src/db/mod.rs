@@ -66,7 +66,7 @@ use crate::version_set::VersionSet;
 
 #[cfg(feature = "opencl")]
 pub use crate::compaction::executors::opencl_options;
-pub use crate::compaction::executors::{executor_by_name, Lane, AUTO, EXECUTORS};
+pub use crate::compaction::executors::{executor_by_name, Lane};
 pub use crate::compaction::scheduler::book::LevelStats;
 pub use files::destroy;
 pub use flush::pick_level_for_memtable_output;
@@ -191,7 +191,7 @@ impl DB {
         let options = Options {
             create_if_missing: false,
             error_if_exists: false,
-            compaction_executor: shale_compact::streaming::STREAMING.to_string(),
+            compaction_executor: shale_compact::ExecutorKind::Streaming.to_string(),
             remote: RemoteSettings {
                 workers: Vec::new(),
                 ..options.remote

@@ -344,7 +344,7 @@ mod tests {
         let mut executors = ExecutorBook::default();
         executors.record_job("parallel", 1 << 20, 0.5, 100);
         // One that only failed has no line.
-        executors.record_failure("opencl", false);
+        executors.record_failure(shale_compact::ExecutorKind::OpenCl, false);
         assert_eq!(executor_lines(&executors).lines().count(), 1);
     }
 }

@@ -18,23 +18,14 @@ use shale_format::options::TableOptions;
 use crate::env::{Env, PosixEnv};
 use crate::snapshot::Snapshot;
 
+mod executor_choice;
 mod opencl_settings;
 mod remote_settings;
 
+pub use executor_choice::ExecutorChoice;
 pub use opencl_settings::OpenClSettings;
 pub use remote_settings::{RemoteSettings, RemoteToken};
-
-/// Names `compaction_executor` accepts.
-pub const EXECUTORS: &[&str] = &[
-    shale_compact::parallel::PARALLEL,
-    shale_compact::streaming::STREAMING,
-    shale_compact::opencl::OPENCL,
-    shale_compact::remote::REMOTE,
-    AUTO,
-];
-
-/// The scheduler chooses per job (the default).
-pub const AUTO: &str = "auto";
+use shale_compact::ExecutorKind;
 
 /// How the file to compact is chosen within a level (ProckStore's second
 /// priority, beside LevelDB's rule).
@@ -238,7 +229,8 @@ pub struct Options {
     /// out), `parallel` (data-parallel phases on CPU
     /// threads), `streaming` (the reference) or `opencl`. A named executor
     /// still falls back along the chain (device -> `parallel` ->
-    /// `streaming`) when it fails a job.
+    /// `streaming`) when it fails a job. [`Options::executor_choice`]
+    /// reads it; an unknown name is refused at open.
     pub compaction_executor: String,
     /// An executor of your own (RocksDB's `CompactionService`), offered
     /// every job before the scheduler's choice; when it fails a job (an
@@ -328,7 +320,7 @@ impl Default for Options {
             level_multiplier: 10.0,
             seek_compaction: true,
             max_background_compactions: 0,
-            compaction_executor: AUTO.to_string(),
+            compaction_executor: ExecutorChoice::Auto.to_string(),
             custom_executor: None,
             compaction_pick: PickStyle::default(),
             cross_level_compaction: true,
@@ -379,6 +371,12 @@ impl Options {
         self.filter_policy.as_ref().map(|policy| {
             Arc::new(InternalFilterPolicy::new(policy.clone())) as Arc<dyn FilterPolicy>
         })
+    }
+
+    /// What `compaction_executor` names, or the error that lists the names
+    /// there are.
+    pub fn executor_choice(&self) -> Result<ExecutorChoice, String> {
+        self.compaction_executor.parse()
     }
 
     /// Compaction threads: `max_background_compactions`, or when it is 0,
@@ -458,13 +456,14 @@ impl Options {
         if self.remote.workers.iter().any(|w| w.trim().is_empty()) {
             return Err("remote_workers holds an empty endpoint".into());
         }
-        if self.compaction_executor == shale_compact::remote::REMOTE
+        let choice = self.executor_choice();
+        if choice == Ok(ExecutorChoice::Forced(ExecutorKind::Remote))
             && self.remote.workers.is_empty()
         {
             return Err("compaction_executor=remote needs remote_workers".into());
         }
         if let Some(custom) = &self.custom_executor {
-            if EXECUTORS.contains(&custom.name()) {
+            if custom.name().parse::<ExecutorChoice>().is_ok() {
                 return Err(format!(
                     "custom_executor is named {:?}, the name of a built-in executor; give it \
                      a name of its own",
@@ -479,7 +478,10 @@ impl Options {
             return Err("remote_timeout must be above 0".into());
         }
         let executor = self.compaction_executor.as_str();
-        let streaming_only = executor == AUTO || executor == shale_compact::streaming::STREAMING;
+        let streaming_only = matches!(
+            choice,
+            Ok(ExecutorChoice::Auto | ExecutorChoice::Forced(ExecutorKind::Streaming))
+        );
         if let Some(comparator) = self.comparator.as_ref().filter(|_| !streaming_only) {
             return Err(format!(
                 "compaction_executor={executor} compares key bytes and cannot use the \
