@@ -617,7 +617,10 @@ pub fn require_bytewise(executor: &str, io: &dyn JobIo) -> Result<()> {
 /// Turns a job into output tables. Every executor must write byte-identical
 /// tables for the same job (the conformance harness checks it).
 pub trait Executor: Send + Sync + Debug {
-    /// Name used in options, logs and statistics (`streaming`, `parallel`, ...).
+    /// Name used in options, logs and statistics: a built-in executor's
+    /// [`ExecutorKind::name`](crate::ExecutorKind::name) (`streaming`,
+    /// `parallel`, ...); an executor of the caller's has one of its own
+    /// ([`ExecutorId::Custom`](crate::ExecutorId::Custom)).
     fn name(&self) -> &'static str;
     /// Runs the job to completion.
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput>;

@@ -6,11 +6,13 @@
 //! modules (which import it), so the crate has no import circle. Each
 //! executor's own settings are one field, in a file of its own:
 //! [`OpenClSettings`] (`opencl_settings.rs`) and [`RemoteSettings`]
-//! (`remote_settings.rs`).
+//! (`remote_settings.rs`); what `compaction_executor` names is an
+//! [`ExecutorChoice`] (`executor_choice.rs`).
 
 use std::sync::Arc;
 
 use shale_compact::job::TableSettings;
+use shale_compact::ExecutorKind;
 use shale_format::bloom::{FilterPolicy, InternalFilterPolicy};
 use shale_format::comparator::{Comparator, KeyOrder};
 use shale_format::options::TableOptions;
@@ -25,7 +27,6 @@ mod remote_settings;
 pub use executor_choice::ExecutorChoice;
 pub use opencl_settings::OpenClSettings;
 pub use remote_settings::{RemoteSettings, RemoteToken};
-use shale_compact::ExecutorKind;
 
 /// How the file to compact is chosen within a level (ProckStore's second
 /// priority, beside LevelDB's rule).
