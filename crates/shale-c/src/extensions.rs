@@ -62,7 +62,7 @@ pub unsafe extern "C" fn shaledb_options_set_remote_workers(
             .filter_map(|i| unsafe { c_str(*endpoints.add(i)) })
             .collect()
     };
-    with_options(options, |o| o.remote_workers = workers)
+    with_options(options, |o| o.remote.workers = workers)
 }
 
 /// The token sent to the workers with every call; NULL: none.
@@ -73,7 +73,7 @@ pub unsafe extern "C" fn shaledb_options_set_remote_token(
 ) {
     // SAFETY: null or a NUL-terminated string.
     let token = unsafe { c_str(token) }.map(RemoteToken);
-    with_options(options, |o| o.remote_token = token)
+    with_options(options, |o| o.remote.token = token)
 }
 
 /// What crosses the wire to a worker: `near-data` (the default) or
@@ -90,7 +90,7 @@ pub unsafe extern "C" fn shaledb_options_set_remote_mode(
         with_errptr(errptr, (), || {
             let options = options.as_mut().ok_or_else(|| Failure::null("options"))?;
             let mode = c_str(mode).ok_or_else(|| Failure::null("mode"))?;
-            options.options.remote_mode = mode
+            options.options.remote.mode = mode
                 .parse()
                 .map_err(|e| Failure::Message(format!("Invalid argument: {e}")))?;
             Ok(())

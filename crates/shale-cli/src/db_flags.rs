@@ -560,25 +560,25 @@ impl DbFlags {
             options.compaction_nice = n;
         }
         if let Some(policy) = self.opencl_placement {
-            options.opencl_placement = policy;
+            options.opencl.placement = policy;
         }
         if self.opencl_platform.is_some() {
-            options.opencl_device.platform = self.opencl_platform;
+            options.opencl.device.platform = self.opencl_platform;
         }
         if self.opencl_device.is_some() {
-            options.opencl_device.device = self.opencl_device;
+            options.opencl.device.device = self.opencl_device;
         }
         if let Some(bytes) = self.opencl_memory_budget {
-            options.opencl_memory_budget = Some(bytes);
+            options.opencl.memory_budget = Some(bytes);
         }
         if let Some(n) = self.opencl_max_device_files {
-            options.opencl_max_device_files = n;
+            options.opencl.max_device_files = n;
         }
         if let Some(n) = self.opencl_subcompactions {
-            options.opencl_subcompactions = n;
+            options.opencl.subcompactions = n;
         }
         if let Some(bytes) = self.opencl_slice_size {
-            options.opencl_slice_bytes = bytes;
+            options.opencl.slice_bytes = bytes;
         }
         if let Some(direct) = self.direct_io_for_compaction {
             options.direct_io_for_compaction = direct;
@@ -587,16 +587,16 @@ impl DbFlags {
             options.create_if_missing = create;
         }
         if let Some(workers) = &self.remote_workers {
-            options.remote_workers = workers.clone();
+            options.remote.workers = workers.clone();
         }
         if let Some(path) = &self.remote_token_file {
-            options.remote_token = Some(RemoteToken(read_token_file(path)?));
+            options.remote.token = Some(RemoteToken(read_token_file(path)?));
         }
         if let Some(mode) = self.remote_mode {
-            options.remote_mode = mode;
+            options.remote.mode = mode;
         }
         if let Some(keys) = self.remote_keys_window {
-            options.remote_keys_window = keys;
+            options.remote.keys_window = keys;
         }
         if let Some(seconds) = self.remote_timeout {
             if !(seconds > 0.0 && seconds.is_finite() && seconds < 1e9) {
@@ -604,23 +604,17 @@ impl DbFlags {
                     "--remote_timeout must be a positive number of seconds (got {seconds})"
                 ));
             }
-            options.remote_timeout = Duration::from_secs_f64(seconds);
+            options.remote.timeout = Duration::from_secs_f64(seconds);
         }
         if let Some(path) = &self.remote_tls_ca {
-            options.remote_tls_ca = Some(path.clone());
+            options.remote.tls_ca = Some(path.clone());
         }
         if let (Some(cert), Some(key)) = (&self.remote_tls_cert, &self.remote_tls_key) {
-            options.remote_tls_identity = Some((cert.clone(), key.clone()));
+            options.remote.tls_identity = Some((cert.clone(), key.clone()));
         }
         options.validate()?;
         // By name only: building an executor may start threads.
-        if !shale::db::EXECUTORS.contains(&options.compaction_executor.as_str()) {
-            return Err(format!(
-                "unknown compaction executor {:?} (available: {})",
-                options.compaction_executor,
-                shale::db::EXECUTORS.join(", ")
-            ));
-        }
+        options.executor_choice()?;
         Ok(options)
     }
 
@@ -719,11 +713,11 @@ mod tests {
     #[test]
     fn opencl_flags() {
         let o = parse(&[]).unwrap().to_options().unwrap();
-        assert_eq!(o.opencl_placement, PlacementPolicy::AllDevice);
-        assert_eq!(o.opencl_device.platform, None);
-        assert_eq!(o.opencl_device.device, None);
-        assert_eq!(o.opencl_memory_budget, None);
-        assert_eq!(o.opencl_max_device_files, DEFAULT_MAX_DEVICE_FILES);
+        assert_eq!(o.opencl.placement, PlacementPolicy::AllDevice);
+        assert_eq!(o.opencl.device.platform, None);
+        assert_eq!(o.opencl.device.device, None);
+        assert_eq!(o.opencl.memory_budget, None);
+        assert_eq!(o.opencl.max_device_files, DEFAULT_MAX_DEVICE_FILES);
         let o = parse(&[
             "--opencl_placement=q-compaction",
             "--opencl_platform=1",
@@ -734,16 +728,16 @@ mod tests {
         .unwrap()
         .to_options()
         .unwrap();
-        assert_eq!(o.opencl_placement, PlacementPolicy::QCompaction);
-        assert_eq!(o.opencl_device.platform, Some(1));
-        assert_eq!(o.opencl_device.device, Some(2));
-        assert_eq!(o.opencl_memory_budget, Some(1 << 20));
-        assert_eq!(o.opencl_max_device_files, 8);
+        assert_eq!(o.opencl.placement, PlacementPolicy::QCompaction);
+        assert_eq!(o.opencl.device.platform, Some(1));
+        assert_eq!(o.opencl.device.device, Some(2));
+        assert_eq!(o.opencl.memory_budget, Some(1 << 20));
+        assert_eq!(o.opencl.max_device_files, 8);
         let o = parse(&["--opencl_placement", "c-compaction"])
             .unwrap()
             .to_options()
             .unwrap();
-        assert_eq!(o.opencl_placement, PlacementPolicy::CCompaction);
+        assert_eq!(o.opencl.placement, PlacementPolicy::CCompaction);
         assert!(!o.direct_io_for_compaction);
         let o = parse(&["--use_direct_io_for_compaction"])
             .unwrap()
@@ -785,7 +779,7 @@ mod tests {
         assert_eq!(o.block_size, 16 << 10);
         assert_eq!(o.block_cache_size, 1 << 30);
         assert_eq!(o.max_bytes_for_level_base, 256_000_000);
-        assert_eq!(o.opencl_memory_budget, Some(3 << 29));
+        assert_eq!(o.opencl.memory_budget, Some(3 << 29));
         // db_bench's plain bytes and negative cache size still work.
         assert_eq!(parse(&["--cache_size=-1"]).unwrap().cache_size, Some(-1));
         assert_eq!(parse(&["--cache_size", "-1"]).unwrap().cache_size, Some(-1));

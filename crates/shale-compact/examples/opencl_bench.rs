@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use shale_compact::job::{CompactionOutput, DeviceCounters, Executor, TableSettings};
+use shale_compact::job::{CompactionOutput, Executor, TableSettings};
 use shale_compact::opencl::{KernelTime, OpenClExecutor, OpenClOptions, PlacementPolicy};
 use shale_compact::testing::{MemIo, RandomLevel0};
 use shale_compact::ParallelExecutor;
@@ -190,8 +190,8 @@ fn main() -> ExitCode {
             "    host CPU: {cpu_per_run:.3} s per run, {:.2} s per GB of input",
             cpu_per_run / (input_bytes as f64 / GB)
         );
-        if s.device != DeviceCounters::default() {
-            println!("    host cost (last run): {}", s.device.summary());
+        if let Some(device) = s.costs.nonzero_device() {
+            println!("    host cost (last run): {}", device.summary());
         }
         if let Some(pipeline) = s.pipeline_summary() {
             println!(

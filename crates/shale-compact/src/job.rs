@@ -16,6 +16,8 @@ use shale_format::internal_key::{extract_user_key, SequenceNumber};
 use shale_format::options::TableOptions;
 use shale_format::Result;
 
+use crate::remote::RemoteJobIo;
+
 /// How output tables are laid out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableSettings {
@@ -291,10 +293,6 @@ pub struct PhaseStats {
     pub overlapped_secs: f64,
     /// Wall-clock seconds for the whole job.
     pub total_secs: f64,
-    /// Device executors: time and volume per kernel, and per transfer kind
-    /// (`upload`, `download`); empty for CPU executors.
-    #[serde(default)]
-    pub kernels: BTreeMap<String, KernelTime>,
     /// Pipelined executors: seconds each pipeline stage was busy (`read`,
     /// `upload`, `device`, `host`, `write`, ...). Their sum above
     /// `total_secs` is work that ran at the same time as other work.
@@ -306,17 +304,54 @@ pub struct PhaseStats {
     /// stage worked or waited (on a GPU, for the device or the disk).
     #[serde(default)]
     pub stage_cpu_secs: BTreeMap<String, f64>,
-    /// Device executors: what the job cost the host beside its time; zero
-    /// for CPU executors.
+    /// What the job cost beside its time, as the executor counted it.
     #[serde(default)]
-    pub device: DeviceCounters,
+    pub costs: CostReport,
 }
 
-/// What a device job cost the host, counted where it happens: the numbers
-/// that say whether data crossed the bus once and the host slept while the
-/// device worked.
+/// What a job cost beside the time of its phases, in the executor-neutral
+/// terms the engine's ledger sums and its statistics print: work tallied
+/// by kind (any executor that counts some), and the device's costs to the
+/// host (device executors only). An executor keeps its own counters in its
+/// own terms and reports them here.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CostReport {
+    /// Work tallied by kind: a device executor's kernels (by name) and its
+    /// transfers (`upload`, `download`), the `remote` executor's messages
+    /// each way (`wire-sent`, `wire-received`). Empty for executors that
+    /// tally none.
+    #[serde(default)]
+    pub work: BTreeMap<String, WorkTally>,
+    /// Device executors: what the job cost the host; `None` for the others.
+    #[serde(default)]
+    pub device: Option<DeviceCosts>,
+}
+
+impl CostReport {
+    /// Adds `other` into `self`.
+    pub fn accumulate(&mut self, other: &CostReport) {
+        for (kind, tally) in &other.work {
+            self.work.entry(kind.clone()).or_default().accumulate(tally);
+        }
+        if let Some(device) = &other.device {
+            self.device.get_or_insert_default().accumulate(device);
+        }
+    }
+
+    /// The device's costs, when there are any to show: `None` for a CPU
+    /// executor, or a device executor that counted nothing.
+    pub fn nonzero_device(&self) -> Option<&DeviceCosts> {
+        self.device
+            .as_ref()
+            .filter(|device| **device != DeviceCosts::default())
+    }
+}
+
+/// What a device job cost the host: the numbers that say whether data
+/// crossed the bus once and the host slept while the device worked. Their
+/// names are the statistics document's (`executors.NAME.device`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeviceCounters {
+pub struct DeviceCosts {
     /// Kernels enqueued.
     pub kernel_launches: u64,
     /// Copies between host and device memory (either way).
@@ -356,9 +391,9 @@ pub struct DeviceCounters {
     pub pinned_bytes_mapped: u64,
 }
 
-impl DeviceCounters {
+impl DeviceCosts {
     /// Adds `other` into `self`.
-    pub fn accumulate(&mut self, other: &DeviceCounters) {
+    pub fn accumulate(&mut self, other: &DeviceCosts) {
         self.kernel_launches += other.kernel_launches;
         self.transfers += other.transfers;
         self.bytes_uploaded += other.bytes_uploaded;
@@ -372,12 +407,12 @@ impl DeviceCounters {
         self.pinned_bytes_mapped += other.pinned_bytes_mapped;
     }
 
-    /// [`DeviceCounters::host_thread_cpu_nanos`] in seconds.
+    /// [`DeviceCosts::host_thread_cpu_nanos`] in seconds.
     pub fn host_thread_cpu_secs(&self) -> f64 {
         self.host_thread_cpu_nanos as f64 / 1e9
     }
 
-    /// The counters in one line: `12 launches, 3 transfers (1.0 MB up,
+    /// The costs in one line: `12 launches, 3 transfers (1.0 MB up,
     /// 0.9 from pinned memory; 0.5 MB down, 0.4 into pinned memory), 4
     /// waits, 0 allocations, 0.1 MB copied on the host, 0.012 CPU-s in the
     /// executor's threads, 64.0 MB of pinned memory mapped`.
@@ -401,24 +436,25 @@ impl DeviceCounters {
     }
 }
 
-/// Time and volume of one kernel or transfer kind, summed over launches.
+/// One kind of work of a job, summed: a kernel's launches, a transfer
+/// kind's copies or the messages sent one way.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct KernelTime {
-    /// Launches (or transfers).
-    pub launches: u64,
-    /// Work items (for transfers: 0).
+pub struct WorkTally {
+    /// Launches, transfers or messages.
+    pub count: u64,
+    /// Work items (0 where there are none: transfers, messages).
     pub items: u64,
-    /// Bytes the launches processed (their main input) or moved.
+    /// Bytes processed (a kernel's main input) or moved.
     pub bytes: u64,
-    /// Device seconds from the profiling events (for transfers too, where
-    /// the device reports them; else wall time).
+    /// Seconds the work took (a device's profiled time, where it reports
+    /// one; 0 where it is not timed).
     pub seconds: f64,
 }
 
-impl KernelTime {
+impl WorkTally {
     /// Adds `other` into `self`.
-    pub fn accumulate(&mut self, other: &KernelTime) {
-        self.launches += other.launches;
+    pub fn accumulate(&mut self, other: &WorkTally) {
+        self.count += other.count;
         self.items += other.items;
         self.bytes += other.bytes;
         self.seconds += other.seconds;
@@ -445,19 +481,13 @@ impl PhaseStats {
         self.write_secs += other.write_secs;
         self.overlapped_secs += other.overlapped_secs;
         self.total_secs += other.total_secs;
-        for (name, time) in &other.kernels {
-            self.kernels
-                .entry(name.clone())
-                .or_default()
-                .accumulate(time);
-        }
         for (stage, secs) in &other.stage_busy_secs {
             *self.stage_busy_secs.entry(stage.clone()).or_default() += secs;
         }
         for (stage, secs) in &other.stage_cpu_secs {
             *self.stage_cpu_secs.entry(stage.clone()).or_default() += secs;
         }
-        self.device.accumulate(&other.device);
+        self.costs.accumulate(&other.costs);
     }
 
     /// Seconds of work that ran concurrently with other work: the stages'
@@ -554,73 +584,12 @@ pub trait JobIo: Send + Sync {
     fn filter_policy(&self) -> Option<Arc<dyn FilterPolicy>> {
         None
     }
-    /// The database directory on the file system, for executors that run
-    /// elsewhere on the same storage (the `remote` executor's worker reads
-    /// the inputs there and stages its outputs below it). `None` (the
-    /// default): the files are not on a file system such a worker can reach.
-    fn database_dir(&self) -> Option<std::path::PathBuf> {
+    /// The I/O only the `remote` executor needs (the database directory
+    /// its worker reaches, the adoption of the tables it staged there);
+    /// `None` (the default): this job's files are not where a worker can
+    /// reach them, and the `remote` executor fails the job.
+    fn remote(&self) -> Option<&dyn RemoteJobIo> {
         None
-    }
-    /// Adopts finished tables written outside this job's `create_output`
-    /// (a remote worker's staged outputs, each checked through the
-    /// descriptor it holds): gives each a file number, renames it into the
-    /// database, checks that the file now installed is the one verified
-    /// ([`VerifiedTable::check_installed`]), and syncs the directory. The
-    /// numbers, in the order of `staged`. Adopted outputs are the job's
-    /// own, as created ones: removed if the job fails.
-    fn adopt_outputs(&self, staged: &[VerifiedTable]) -> Result<Vec<u64>> {
-        let _ = staged;
-        Err(shale_format::Error::NotSupported(
-            "this job's I/O cannot adopt staged tables".to_string(),
-        ))
-    }
-}
-
-/// A staged table the engine checked, with the descriptor it read it
-/// through and what `fstat` said of it then.
-#[derive(Debug)]
-pub struct VerifiedTable {
-    /// Where it lies now (`DB/staging/<session>/NNNNNN.ldb`).
-    pub path: std::path::PathBuf,
-    /// The descriptor its bytes were read and checked through.
-    pub file: std::fs::File,
-    /// Its device, inode, size and modification time when checked.
-    pub dev: u64,
-    /// See `dev`.
-    pub ino: u64,
-    /// See `dev`.
-    pub size: u64,
-    /// See `dev`.
-    pub mtime_ns: i128,
-}
-
-impl VerifiedTable {
-    /// Checks that `installed` (where adoption renamed it) is the file that
-    /// was verified: the same inode, with the same size and modification
-    /// time as when it was checked (a worker that rewrote it since, or
-    /// swapped a directory of the path for a symlink, fails here).
-    pub fn check_installed(&self, installed: &std::path::Path) -> Result<()> {
-        use std::os::unix::fs::MetadataExt;
-        let changed = |why: String| {
-            shale_format::Error::executor_failed(
-                "remote",
-                format!("refused by check adoption: {} {why}", installed.display()),
-            )
-        };
-        let now = std::fs::symlink_metadata(installed)
-            .map_err(|e| changed(format!("cannot be read back: {e}")))?;
-        if now.dev() != self.dev || now.ino() != self.ino {
-            return Err(changed("is not the file that was verified".to_string()));
-        }
-        let held = self
-            .file
-            .metadata()
-            .map_err(|e| changed(format!("fstat: {e}")))?;
-        let mtime = i128::from(held.mtime()) * 1_000_000_000 + i128::from(held.mtime_nsec());
-        if held.len() != self.size || mtime != self.mtime_ns {
-            return Err(changed("changed after it was verified".to_string()));
-        }
-        Ok(())
     }
 }
 
@@ -648,7 +617,10 @@ pub fn require_bytewise(executor: &str, io: &dyn JobIo) -> Result<()> {
 /// Turns a job into output tables. Every executor must write byte-identical
 /// tables for the same job (the conformance harness checks it).
 pub trait Executor: Send + Sync + Debug {
-    /// Name used in options, logs and statistics (`streaming`, `parallel`, ...).
+    /// Name used in options, logs and statistics: a built-in executor's
+    /// [`ExecutorKind::name`](crate::ExecutorKind::name) (`streaming`,
+    /// `parallel`, ...); an executor of the caller's has one of its own
+    /// ([`ExecutorId::Custom`](crate::ExecutorId::Custom)).
     fn name(&self) -> &'static str;
     /// Runs the job to completion.
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput>;

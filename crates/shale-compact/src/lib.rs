@@ -1,11 +1,13 @@
 //! Compaction as plain data: the [`job::CompactionJob`], the
-//! [`job::Executor`] trait, the one definition of output-file boundaries
+//! [`job::Executor`] trait and which executor is which ([`ExecutorKind`],
+//! [`ExecutorId`]), the one definition of output-file boundaries
 //! ([`boundaries`]), the drop rules ([`gc`]) and the executors. Depends only on
 //! `shale-format`: an executor never sees a version, a lock or the write path
 //! (see `docs/architecture.md`).
 
 pub mod boundaries;
 pub mod chain;
+pub mod executor_id;
 pub mod gc;
 pub(crate) mod inputs;
 pub mod job;
@@ -21,6 +23,7 @@ pub(crate) mod syncer;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+pub use executor_id::{ExecutorId, ExecutorKind};
 pub use job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo, KeyRange, OutputSink};
 pub use parallel::ParallelExecutor;
 pub use streaming::StreamingExecutor;

@@ -14,7 +14,8 @@ use shale_format::comparator::KeyOrder;
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
-use crate::job::{JobFile, JobIo, OutputSink, VerifiedTable};
+use crate::job::{JobFile, JobIo, OutputSink};
+use crate::remote::{RemoteJobIo, VerifiedTable};
 
 /// Output tables by file number.
 pub type Outputs = Arc<Mutex<BTreeMap<u64, Vec<u8>>>>;
@@ -144,6 +145,13 @@ impl JobIo for MemIo {
         self.order.clone()
     }
 
+    fn remote(&self) -> Option<&dyn RemoteJobIo> {
+        self.dir.is_some().then_some(self as &dyn RemoteJobIo)
+    }
+}
+
+/// With a database directory only ([`MemIo::with_database_dir`]).
+impl RemoteJobIo for MemIo {
     fn database_dir(&self) -> Option<PathBuf> {
         self.dir.clone()
     }

@@ -18,9 +18,7 @@ use crate::boundaries::GrandparentCutter;
 use crate::gc::GcDecider;
 use crate::job::{CompactionJob, CompactionOutput, Executor, JobFile, JobIo};
 use crate::steps::{open_input_table, TablePacker};
-
-/// Name of the reference executor.
-pub const STREAMING: &str = "streaming";
+use crate::ExecutorKind;
 
 /// The reference executor.
 #[derive(Debug, Clone, Copy, Default)]
@@ -67,7 +65,7 @@ fn run_iterators(
 
 impl Executor for StreamingExecutor {
     fn name(&self) -> &'static str {
-        STREAMING
+        ExecutorKind::Streaming.name()
     }
 
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
@@ -87,7 +85,7 @@ impl Executor for StreamingExecutor {
         })?;
         stats.merge_secs = compute_secs;
         Ok(CompactionOutput {
-            executor: STREAMING.to_string(),
+            executor: ExecutorKind::Streaming.to_string(),
             outputs,
             stats,
             fallback: None,

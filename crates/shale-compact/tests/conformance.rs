@@ -27,10 +27,10 @@ use shale_compact::job::{
     UserKeyRange,
 };
 use shale_compact::remote::keys::DEFAULT_KEYS_WINDOW;
-use shale_compact::remote::{RemoteExecutor, RemoteMode, RemoteOptions, REMOTE};
+use shale_compact::remote::{RemoteExecutor, RemoteMode, RemoteOptions};
 use shale_compact::subcompaction::{boundaries, split};
 use shale_compact::testing::{self, build_table, table_file, MemIo};
-use shale_compact::{ParallelExecutor, StreamingExecutor};
+use shale_compact::{ExecutorKind, ParallelExecutor, StreamingExecutor};
 use shale_format::comparator::compare_internal_keys;
 use shale_format::internal_key::{InternalKey, ValueType};
 use shale_worker::{LocalWorker, WorkerConfig};
@@ -242,7 +242,7 @@ fn run(executor: &dyn Executor, case: &Case) -> (CompactionOutput, BTreeMap<u64,
     let io = mem_io(case);
     // The remote executor's worker reads the inputs from the storage it
     // shares with the engine: a database directory under its root.
-    let db = (executor.name() == REMOTE).then(|| {
+    let db = (executor.name() == ExecutorKind::Remote.name()).then(|| {
         let db = tempfile::tempdir_in(test_worker().0.path()).unwrap();
         for (number, bytes) in &case.files {
             std::fs::write(db.path().join(format!("{number:06}.ldb")), bytes).unwrap();

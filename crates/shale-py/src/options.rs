@@ -122,24 +122,24 @@ pub fn parse_options(
             "level_multiplier" => options.level_multiplier = value.extract()?,
             "seek_compaction" => options.seek_compaction = flag(&value, name)?,
             "direct_io_for_compaction" => options.direct_io_for_compaction = flag(&value, name)?,
-            "opencl_max_device_files" => options.opencl_max_device_files = value.extract()?,
-            "opencl_subcompactions" => options.opencl_subcompactions = value.extract()?,
-            "opencl_slice_bytes" => options.opencl_slice_bytes = value.extract()?,
-            "opencl_memory_budget" => options.opencl_memory_budget = Some(value.extract()?),
+            "opencl_max_device_files" => options.opencl.max_device_files = value.extract()?,
+            "opencl_subcompactions" => options.opencl.subcompactions = value.extract()?,
+            "opencl_slice_bytes" => options.opencl.slice_bytes = value.extract()?,
+            "opencl_memory_budget" => options.opencl.memory_budget = Some(value.extract()?),
             "opencl_placement" => {
                 let text: String = value.extract()?;
-                options.opencl_placement =
+                options.opencl.placement =
                     PlacementPolicy::from_str(&text).map_err(PyValueError::new_err)?;
             }
-            "remote_workers" => options.remote_workers = value.extract()?,
+            "remote_workers" => options.remote.workers = value.extract()?,
             "remote_token" => {
-                options.remote_token = Some(shale::options::RemoteToken(value.extract()?))
+                options.remote.token = Some(shale::options::RemoteToken(value.extract()?))
             }
             "remote_mode" => {
                 let text: String = value.extract()?;
-                options.remote_mode = text.parse().map_err(PyValueError::new_err)?;
+                options.remote.mode = text.parse().map_err(PyValueError::new_err)?;
             }
-            "remote_keys_window" => options.remote_keys_window = value.extract()?,
+            "remote_keys_window" => options.remote.keys_window = value.extract()?,
             "remote_timeout" => {
                 let seconds: f64 = value.extract()?;
                 if !(seconds > 0.0 && seconds.is_finite() && seconds < 1e9) {
@@ -147,11 +147,11 @@ pub fn parse_options(
                         "remote_timeout must be a positive number of seconds (got {seconds})"
                     )));
                 }
-                options.remote_timeout = std::time::Duration::from_secs_f64(seconds);
+                options.remote.timeout = std::time::Duration::from_secs_f64(seconds);
             }
             "remote_tls_ca" => {
                 let path: std::path::PathBuf = value.extract()?;
-                options.remote_tls_ca = Some(path);
+                options.remote.tls_ca = Some(path);
             }
             other => return Err(unexpected(function, other)),
         }

@@ -186,8 +186,7 @@ pub mod info_log;
 #[doc(hidden)]
 pub mod compaction;
 // The database. Hidden: `DB` is re-exported at the root; shale-cli and
-// this crate's tests use `db::EXECUTORS`, `db::executor_by_name` and
-// `db::LevelStats`.
+// this crate's tests use `db::executor_by_name` and `db::LevelStats`.
 #[doc(hidden)]
 pub mod db;
 // File names in a database directory. Hidden: shale-cli and this crate's
@@ -224,7 +223,9 @@ pub(crate) mod version_set;
 
 pub use db::{destroy, LevelStats, SchedulerStats, StallStats, StallTime, DB};
 pub use db_iter::DbIterator;
-pub use options::{CompactRangeOptions, Options, ReadOptions, WriteOptions};
+pub use options::{
+    CompactRangeOptions, OpenClSettings, Options, ReadOptions, RemoteSettings, WriteOptions,
+};
 pub use range::Entries;
 pub use repair::{repair, RepairReport};
 pub use shale_compact;

@@ -119,7 +119,7 @@ pub struct ExecutorRow {
     /// Device executors: what their jobs cost the host (kernel launches,
     /// transfers, blocking waits, device allocations, host copies); zeros
     /// for CPU executors.
-    pub device: shale_compact::job::DeviceCounters,
+    pub device: shale_compact::job::DeviceCosts,
 }
 
 /// Jobs that did not run on the first executor of their chain.

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use shale::{Options, ReadOptions, WriteOptions, DB};
+use shale::{OpenClSettings, Options, ReadOptions, RemoteSettings, WriteOptions, DB};
 use shale_compact::testing;
 
 fn options(executor: &str) -> Options {
@@ -93,18 +93,21 @@ fn full_compaction_is_identical_with_every_executor() {
     ))
     .unwrap();
     let options = |executor: &str| Options {
-        remote_workers: if executor == "remote" {
-            vec![worker.url()]
-        } else {
-            Vec::new()
+        remote: RemoteSettings {
+            workers: if executor == "remote" {
+                vec![worker.url()]
+            } else {
+                Vec::new()
+            },
+            ..RemoteSettings::default()
         },
         ..options(executor)
     };
     let mut results = Vec::new();
-    for executor in shale::db::EXECUTORS {
+    for executor in shale::options::ExecutorChoice::NAMES {
         if let Err(err) = shale::db::executor_by_name(executor, &options(executor)) {
             // Only opencl can be missing: no OpenCL platform on this machine.
-            assert_eq!(*executor, "opencl", "{err}");
+            assert_eq!(executor, "opencl", "{err}");
             testing::skip(
                 "the opencl executor",
                 &err.to_string(),
@@ -119,7 +122,7 @@ fn full_compaction_is_identical_with_every_executor() {
         // `auto` runs as opencl or parallel; opencl may hand a job to parallel.
         let jobs: u64 = db.executor_stats().iter().map(|(_, jobs, _)| jobs).sum();
         assert!(jobs > 0, "{executor} ran no job");
-        if *executor == "remote" {
+        if executor == "remote" {
             let stats = db.executor_stats();
             assert!(
                 stats
@@ -199,8 +202,11 @@ fn fill_three_tables_and_compact(db: &DB) {
 fn jobs_the_device_cannot_take_are_reported_as_fallbacks() {
     let tmp = tempfile::tempdir().unwrap();
     let options = Options {
-        // No job fits: every compaction is placed on the CPU.
-        opencl_max_device_files: 0,
+        opencl: OpenClSettings {
+            // No job fits: every compaction is placed on the CPU.
+            max_device_files: 0,
+            ..OpenClSettings::default()
+        },
         ..options("opencl")
     };
     let Some(db) = open_opencl_or_skip(&tmp.path().join("db"), options) else {
@@ -219,8 +225,11 @@ fn jobs_the_device_cannot_take_are_reported_as_fallbacks() {
 fn opencl_options_reach_the_executor_and_its_times_reach_the_stats() {
     let tmp = tempfile::tempdir().unwrap();
     let options = Options {
-        opencl_placement: shale::shale_compact::opencl::PlacementPolicy::CCompaction,
-        opencl_memory_budget: Some(256 << 20),
+        opencl: OpenClSettings {
+            placement: shale::shale_compact::opencl::PlacementPolicy::CCompaction,
+            memory_budget: Some(256 << 20),
+            ..OpenClSettings::default()
+        },
         ..options("opencl")
     };
     let Some(db) = open_opencl_or_skip(&tmp.path().join("db"), options) else {
@@ -292,7 +301,10 @@ fn direct_io_writes_the_same_tables(tmp: &Path, source: &Path, executor: &str, s
         let direct_options = Options {
             direct_io_for_compaction: direct,
             snappy,
-            opencl_placement: shale::shale_compact::opencl::PlacementPolicy::AllDevice,
+            opencl: OpenClSettings {
+                placement: shale::shale_compact::opencl::PlacementPolicy::AllDevice,
+                ..OpenClSettings::default()
+            },
             ..options(executor)
         };
         let db = match DB::open(&dir, direct_options) {

@@ -19,7 +19,7 @@ use shale::shale_compact::job::{
 };
 use shale::shale_compact::remote::RemoteMode;
 use shale::shale_compact::StreamingExecutor;
-use shale::{Options, ReadOptions, WriteOptions, DB};
+use shale::{Options, ReadOptions, RemoteSettings, WriteOptions, DB};
 use shale_worker::{LocalWorker, TlsIdentity, WorkerConfig};
 
 fn options(workers: Vec<String>) -> Options {
@@ -29,11 +29,21 @@ fn options(workers: Vec<String>) -> Options {
         max_file_size: 32 << 10,
         block_size: 1024,
         compaction_executor: "remote".to_string(),
-        remote_workers: workers,
-        remote_timeout: Duration::from_secs(20),
+        remote: RemoteSettings {
+            workers,
+            timeout: Duration::from_secs(20),
+            ..RemoteSettings::default()
+        },
         max_subcompactions: 1,
         ..Options::default()
     }
+}
+
+/// `options(workers)` with its remote settings changed by `change`.
+fn options_with(workers: Vec<String>, change: impl FnOnce(&mut RemoteSettings)) -> Options {
+    let mut options = options(workers);
+    change(&mut options.remote);
+    options
 }
 
 fn value(i: u32) -> Vec<u8> {
@@ -117,7 +127,7 @@ fn jobs_done_by(db: &DB, name: &str) -> u64 {
 /// the engine asks for keys thousands of times per job.
 #[test]
 fn jobs_run_on_the_worker_in_both_modes() {
-    let default_window = Options::default().remote_keys_window;
+    let default_window = Options::default().remote.keys_window;
     for (mode, window) in [
         (RemoteMode::NearData, default_window),
         (RemoteMode::KeysOnly, default_window),
@@ -128,11 +138,10 @@ fn jobs_run_on_the_worker_in_both_modes() {
         let dir = root.path().join("db");
         let (fallbacks, why, db) = write_compact_check(
             &dir,
-            Options {
-                remote_mode: mode,
-                remote_keys_window: window,
-                ..options(vec![worker.url()])
-            },
+            options_with(vec![worker.url()], |remote| {
+                remote.mode = mode;
+                remote.keys_window = window;
+            }),
         );
         assert_eq!(fallbacks, 0, "{mode}: {why:?}");
         assert!(jobs_done_by(&db, "remote") > 0, "{mode}");
@@ -188,10 +197,9 @@ fn a_wrong_token_is_refused_and_the_job_runs_locally() {
     let dir = root.path().join("db");
     let (fallbacks, why, db) = write_compact_check(
         &dir,
-        Options {
-            remote_token: Some(RemoteToken("wrong".into())),
-            ..options(vec![worker.url()])
-        },
+        options_with(vec![worker.url()], |remote| {
+            remote.token = Some(RemoteToken("wrong".into()));
+        }),
     );
     assert!(fallbacks > 0, "{why:?}");
     assert!(log(&dir).contains("Unauthenticated"), "{}", log(&dir));
@@ -203,10 +211,9 @@ fn a_wrong_token_is_refused_and_the_job_runs_locally() {
     let dir = root.path().join("db2");
     let (fallbacks, why, _db) = write_compact_check(
         &dir,
-        Options {
-            remote_token: Some(RemoteToken("right".into())),
-            ..options(vec![worker.url()])
-        },
+        options_with(vec![worker.url()], |remote| {
+            remote.token = Some(RemoteToken("right".into()));
+        }),
     );
     assert_eq!(fallbacks, 0, "{why:?}");
 }
@@ -235,10 +242,9 @@ fn a_stalled_worker_loses_its_job_after_the_timeout() {
     let dir = root.path().join("db");
     let (fallbacks, why, db) = write_compact_check(
         &dir,
-        Options {
-            remote_timeout: Duration::from_millis(300),
-            ..options(vec![worker.url()])
-        },
+        options_with(vec![worker.url()], |remote| {
+            remote.timeout = Duration::from_millis(300);
+        }),
     );
     assert!(fallbacks > 0, "{why:?}");
     assert!(log(&dir).contains("no progress for 0.3 s"), "{}", log(&dir));
@@ -353,10 +359,9 @@ fn tls_with_the_workers_ca() {
     let dir = root.path().join("db");
     let (fallbacks, why, db) = write_compact_check(
         &dir,
-        Options {
-            remote_tls_ca: Some(ca),
-            ..options(vec![url.clone()])
-        },
+        options_with(vec![url.clone()], |remote| {
+            remote.tls_ca = Some(ca);
+        }),
     );
     assert_eq!(fallbacks, 0, "{why:?}");
     assert!(jobs_done_by(&db, "remote") > 0);
@@ -394,11 +399,10 @@ fn mutual_tls_takes_only_engines_with_a_client_certificate() {
     let url = format!("https://localhost:{}", worker.address().port());
     let (fallbacks, why, db) = write_compact_check(
         &root.path().join("db"),
-        Options {
-            remote_tls_ca: Some(ca.clone()),
-            remote_tls_identity: Some((cert, key)),
-            ..options(vec![url.clone()])
-        },
+        options_with(vec![url.clone()], |remote| {
+            remote.tls_ca = Some(ca.clone());
+            remote.tls_identity = Some((cert, key));
+        }),
     );
     assert_eq!(fallbacks, 0, "{why:?}");
     assert!(jobs_done_by(&db, "remote") > 0);
@@ -406,10 +410,9 @@ fn mutual_tls_takes_only_engines_with_a_client_certificate() {
     // Without a client certificate the worker does not talk to it.
     let (fallbacks, _, db) = write_compact_check(
         &root.path().join("db2"),
-        Options {
-            remote_tls_ca: Some(ca),
-            ..options(vec![url])
-        },
+        options_with(vec![url], |remote| {
+            remote.tls_ca = Some(ca);
+        }),
     );
     assert!(fallbacks > 0);
     assert_eq!(jobs_done_by(&db, "remote"), 0);
@@ -426,11 +429,12 @@ fn bad_remote_options_are_refused_at_open() {
     assert!(open(options(vec![])).contains("needs remote_workers"));
     assert!(open(options(vec!["ftp://x:1".into()])).contains("http"));
     assert!(open(options(vec![" ".into()])).contains("empty"));
-    assert!(open(Options {
-        remote_tls_ca: Some(root.path().join("missing.pem")),
-        ..options(vec!["https://localhost:1".into()])
-    })
-    .contains("missing.pem"));
+    assert!(
+        open(options_with(vec!["https://localhost:1".into()], |remote| {
+            remote.tls_ca = Some(root.path().join("missing.pem"));
+        }))
+        .contains("missing.pem")
+    );
 }
 
 // ---------------------------------------------------------------------
@@ -552,10 +556,9 @@ fn refused_by(lie: Lie, executor: Arc<dyn Executor>, check: &str, timeout: Durat
     let dir = root.path().join("db");
     let (fallbacks, why, db) = write_compact_check(
         &dir,
-        Options {
-            remote_timeout: timeout,
-            ..options(vec![url])
-        },
+        options_with(vec![url], |remote| {
+            remote.timeout = timeout;
+        }),
     );
     assert!(fallbacks > 0, "{lie:?}: {why:?}");
     // The LOG names the check (the last fallback's reason may be the

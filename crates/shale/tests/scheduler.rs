@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use shale::env::{Env, MemEnv};
-use shale::{Options, ReadOptions, WriteOptions, DB};
+use shale::{OpenClSettings, Options, ReadOptions, WriteOptions, DB};
 use shale_compact::testing;
 
 fn small_options(env: &Arc<dyn Env>) -> Options {
@@ -260,10 +260,13 @@ fn a_device_job_runs_whole_unless_told_to_split() {
             l0_slowdown_writes_trigger: 1000,
             l0_stop_writes_trigger: 1000,
             compaction_executor: "opencl".to_string(),
-            opencl_subcompactions: device_parts,
-            // However many L0 files the flushes left, the job stays on the
-            // device (the default limit is 40 files).
-            opencl_max_device_files: 10_000,
+            opencl: OpenClSettings {
+                subcompactions: device_parts,
+                // However many L0 files the flushes left, the job stays on
+                // the device (the default limit is 40 files).
+                max_device_files: 10_000,
+                ..OpenClSettings::default()
+            },
             ..small_options(&env)
         };
         let db = match DB::open("/db", options) {

@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use shale::compaction::scheduler::SchedulerCounts;
 use shale::db::LevelStats;
-use shale::shale_compact::job::{DeviceCounters, PhaseStats};
+use shale::shale_compact::job::PhaseStats;
 use shale::stats::StallCauses;
 use shale::{SchedulerStats, StallStats, DB};
 
@@ -225,8 +225,7 @@ impl EngineTotals {
             )?;
             // A device executor's cost to the host, as `shale compact` and
             // `shale.executors` print it.
-            if stats.device != DeviceCounters::default() {
-                let d = &stats.device;
+            if let Some(d) = stats.costs.nonzero_device() {
                 writeln!(
                     out,
                     "  host cost: {}; per job {:.1} waits, {:.1} allocations",
@@ -530,6 +529,7 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
 
     use super::*;
+    use shale::shale_compact::job::{CostReport, DeviceCosts};
 
     #[test]
     fn summary_of_known_counters() {
@@ -573,13 +573,16 @@ mod tests {
                 PhaseStats {
                     bytes_read: 8 << 20,
                     total_secs: 1.0,
-                    device: DeviceCounters {
-                        kernel_launches: 40,
-                        transfers: 10,
-                        host_waits: 6,
-                        device_allocations: 2,
-                        host_thread_cpu_nanos: 300_000_000,
-                        ..Default::default()
+                    costs: CostReport {
+                        device: Some(DeviceCosts {
+                            kernel_launches: 40,
+                            transfers: 10,
+                            host_waits: 6,
+                            device_allocations: 2,
+                            host_thread_cpu_nanos: 300_000_000,
+                            ..DeviceCosts::default()
+                        }),
+                        ..CostReport::default()
                     },
                     ..PhaseStats::default()
                 },

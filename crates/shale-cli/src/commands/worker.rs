@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use clap::Args;
 use shale::info_log::InfoLog;
-use shale::shale_compact::remote::REMOTE;
+use shale::options::ExecutorChoice;
+use shale::shale_compact::ExecutorKind;
 use shale::Options;
 use shale_worker::{
     parse_token_file, serve, ScopedToken, StagingLimits, StopRequest, TlsIdentity, Worker,
@@ -340,7 +341,7 @@ fn describe_tokens(tokens: &[ScopedToken]) -> String {
 
 /// Serves until SIGTERM or SIGINT; SIGHUP reloads the token file.
 pub fn run(args: &WorkerArgs) -> CliResult {
-    if args.executor == REMOTE {
+    if args.executor.parse() == Ok(ExecutorChoice::Forced(ExecutorKind::Remote)) {
         return Err(usage("a worker cannot run its jobs on the remote executor"));
     }
     if !args.root.is_dir() {

@@ -1,5 +1,8 @@
-//! Where a job runs: a pure function of the job, the policy and the device
-//! limits (`docs/opencl.md`, "Placement"). The hierarchical strategy of
+//! Whether a job fits the device, and where its gc runs there: pure
+//! functions of the job, the policy and the device limits (`docs/opencl.md`,
+//! "Placement"). The engine's scheduler places a job on the device by
+//! [`placement`]; the executor refuses a job that does not fit by the same
+//! rule, [`device_fit`], and runs gc where [`gc_site`] says. The hierarchical strategy of
 //! the GPU compaction paper: upper-level jobs entirely on the device
 //! (Q-Compaction), lower-level jobs with gc on the host (C-Compaction); by
 //! size, the paper sends jobs of more than 40 input files or larger than the
@@ -168,27 +171,41 @@ pub fn slice_input_bytes(job: &CompactionJob, budget: u64) -> Result<Option<u64>
     }
 }
 
-/// Decides where `job` runs.
+/// Decides where `job` runs: on the device when it fits ([`device_fit`]),
+/// with gc where `policy` puts it ([`gc_site`]), else on the CPU.
 pub fn placement(job: &CompactionJob, policy: PlacementPolicy, limits: &DeviceLimits) -> Placement {
+    match device_fit(job, limits) {
+        Ok(_) => Placement::Device {
+            gc: gc_site(job, policy),
+        },
+        Err(reason) => Placement::Cpu { reason },
+    }
+}
+
+/// Whether `job` fits the device under `limits`: `Ok` with the input bytes
+/// per slice it runs in (`None`: the whole job in one slice), or `Err`
+/// saying why not (more input files than `max_device_files`, or a budget
+/// too small for one slice).
+pub fn device_fit(job: &CompactionJob, limits: &DeviceLimits) -> Result<Option<u64>, String> {
     let files = job.input_files();
     if files > limits.max_device_files {
-        return Placement::Cpu {
-            reason: format!(
-                "{files} input files, more than max_device_files ({})",
-                limits.max_device_files
-            ),
-        };
+        return Err(format!(
+            "{files} input files, more than max_device_files ({})",
+            limits.max_device_files
+        ));
     }
     // Larger jobs run in key-range slices; only a budget too small for one
     // slice sends a job to the CPU.
-    if let Err(needed) = slice_input_bytes(job, limits.memory_budget) {
-        return Placement::Cpu {
-            reason: format!(
-                "a slice needs about {needed} bytes of device memory, more than the budget ({})",
-                limits.memory_budget
-            ),
-        };
-    }
+    slice_input_bytes(job, limits.memory_budget).map_err(|needed| {
+        format!(
+            "a slice needs about {needed} bytes of device memory, more than the budget ({})",
+            limits.memory_budget
+        )
+    })
+}
+
+/// Where gc runs for `job` on the device under `policy`.
+pub fn gc_site(job: &CompactionJob, policy: PlacementPolicy) -> GcSite {
     let gc = match policy {
         PlacementPolicy::AllDevice => GcSite::Device,
         PlacementPolicy::CCompaction => GcSite::Host,
@@ -200,12 +217,11 @@ pub fn placement(job: &CompactionJob, policy: PlacementPolicy, limits: &DeviceLi
     // The device finds grandparent cuts by binary search, which needs the
     // grandparents in key order (a level's files always are); the host's
     // cutter does not.
-    let gc = if gc == GcSite::Device && !grandparents_in_order(job) {
+    if gc == GcSite::Device && !grandparents_in_order(job) {
         GcSite::Host
     } else {
         gc
-    };
-    Placement::Device { gc }
+    }
 }
 
 #[cfg(test)]

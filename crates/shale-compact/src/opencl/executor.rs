@@ -21,9 +21,9 @@ use super::slices::{SliceInput, SlicePlanner};
 use super::*;
 use crate::boundaries::GrandparentCutter;
 use crate::job::{
-    CompactionJob, CompactionOutput, DeviceCounters, Executor, JobIo, OutputSink, OutputTable,
-    PhaseStats,
+    CompactionJob, CompactionOutput, Executor, JobIo, OutputSink, OutputTable, PhaseStats,
 };
+use crate::ExecutorKind;
 
 /// The kernels, in dependency order (helpers first).
 const KERNEL_SOURCES: [&str; 11] = [
@@ -288,14 +288,11 @@ impl OpenClExecutor {
             .push(finished.kernels);
         let result = result.and_then(|packed| finished.settled.map(|()| packed));
         let (times, allocated) = (finished.times, finished.allocated);
-        stats.device.accumulate(&finished.counters);
-        for (name, time) in &times {
-            stats
-                .kernels
-                .entry(name.to_string())
-                .or_default()
-                .accumulate(time);
-        }
+        costs::report_into(
+            &mut stats.costs,
+            times.iter().map(|(name, time)| (*name, time)),
+            &finished.counters,
+        );
         self.record(|s| {
             s.peak_job_device_bytes = s.peak_job_device_bytes.max(allocated);
             s.slices += 1;
@@ -313,23 +310,17 @@ impl OpenClExecutor {
     /// The device pipeline: a reading thread, the device (this thread) and
     /// a writing thread, slice after slice. `Err` is a device failure (the
     /// files written so far are discarded); `Ok(Err)` a failure to write.
+    /// `slice_bytes`: what [`device_fit`] said of the job (`None`: one
+    /// slice).
     fn run_on_device(
         &self,
         job: &CompactionJob,
         io: &dyn JobIo,
         gc: GcSite,
+        slice_bytes: Option<u64>,
     ) -> std::result::Result<Result<CompactionOutput>, DeviceError> {
         let started = Instant::now();
-        let slice_bytes = match slice_input_bytes(job, self.limits.memory_budget) {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => u64::MAX,
-            Err(needed) => {
-                return Err(DeviceError::new(format!(
-                    "a slice needs about {needed} bytes, more than the device memory budget"
-                )))
-            }
-        };
-        let slice_bytes = slice_bytes.min(
+        let slice_bytes = slice_bytes.unwrap_or(u64::MAX).min(
             self.options
                 .max_slice_input_bytes
                 .unwrap_or(PIPELINE_SLICE_INPUT_BYTES),
@@ -414,9 +405,10 @@ impl OpenClExecutor {
         stats.read_secs += read_busy;
         stats.write_secs += written.busy;
         stats.bytes_written += written.bytes;
-        stats.device.host_thread_cpu_nanos += host_thread_cpu_nanos;
         let mapped = self.staging.mapped_bytes().saturating_sub(mapped_before);
-        stats.device.pinned_bytes_mapped += mapped;
+        let device = stats.costs.device.get_or_insert_default();
+        device.host_thread_cpu_nanos += host_thread_cpu_nanos;
+        device.pinned_bytes_mapped += mapped;
         self.record(|s| {
             s.device.host_thread_cpu_nanos += host_thread_cpu_nanos;
             s.device.pinned_bytes_mapped += mapped;
@@ -443,7 +435,7 @@ impl OpenClExecutor {
             (read_busy - wait_read).max(0.0) + (written.busy - write_tail).max(0.0);
         stats.bytes_read = job.input_bytes();
         Ok(Ok(CompactionOutput {
-            executor: OPENCL.to_string(),
+            executor: ExecutorKind::OpenCl.to_string(),
             outputs: written.outputs,
             stats,
             fallback: None,
@@ -696,7 +688,7 @@ fn write_one(parts: FileParts, mut sink: Box<dyn OutputSink>) -> Result<Assemble
 
 impl Executor for OpenClExecutor {
     fn name(&self) -> &'static str {
-        OPENCL
+        ExecutorKind::OpenCl.name()
     }
 
     /// True: the reading and writing threads and the host pool are lowered
@@ -709,25 +701,24 @@ impl Executor for OpenClExecutor {
         true
     }
 
-    /// Runs `job` on the device. A job that [`placement`] keeps on the CPU
-    /// is refused ([`Error::Refused`]); one that the device fails ends
-    /// with [`Error::ExecutorFailed`], both saying why: the caller (the engine's compaction service, or a
-    /// [`crate::chain::FallbackChain`]) runs it elsewhere. The executor
-    /// never falls back on its own.
+    /// Runs `job` on the device, with gc where [`gc_site`] puts it. The
+    /// caller placed it (the engine's scheduler by [`placement`], which asks
+    /// [`device_fit`] under this executor's [`limits`](Self::limits));
+    /// a job that does not fit the device (a caller that does not place,
+    /// such as a [`crate::chain::FallbackChain`]) is refused by that same
+    /// rule ([`Error::Refused`]), and one that the device fails ends with
+    /// [`Error::ExecutorFailed`], both saying why: the caller runs it
+    /// elsewhere. The executor never falls back on its own.
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
-        crate::job::require_bytewise(OPENCL, io)?;
-        let gc = match placement(job, self.options.policy, &self.limits) {
-            Placement::Device { gc } => gc,
-            Placement::Cpu { reason } => {
-                return Err(Error::refused(
-                    OPENCL,
-                    format!("placed on the CPU: {reason}"),
-                ));
-            }
-        };
-        self.run_on_device(job, io, gc).unwrap_or_else(|error| {
-            let why = format!("the device failed job {}: {}", job.id, error.reason);
-            Err(Error::executor_failed(OPENCL, why))
-        })
+        let name = ExecutorKind::OpenCl.name();
+        crate::job::require_bytewise(name, io)?;
+        let slice_bytes = device_fit(job, &self.limits)
+            .map_err(|reason| Error::refused(name, format!("placed on the CPU: {reason}")))?;
+        let gc = gc_site(job, self.options.policy);
+        self.run_on_device(job, io, gc, slice_bytes)
+            .unwrap_or_else(|error| {
+                let why = format!("the device failed job {}: {}", job.id, error.reason);
+                Err(Error::executor_failed(name, why))
+            })
     }
 }

@@ -11,13 +11,17 @@
 //! - `device.rs`: finding the device, one long-lived context per process,
 //!   queues, compiled programs, limits; [`Unavailable`] when there is none.
 //! - `program_cache.rs`: compiled kernels kept on disk between processes.
-//! - `device_fit.rs`: where a job runs ([`placement`], a pure function).
+//! - `device_fit.rs`: whether a job fits the device and where its gc runs
+//!   ([`device_fit`], [`gc_site`], [`placement`]: pure functions the
+//!   engine's scheduler and the executor share).
 //! - `slices.rs`: cutting a job into key-range slices that fit the
 //!   device-memory budget, and reading them.
 //! - `pipeline.rs`: unpack, merge and gc of one slice on the device;
 //!   `pack.rs`: pack. Each file's header says which steps run on the host.
 //! - `session.rs`, `scan.rs`: buffers, two queues and events, launches,
 //!   timing, the cost counters; the device scan.
+//! - `costs.rs`: the cost counters and kernel times, and how a job reports
+//!   them to the engine (the neutral `CostReport`).
 //! - `arena.rs`: device buffers kept between slices and jobs;
 //!   `pinned.rs`: pinned host buffers that input goes up from; `wait.rs`:
 //!   waiting for the device by callback, never by spinning.
@@ -41,6 +45,8 @@
 
 #[cfg(feature = "opencl")]
 mod arena;
+#[cfg(feature = "opencl")]
+mod costs;
 #[cfg(feature = "opencl")]
 mod device;
 #[cfg(feature = "opencl")]
@@ -67,7 +73,8 @@ mod tests;
 #[cfg(feature = "opencl")]
 mod wait;
 
-pub use crate::job::KernelTime;
+#[cfg(feature = "opencl")]
+pub use costs::{DeviceCounters, KernelTime};
 #[cfg(feature = "opencl")]
 pub use device::{
     chosen_device, device, list_devices, DeviceContext, DeviceInfo, ListedDevice, Unavailable,
@@ -75,15 +82,13 @@ pub use device::{
 #[cfg(feature = "opencl")]
 pub use device_error::DeviceError;
 pub use device_fit::{
-    estimated_device_bytes, placement, slice_input_bytes, DeviceLimits, DeviceSelector, GcSite,
-    Placement, PlacementPolicy, DEFAULT_MAX_DEVICE_FILES, DEVICE_BYTES_PER_INPUT_BYTE,
-    MIN_SLICE_INPUT_BYTES, PIPELINE_SLICE_INPUT_BYTES, Q_COMPACTION_MAX_OUTPUT_LEVEL,
+    device_fit, estimated_device_bytes, gc_site, placement, slice_input_bytes, DeviceLimits,
+    DeviceSelector, GcSite, Placement, PlacementPolicy, DEFAULT_MAX_DEVICE_FILES,
+    DEVICE_BYTES_PER_INPUT_BYTE, MIN_SLICE_INPUT_BYTES, PIPELINE_SLICE_INPUT_BYTES,
+    Q_COMPACTION_MAX_OUTPUT_LEVEL,
 };
 
 #[cfg(feature = "opencl")]
 pub use executor::{kernel_source, OpenClExecutor, OpenClOptions, OpenClStats};
 #[cfg(feature = "opencl")]
 pub use program_cache::{ProgramCache, ProgramOrigin, PROGRAM_CACHE_VARIABLE};
-
-/// Name of this executor.
-pub const OPENCL: &str = "opencl";

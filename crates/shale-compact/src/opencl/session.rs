@@ -31,12 +31,12 @@ use opencl3::program::Program;
 use opencl3::types::{cl_event, cl_mem, CL_NON_BLOCKING};
 
 use super::arena::{only_owner, size_class, DeviceArena, Pooled};
+use super::costs::{DeviceCounters, KernelTime};
 use super::device::{drain, DeviceContext, QueueLease};
 use super::device_error::DeviceError;
 use super::pinned::{HostBytes, Pinned, StagingPool};
 use super::wait::{wait_for, Waited};
 use crate::inputs::GrowingBytes;
-use crate::job::{DeviceCounters, KernelTime};
 
 /// The kernels of one program, created once and reused by later sessions.
 pub(crate) type Kernels = HashMap<&'static str, Kernel>;

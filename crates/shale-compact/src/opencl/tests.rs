@@ -22,13 +22,14 @@ use super::session::{mem, Arg, Session};
 use super::*;
 use crate::gc::{is_base_level_for, keep_entry};
 use crate::job::{CompactionJob, CompactionOutput, Executor};
-use crate::job::{JobFile, TableSettings, UserKeyRange};
+use crate::job::{DeviceCosts, JobFile, PhaseStats, TableSettings, UserKeyRange};
 use crate::mem_io::MemIo;
 use crate::steps::key_prefix::user_key_prefix;
 use crate::steps::unpack::{parse_restart_group, EntryRef};
-use crate::streaming::{StreamingExecutor, STREAMING};
+use crate::streaming::StreamingExecutor;
 use crate::testing;
 use crate::testing::twins;
+use crate::ExecutorKind::{OpenCl, Streaming};
 
 /// The test device, or `None` (with the reason printed) when there is none
 /// and the tests are not required ([`crate::testing::skip`]).
@@ -1540,6 +1541,14 @@ fn executor(options: OpenClOptions) -> Option<OpenClExecutor> {
     )
 }
 
+/// The device costs a device job reported.
+fn device_costs(stats: &PhaseStats) -> DeviceCosts {
+    stats
+        .costs
+        .device
+        .expect("a device job reports its costs to the host")
+}
+
 /// `device`, then a CPU executor for what it refuses: how the worker and
 /// the tools run it (the engine's service does the same).
 fn on_cpu_too(device: &Arc<OpenClExecutor>) -> crate::chain::FallbackChain {
@@ -1560,7 +1569,7 @@ fn assert_refused(
             shale_format::Error::Refused { executor, reason }
             | shale_format::Error::ExecutorFailed { executor, reason },
         ) => {
-            assert_eq!(executor, OPENCL);
+            assert_eq!(executor, OpenCl.name());
             assert!(reason.contains(why), "{reason}");
         }
         other => panic!("expected a refusal saying {why:?}, got {other:?}"),
@@ -1615,7 +1624,7 @@ fn device_jobs_match_streaming_for_every_policy() {
                 &small_values,
             );
             let output = assert_same_as_streaming(&executor, &job, &files);
-            assert_eq!(output.executor, OPENCL, "{policy}");
+            assert_eq!(output.executor, OpenCl.name(), "{policy}");
             assert!(output.outputs.len() > 1, "the job cuts several files");
         }
         let stats = executor.stats();
@@ -1649,7 +1658,7 @@ fn empty_results_write_no_file() {
     job.smallest_snapshot = u64::MAX >> 8;
     job.deeper_levels.clear();
     let output = assert_same_as_streaming(&executor, &job, &files);
-    assert_eq!(output.executor, OPENCL);
+    assert_eq!(output.executor, OpenCl.name());
     assert!(output.outputs.is_empty());
 }
 
@@ -1672,7 +1681,7 @@ fn placement_on_the_cpu_gives_the_same_tables() {
     );
     assert_refused(&executor, &job, &files, "placed on the CPU");
     let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
-    assert_eq!(output.executor, STREAMING);
+    assert_eq!(output.executor, Streaming.name());
     assert!(output.fallback.unwrap().contains("max_device_files"));
     assert_eq!(executor.stats().slices, 0, "nothing ran on the device");
 
@@ -1681,7 +1690,7 @@ fn placement_on_the_cpu_gives_the_same_tables() {
     };
     let executor = Arc::new(executor);
     let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
-    assert_eq!(output.executor, STREAMING);
+    assert_eq!(output.executor, Streaming.name());
     let fallback = output.fallback.unwrap();
     assert!(fallback.contains("placed on the CPU") && fallback.contains("budget"));
 }
@@ -1720,7 +1729,7 @@ fn a_failing_kernel_hands_the_job_to_the_cpu() {
         };
         let executor = Arc::new(executor);
         let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
-        assert_eq!(output.executor, STREAMING, "{kernel}");
+        assert_eq!(output.executor, Streaming.name(), "{kernel}");
         let fallback = output.fallback.unwrap();
         assert!(fallback.contains("the device failed") && fallback.contains(kernel));
     }
@@ -1753,7 +1762,7 @@ fn running_past_the_budget_hands_the_job_to_the_cpu() {
     };
     let executor = Arc::new(executor);
     let output = assert_same_as_streaming(&on_cpu_too(&executor), &job, &files);
-    assert_eq!(output.executor, STREAMING);
+    assert_eq!(output.executor, Streaming.name());
     let fallback = output.fallback.unwrap();
     assert!(fallback.contains("the device failed") && fallback.contains("budget"));
 }
@@ -1880,7 +1889,7 @@ fn slices_give_the_same_tables_and_overlap_reading_with_the_device() {
             return;
         };
         let output = assert_same_as_streaming(&executor, &job, &files);
-        assert_eq!(output.executor, OPENCL);
+        assert_eq!(output.executor, OpenCl.name());
         let stats = executor.stats();
         // A slice takes every run's entries up to its limit: a few times
         // the slice size in all.
@@ -1899,12 +1908,12 @@ fn slices_give_the_same_tables_and_overlap_reading_with_the_device() {
         }
         // The stages' CPU is the executor's threads' CPU, split.
         let cpu: f64 = s.stage_cpu_secs.values().sum();
-        let counted = s.device.host_thread_cpu_nanos as f64 / 1e9;
+        let counted = device_costs(s).host_thread_cpu_nanos as f64 / 1e9;
         assert!((cpu - counted).abs() < 1e-6, "{cpu} against {counted}");
         assert!(s.pipeline_summary().unwrap().contains("; CPU device"));
         assert!(s.stage_busy_secs["device"] <= s.total_secs);
         assert_eq!(s.bytes_read, job.input_bytes());
-        assert!(s.kernels["upload"].bytes > 0 && s.kernels["download"].bytes > 0);
+        assert!(s.costs.work["upload"].bytes > 0 && s.costs.work["download"].bytes > 0);
     }
 }
 
@@ -1932,7 +1941,7 @@ fn a_device_failure_after_written_files_discards_them() {
     let executor = Arc::new(executor);
     let io = MemIo::new(files.clone());
     let output = on_cpu_too(&executor).run(&job, &io).unwrap();
-    assert_eq!(output.executor, STREAMING);
+    assert_eq!(output.executor, Streaming.name());
     assert!(output.fallback.unwrap().contains("gather_keys"));
     let kept: Vec<u64> = io.outputs.lock().unwrap().keys().copied().collect();
     let reported: Vec<u64> = output.outputs.iter().map(|t| t.number).collect();
@@ -1975,21 +1984,31 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     let first = first_output.stats;
     let second = assert_same_as_streaming(&executor, &job, &files).stats;
     let third = assert_same_as_streaming(&executor, &job, &files).stats;
-    eprintln!("first job: {}", first.device.summary());
-    eprintln!("second job: {}", second.device.summary());
-    let d = first.device;
+    eprintln!("first job: {}", device_costs(&first).summary());
+    eprintln!("second job: {}", device_costs(&second).summary());
+    let d = device_costs(&first);
     assert!(d.kernel_launches > 10 && d.transfers > 5, "{d:?}");
     assert!(d.device_allocations > 0, "{d:?}");
     // The same job again finds every buffer it needs kept from the first,
     // on the device and in pinned host memory.
-    assert_eq!(second.device.device_allocations, 0, "{:?}", second.device);
-    assert_eq!(third.device.device_allocations, 0, "{:?}", third.device);
+    assert_eq!(
+        device_costs(&second).device_allocations,
+        0,
+        "{:?}",
+        device_costs(&second)
+    );
+    assert_eq!(
+        device_costs(&third).device_allocations,
+        0,
+        "{:?}",
+        device_costs(&third)
+    );
     assert!(pinned_after_first > 0);
     assert_eq!(executor.stats().pinned_host_bytes, pinned_after_first);
     // The jobs say so too: the first mapped it all, the others none.
-    assert_eq!(first.device.pinned_bytes_mapped, pinned_after_first);
-    assert_eq!(second.device.pinned_bytes_mapped, 0);
-    assert_eq!(third.device.pinned_bytes_mapped, 0);
+    assert_eq!(device_costs(&first).pinned_bytes_mapped, pinned_after_first);
+    assert_eq!(device_costs(&second).pinned_bytes_mapped, 0);
+    assert_eq!(device_costs(&third).pinned_bytes_mapped, 0);
     // The host blocks to read results it needs (sizes, error flags once
     // per phase, the blocks' restart counts, each file's blocks, and with
     // Snappy the compressed lengths), not once per kernel: the filters of all files are one pair
@@ -2026,7 +2045,7 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     );
     // The same work each time; only allocations (and how often the host
     // found the device already done) differ.
-    let work = |c: &crate::job::DeviceCounters| {
+    let work = |c: &DeviceCosts| {
         (
             c.kernel_launches,
             c.transfers,
@@ -2037,7 +2056,7 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
             c.host_bytes_copied,
         )
     };
-    assert_eq!(work(&first.device), work(&second.device));
+    assert_eq!(work(&device_costs(&first)), work(&device_costs(&second)));
     // The executor's totals are the jobs' sums.
     let total = executor.stats().device;
     assert_eq!(total.kernel_launches, 3 * d.kernel_launches);
@@ -2045,13 +2064,17 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     assert!(executor.stats().kept_device_bytes > 0);
     // The executor's own threads' CPU time is counted per job and summed.
     for job in [&first, &second, &third] {
-        assert!(job.device.host_thread_cpu_nanos > 0, "{:?}", job.device);
+        assert!(
+            device_costs(job).host_thread_cpu_nanos > 0,
+            "{:?}",
+            job.costs
+        );
     }
     assert_eq!(
         total.host_thread_cpu_nanos,
         [&first, &second, &third]
             .iter()
-            .map(|s| s.device.host_thread_cpu_nanos)
+            .map(|s| device_costs(s).host_thread_cpu_nanos)
             .sum::<u64>()
     );
     // Jobs a little smaller than the first, each different (other keys,
@@ -2069,10 +2092,10 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
         );
         let stats = assert_same_as_streaming(&executor, &job, &files).stats;
         assert_eq!(
-            stats.device.device_allocations,
+            device_costs(&stats).device_allocations,
             0,
             "{entries} entries: {}",
-            stats.device.summary()
+            device_costs(&stats).summary()
         );
     }
 }
@@ -2102,10 +2125,10 @@ fn uncompressed_output_blocks_get_their_trailers_in_place_from_the_device() {
         // out as one piece.
         let stats = assert_same_as_streaming(&executor, &job, &files).stats;
         assert_eq!(
-            stats.kernels.contains_key("block_trailers"),
+            stats.costs.work.contains_key("block_trailers"),
             on_device,
             "{:?}",
-            stats.kernels.keys().collect::<Vec<_>>()
+            stats.costs.work.keys().collect::<Vec<_>>()
         );
     }
 }
@@ -2351,7 +2374,7 @@ fn a_restart_interval_past_a_slice_gives_the_same_tables() {
             return;
         };
         let output = assert_same_as_streaming(&executor, &job, &files);
-        assert_eq!(output.executor, OPENCL);
+        assert_eq!(output.executor, OpenCl.name());
         assert!(executor.stats().slices > 2, "{:?}", executor.stats());
     }
 }

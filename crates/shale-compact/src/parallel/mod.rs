@@ -54,8 +54,7 @@ use crate::syncer::Syncer;
 use merge::{item_key, merge_and_decide, Item, Kept};
 use pack::{write_planned, OpenFile};
 
-/// Name of this executor.
-pub const PARALLEL: &str = "parallel";
+use crate::ExecutorKind;
 
 /// Default memory budget for one job.
 pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
@@ -194,11 +193,11 @@ impl ParallelExecutor {
 
 impl Executor for ParallelExecutor {
     fn name(&self) -> &'static str {
-        PARALLEL
+        ExecutorKind::Parallel.name()
     }
 
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
-        crate::job::require_bytewise(PARALLEL, io)?;
+        crate::job::require_bytewise(ExecutorKind::Parallel.name(), io)?;
         // Long-lived loops run on plain threads and only short, non-blocking
         // parallel sections run in the pool: a pool thread that blocked on
         // a channel could be stolen into by the stage it waits for.
@@ -360,7 +359,7 @@ fn run_job(
     };
     stats.total_secs = started.elapsed().as_secs_f64();
     Ok(CompactionOutput {
-        executor: PARALLEL.to_string(),
+        executor: ExecutorKind::Parallel.to_string(),
         outputs,
         stats,
         fallback: None,

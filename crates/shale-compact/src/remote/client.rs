@@ -31,11 +31,12 @@ use super::proto::{
     KeysOnlyEvent, KeysOnlyRequest,
 };
 use super::verify::{check_hello, check_staged, valid_table_name, Check, Refusal};
-use super::{RemoteMode, AUTHORIZATION, REMOTE};
+use super::{RemoteJobIo, VerifiedTable};
+use super::{RemoteMode, AUTHORIZATION};
 use crate::job::{
-    CompactionJob, CompactionOutput, Executor, JobIo, KernelTime, OutputTable, PhaseStats,
-    VerifiedTable,
+    CompactionJob, CompactionOutput, Executor, JobIo, OutputTable, PhaseStats, WorkTally,
 };
+use crate::ExecutorKind::Remote;
 
 /// Jobs whose throughput a worker's record keeps.
 const THROUGHPUT_WINDOW: usize = 5;
@@ -169,7 +170,7 @@ impl fmt::Debug for RemoteExecutor {
 
 /// The failure of a remote attempt, with its reason.
 fn failed(reason: impl Into<String>) -> Error {
-    Error::executor_failed(REMOTE, reason)
+    Error::executor_failed(Remote.name(), reason)
 }
 
 /// `endpoint` as a URL tonic accepts (`HOST:PORT` becomes `http://HOST:PORT`).
@@ -535,7 +536,7 @@ impl RemoteExecutor {
         done: &Done,
         db: &Path,
         session: &str,
-        io: &dyn JobIo,
+        io: &dyn RemoteJobIo,
     ) -> std::result::Result<Vec<OutputTable>, Attempt> {
         let listing = |detail: String| Attempt::Refused(Refusal::new(Check::Listing, detail));
         let table_refusal = |detail: String| Attempt::Refused(Refusal::new(Check::Table, detail));
@@ -744,33 +745,34 @@ fn describe(status: &tonic::Status) -> String {
 /// Protobuf bytes that crossed the wire, each way.
 #[derive(Debug, Default)]
 struct Wire {
-    sent: KernelTime,
-    received: KernelTime,
+    sent: WorkTally,
+    received: WorkTally,
 }
 
 impl Wire {
     fn sent(&mut self, bytes: usize) {
-        self.sent.launches += 1;
+        self.sent.count += 1;
         self.sent.bytes += bytes as u64;
     }
     fn received(&mut self, bytes: usize) {
-        self.received.launches += 1;
+        self.received.count += 1;
         self.received.bytes += bytes as u64;
     }
 }
 
-/// `stats.kernels` keys of the bytes sent to and received from the worker.
+/// `stats.costs.work` kinds of the messages sent to and received from the
+/// worker.
 pub const WIRE_SENT: &str = "wire-sent";
 /// See [`WIRE_SENT`].
 pub const WIRE_RECEIVED: &str = "wire-received";
 
 impl Executor for RemoteExecutor {
     fn name(&self) -> &'static str {
-        REMOTE
+        Remote.name()
     }
 
     fn run(&self, job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
-        crate::job::require_bytewise(REMOTE, io)?;
+        crate::job::require_bytewise(Remote.name(), io)?;
         let started = Instant::now();
         // A sub-job whose range falls between the input files, or an empty
         // range (lower at or above upper), has nothing to read or write; the
@@ -778,7 +780,7 @@ impl Executor for RemoteExecutor {
         // malformed there), so it never leaves.
         if job.inputs.iter().all(|run| run.files.is_empty()) || job.range.is_empty() {
             return Ok(CompactionOutput {
-                executor: REMOTE.to_string(),
+                executor: Remote.to_string(),
                 outputs: Vec::new(),
                 stats: PhaseStats {
                     total_secs: started.elapsed().as_secs_f64(),
@@ -787,9 +789,9 @@ impl Executor for RemoteExecutor {
                 fallback: None,
             });
         }
-        let db = io
-            .database_dir()
-            .ok_or_else(|| failed("this database has no directory a worker can reach"))?;
+        let no_dir = || failed("this database has no directory a worker can reach");
+        let remote_io = io.remote().ok_or_else(no_dir)?;
+        let db = remote_io.database_dir().ok_or_else(no_dir)?;
         let db_path = db
             .to_str()
             .ok_or_else(|| failed(format!("{} is not UTF-8", db.display())))?
@@ -811,7 +813,7 @@ impl Executor for RemoteExecutor {
             }
         });
         let result = done.and_then(|done| {
-            let outputs = self.adopt(job, &done, &db, &session, io)?;
+            let outputs = self.adopt(job, &done, &db, &session, remote_io)?;
             Ok((done, outputs))
         });
         // Adopted tables were renamed out; whatever is left is not wanted.
@@ -829,15 +831,16 @@ impl Executor for RemoteExecutor {
                     total_secs,
                     ..PhaseStats::default()
                 };
-                stats.kernels.insert(WIRE_SENT.to_string(), wire.sent);
+                stats.costs.work.insert(WIRE_SENT.to_string(), wire.sent);
                 stats
-                    .kernels
+                    .costs
+                    .work
                     .insert(WIRE_RECEIVED.to_string(), wire.received);
                 stats
                     .stage_busy_secs
                     .insert(format!("worker ({})", done.executor), remote.total_secs);
                 Ok(CompactionOutput {
-                    executor: REMOTE.to_string(),
+                    executor: Remote.to_string(),
                     outputs,
                     stats,
                     fallback: None,

@@ -16,6 +16,8 @@
 //! tables are byte-identical to `streaming`'s.
 //!
 //! - [`client`]: the [`RemoteExecutor`], which falls back by failing.
+//! - `adoption.rs`: what it needs of the engine beside `JobIo`
+//!   ([`RemoteJobIo`]: the database directory, adopting staged tables).
 //! - [`verify`]: the engine's check of a staged table and of a worker.
 //! - [`keys`]: the key side of keys-only mode, and the order codes both
 //!   sides share.
@@ -28,6 +30,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+mod adoption;
 #[cfg(feature = "remote")]
 pub mod client;
 #[cfg(feature = "remote")]
@@ -53,11 +56,9 @@ pub mod proto {
     tonic::include_proto!("shale.worker.v1");
 }
 
+pub use adoption::{RemoteJobIo, VerifiedTable};
 #[cfg(feature = "remote")]
 pub use client::{RemoteExecutor, RemoteOptions, WorkerStats};
-
-/// Name of the remote executor.
-pub const REMOTE: &str = "remote";
 
 /// The version of the worker protocol (`HelloReply.protocol`): an engine
 /// sends jobs only to a worker that speaks the same one.

@@ -29,21 +29,20 @@ use std::thread::JoinHandle;
 
 use shale_compact::chain::FallbackChain;
 use shale_compact::job::Executor;
-use shale_compact::opencl::OPENCL;
 #[cfg(feature = "opencl")]
 use shale_compact::opencl::{chosen_device, OpenClExecutor, OpenClOptions};
-use shale_compact::parallel::{ParallelExecutor, PARALLEL};
-use shale_compact::remote::REMOTE;
+use shale_compact::parallel::ParallelExecutor;
 #[cfg(feature = "remote")]
 use shale_compact::remote::{RemoteExecutor, RemoteOptions};
-use shale_compact::streaming::{StreamingExecutor, STREAMING};
+use shale_compact::streaming::StreamingExecutor;
+use shale_compact::ExecutorId;
+use shale_compact::ExecutorKind::{self, OpenCl, Parallel, Streaming};
 use shale_format::{Error, Result};
 
 use crate::compaction::scheduler::placement::DeviceFacts;
-pub use crate::compaction::scheduler::placement::ExecutorChoice;
 pub use crate::compaction::service::Lane;
+pub use crate::options::ExecutorChoice;
 use crate::options::Options;
-pub use crate::options::{AUTO, EXECUTORS};
 
 /// The OpenCL executor and what placement needs to know of its device.
 #[derive(Debug)]
@@ -153,15 +152,15 @@ impl Drop for DeviceSlot {
 /// The settings of the `opencl` executor the engine builds from `options`.
 #[cfg(feature = "opencl")]
 pub fn opencl_options(options: &Options) -> OpenClOptions {
+    let settings = &options.opencl;
     OpenClOptions {
-        device: options.opencl_device,
-        policy: options.opencl_placement,
-        max_device_files: options.opencl_max_device_files,
-        memory_budget: options.opencl_memory_budget,
+        device: settings.device,
+        policy: settings.placement,
+        max_device_files: settings.max_device_files,
+        memory_budget: settings.memory_budget,
         cpu_threads: options.compaction_threads,
         cpu_nice: options.compaction_nice,
-        max_slice_input_bytes: (options.opencl_slice_bytes > 0)
-            .then_some(options.opencl_slice_bytes),
+        max_slice_input_bytes: (settings.slice_bytes > 0).then_some(settings.slice_bytes),
         ..OpenClOptions::default()
     }
 }
@@ -170,7 +169,8 @@ pub fn opencl_options(options: &Options) -> OpenClOptions {
 /// `options` (the CA certificate read from its file).
 #[cfg(feature = "remote")]
 pub fn remote_options(options: &Options) -> Result<RemoteOptions> {
-    let tls_ca_pem = match &options.remote_tls_ca {
+    let settings = &options.remote;
+    let tls_ca_pem = match &settings.tls_ca {
         Some(path) => Some(std::fs::read(path).map_err(|e| {
             Error::InvalidArgument(format!("remote_tls_ca {}: {e}", path.display()))
         })?),
@@ -180,17 +180,17 @@ pub fn remote_options(options: &Options) -> Result<RemoteOptions> {
         std::fs::read(path)
             .map_err(|e| Error::InvalidArgument(format!("{what} {}: {e}", path.display())))
     };
-    let tls_identity = match &options.remote_tls_identity {
+    let tls_identity = match &settings.tls_identity {
         Some((cert, key)) => Some((read("remote_tls_cert", cert)?, read("remote_tls_key", key)?)),
         None => None,
     };
     Ok(RemoteOptions {
         tls_identity,
-        endpoints: options.remote_workers.clone(),
-        token: options.remote_token.as_ref().map(|t| t.0.clone()),
-        mode: options.remote_mode,
-        progress_timeout: options.remote_timeout,
-        keys_window: options.remote_keys_window,
+        endpoints: settings.workers.clone(),
+        token: settings.token.as_ref().map(|t| t.0.clone()),
+        mode: settings.mode,
+        progress_timeout: settings.timeout,
+        keys_window: settings.keys_window,
         tls_ca_pem,
         ..RemoteOptions::default()
     })
@@ -204,12 +204,12 @@ fn parallel_executor(options: &Options) -> Result<ParallelExecutor> {
     )
 }
 
-/// Builds the executor named `name` on its own, as a tool or `shale worker`
-/// runs it: `opencl` on a device, falling back to `parallel` then
-/// `streaming` for what the device refuses (as the engine's chain does);
-/// `auto` the same when the device is a GPU (the engine's rule,
-/// `device_for`), else `parallel`. `opencl` on a machine without a
-/// usable OpenCL device is an error that says why.
+/// Builds the executor named `name` (an [`ExecutorChoice`]'s name) on its
+/// own, as a tool or `shale worker` runs it: `opencl` on a device, falling
+/// back to `parallel` then `streaming` for what the device refuses (as the
+/// engine's chain does); `auto` the same when the device is a GPU (the
+/// engine's rule, `device_for`), else `parallel`. `opencl` on a machine
+/// without a usable OpenCL device is an error that says why.
 pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executor>> {
     let on_device = |device: DeviceExecutor| -> Result<Arc<dyn Executor>> {
         Ok(Arc::new(FallbackChain::new(vec![
@@ -218,21 +218,23 @@ pub fn executor_by_name(name: &str, options: &Options) -> Result<Arc<dyn Executo
             Arc::new(StreamingExecutor),
         ])))
     };
-    match name {
-        STREAMING => Ok(Arc::new(StreamingExecutor)),
-        PARALLEL => Ok(Arc::new(parallel_executor(options)?)),
-        OPENCL => match device_for(&ExecutorChoice::Forced(OPENCL), options) {
+    let choice = name
+        .parse::<ExecutorChoice>()
+        .map_err(Error::InvalidArgument)?;
+    match choice {
+        ExecutorChoice::Forced(Streaming) => Ok(Arc::new(StreamingExecutor)),
+        ExecutorChoice::Forced(Parallel) => Ok(Arc::new(parallel_executor(options)?)),
+        ExecutorChoice::Forced(OpenCl) => match device_for(&choice, options) {
             Ok(device) => on_device(device),
             Err(reason) => Err(Error::NotSupported(format!(
                 "the opencl executor is unavailable: {reason}"
             ))),
         },
-        REMOTE => Ok(new_remote(options)?),
-        AUTO => match device_for(&ExecutorChoice::Auto, options) {
+        ExecutorChoice::Forced(ExecutorKind::Remote) => Ok(new_remote(options)?),
+        ExecutorChoice::Auto => match device_for(&choice, options) {
             Ok(device) => on_device(device),
             Err(_) => Ok(Arc::new(parallel_executor(options)?)),
         },
-        other => Err(unknown(other)),
     }
 }
 
@@ -290,7 +292,7 @@ fn device_for(
     {
         if *choice == ExecutorChoice::Auto {
             let (platform, name, is_gpu) =
-                chosen_device(options.opencl_device).map_err(|u| u.to_string())?;
+                chosen_device(options.opencl.device).map_err(|u| u.to_string())?;
             if !is_gpu {
                 return Err(format!(
                     "the OpenCL device {name} ({platform}) is not a GPU; auto offloads only to a GPU"
@@ -301,7 +303,7 @@ fn device_for(
         // only runs jobs on the device or refuses them.
         let executor = OpenClExecutor::new(opencl_options(options)).map_err(|u| u.to_string())?;
         let facts = DeviceFacts {
-            policy: options.opencl_placement,
+            policy: options.opencl.placement,
             limits: executor.limits(),
         };
         Ok(DeviceExecutor {
@@ -363,7 +365,7 @@ impl Remote {
 #[cfg(not(feature = "remote"))]
 impl Executor for Remote {
     fn name(&self) -> &'static str {
-        REMOTE
+        ExecutorKind::Remote.name()
     }
     fn run(
         &self,
@@ -386,13 +388,6 @@ pub(crate) struct WorkerLine {
     pub(crate) refusals: Vec<(String, u64)>,
 }
 
-fn unknown(name: &str) -> Error {
-    Error::InvalidArgument(format!(
-        "unknown compaction executor {name:?} (available: {})",
-        EXECUTORS.join(", ")
-    ))
-}
-
 impl Executors {
     /// The executors `options` call for. `opencl` named but unusable is an
     /// error; under `auto` a missing device is only noted.
@@ -402,21 +397,16 @@ impl Executors {
             (None, Some(policy)) => Some(format!("the filter policy {}", policy.name())),
             (None, None) => None,
         };
-        let choice = match options.compaction_executor.as_str() {
+        let choice = match options.executor_choice().map_err(Error::InvalidArgument)? {
             // The other executors compare key bytes and build Bloom filters
             // (`Options::validate` refuses them by name with a custom
             // comparator or filter policy).
-            AUTO | STREAMING if custom_order.is_some() => ExecutorChoice::Forced(STREAMING),
-            AUTO => ExecutorChoice::Auto,
-            STREAMING => ExecutorChoice::Forced(STREAMING),
-            PARALLEL => ExecutorChoice::Forced(PARALLEL),
-            OPENCL => ExecutorChoice::Forced(OPENCL),
-            REMOTE => ExecutorChoice::Forced(REMOTE),
-            other => return Err(unknown(other)),
+            ExecutorChoice::Auto if custom_order.is_some() => ExecutorChoice::Forced(Streaming),
+            choice => choice,
         };
         let remote = match choice {
-            ExecutorChoice::Auto | ExecutorChoice::Forced(REMOTE)
-                if !options.remote_workers.is_empty() =>
+            ExecutorChoice::Auto | ExecutorChoice::Forced(ExecutorKind::Remote)
+                if !options.remote.workers.is_empty() =>
             {
                 Some(new_remote(options)?)
             }
@@ -426,7 +416,7 @@ impl Executors {
             ExecutorChoice::Auto => DeviceSlot::probe(options),
             // Named, it must work: the open fails before it touches the
             // database if it does not.
-            ExecutorChoice::Forced(OPENCL) => match device_for(&choice, options) {
+            ExecutorChoice::Forced(OpenCl) => match device_for(&choice, options) {
                 Ok(device) => DeviceSlot::found(Ok(device)),
                 Err(why) => {
                     return Err(Error::NotSupported(format!(
@@ -451,7 +441,7 @@ impl Executors {
     /// excepted (see [`Executors::device`]).
     pub(crate) fn facts(&self) -> crate::compaction::service::PlacementFacts {
         crate::compaction::service::PlacementFacts {
-            choice: self.choice.clone(),
+            choice: self.choice,
             remote: self.remote.is_some(),
             custom: self.custom.as_ref().map(|c| c.name()),
         }
@@ -489,45 +479,40 @@ impl Executors {
         self.device.known()?.as_ref().err()?.as_deref()
     }
 
-    /// The executor called `name`, when this database has it.
-    pub(crate) fn by_name(&self, name: &str) -> Option<Arc<dyn Executor>> {
-        if let Some(custom) = self.custom.as_ref().filter(|c| c.name() == name) {
-            return Some(custom.clone());
-        }
-        match name {
-            STREAMING => Some(self.streaming.clone()),
-            PARALLEL => Some(self.parallel.clone()),
-            OPENCL => self.device().map(|d| d.executor.clone()),
-            REMOTE => self.remote.as_ref().map(|r| r.clone() as Arc<dyn Executor>),
-            _ => None,
+    /// The executor `id` names, when this database has it.
+    pub(crate) fn by_id(&self, id: ExecutorId) -> Option<Arc<dyn Executor>> {
+        match id {
+            ExecutorId::Custom(name) => self.custom.clone().filter(|c| c.name() == name),
+            ExecutorId::Builtin(Streaming) => Some(self.streaming.clone()),
+            ExecutorId::Builtin(Parallel) => Some(self.parallel.clone()),
+            ExecutorId::Builtin(OpenCl) => self.device().map(|d| d.executor.clone()),
+            ExecutorId::Builtin(ExecutorKind::Remote) => {
+                self.remote.as_ref().map(|r| r.clone() as Arc<dyn Executor>)
+            }
         }
     }
 
     /// The executor a manual compaction asked for by `name`: `None` for
-    /// `auto` (the scheduler chooses), else the name if this database has
+    /// `auto` (the scheduler chooses), else its kind if this database has
     /// that executor; an error that says why not otherwise.
-    pub(crate) fn for_manual_compaction(&self, name: &str) -> Result<Option<&'static str>> {
-        let known = EXECUTORS
-            .iter()
-            .copied()
-            .find(|&known| known == name)
-            .ok_or_else(|| unknown(name))?;
-        if known == AUTO {
-            return Ok(None);
-        }
-        if let Some(comparator) = self.custom_order.as_ref().filter(|_| known != STREAMING) {
+    pub(crate) fn for_manual_compaction(&self, name: &str) -> Result<Option<ExecutorKind>> {
+        let known = match name.parse().map_err(Error::InvalidArgument)? {
+            ExecutorChoice::Auto => return Ok(None),
+            ExecutorChoice::Forced(kind) => kind,
+        };
+        if let Some(comparator) = self.custom_order.as_ref().filter(|_| known != Streaming) {
             return Err(Error::NotSupported(format!(
                 "compact_range cannot run on {known}: it compares key bytes and builds \
                  Bloom filters, and this database uses {comparator}"
             )));
         }
-        if known == OPENCL {
+        if known == OpenCl {
             // Named, the device is worth waiting for.
             self.device.get();
         }
-        if self.by_name(known).is_none() {
+        if self.by_id(known.into()).is_none() {
             let why = match known {
-                OPENCL => match self.device_unavailable() {
+                OpenCl => match self.device_unavailable() {
                     Some(reason) => format!("this database has no OpenCL device: {reason}"),
                     None => "this database has no OpenCL device (open it with \
                              compaction_executor=opencl, or auto on a machine with a GPU)"
@@ -563,7 +548,7 @@ impl Executors {
     /// Whether thread `index` serves the device when there is one: thread
     /// 0, or every thread when `opencl` is named.
     fn device_thread(&self, index: usize) -> bool {
-        index == 0 || self.choice == ExecutorChoice::Forced(OPENCL)
+        index == 0 || self.choice == ExecutorChoice::Forced(OpenCl)
     }
 
     /// The lane of compaction thread `index`: with a device, thread 0
@@ -571,7 +556,7 @@ impl Executors {
     /// host. Every thread serves the remote workers when `remote` is named.
     pub(crate) fn lane_of_thread(&self, index: usize) -> Lane {
         match (self.device(), &self.choice) {
-            (_, ExecutorChoice::Forced(REMOTE)) => Lane::Remote,
+            (_, ExecutorChoice::Forced(ExecutorKind::Remote)) => Lane::Remote,
             (None, _) => Lane::Host,
             (Some(_), _) if self.device_thread(index) => Lane::Device,
             (Some(_), _) => Lane::Host,
@@ -607,9 +592,12 @@ impl Executors {
             Some(custom) => format!(", custom {} first", custom.name()),
             None => String::new(),
         };
-        format!(
-            "executors: {:?}, streaming, parallel, {device}{remote}{custom}{order}",
-            self.choice
-        )
+        // The choice as the LOG has always shown it: `Auto` or
+        // `Forced("opencl")`.
+        let choice = match self.choice {
+            ExecutorChoice::Auto => "Auto".to_string(),
+            ExecutorChoice::Forced(kind) => format!("Forced({:?})", kind.name()),
+        };
+        format!("executors: {choice}, streaming, parallel, {device}{remote}{custom}{order}")
     }
 }

@@ -26,9 +26,10 @@
 //!   [`Service::plan_manual`] reserves and takes a manual compaction's plan
 //!   for its caller.
 //! * [`Service::place`] decides where a job runs, once: the executor chain
-//!   (`scheduler::placement`), with the remote lane's worker and the
-//!   options' custom executor first. Executors only run what they are
-//!   given; they never place, retry or fall back on their own.
+//!   and the sub-compactions (`scheduler::placement`), with the remote
+//!   lane's worker and the options' custom executor first. Executors only
+//!   run what they are given; they never place, retry or fall back on
+//!   their own.
 //! * [`Service::judge`] decides what an executor's error or panic means
 //!   for the job, an [`Outcome`]: refused (the next executor of the chain
 //!   runs it; counted and logged once) or failed; [`Service::finish`]
@@ -52,10 +53,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use shale_compact::job::{CompactionJob, PhaseStats};
-use shale_compact::opencl::OPENCL;
-use shale_compact::parallel::PARALLEL;
-use shale_compact::remote::REMOTE;
-use shale_compact::streaming::STREAMING;
+use shale_compact::ExecutorId;
+use shale_compact::ExecutorKind::{self, OpenCl, Parallel, Remote, Streaming};
 use shale_format::Error;
 
 use crate::compaction::picker::CompactionPlan;
@@ -139,7 +138,7 @@ pub struct Installed {
 #[derive(Debug, Clone)]
 pub struct Refusal {
     /// The executor.
-    pub executor: &'static str,
+    pub executor: ExecutorId,
     /// What it returned (for a panic, an executor failure with the
     /// panic's message).
     pub cause: Error,
@@ -149,10 +148,11 @@ pub struct Refusal {
 
 impl Refusal {
     /// A refusal by `executor` for `reason`.
-    pub fn new(executor: &'static str, reason: impl Into<String>) -> Refusal {
+    pub fn new(executor: impl Into<ExecutorId>, reason: impl Into<String>) -> Refusal {
+        let executor = executor.into();
         Refusal {
             executor,
-            cause: Error::refused(executor, reason),
+            cause: Error::refused(executor.name(), reason),
             panicked: false,
         }
     }
@@ -163,8 +163,8 @@ impl Refusal {
         match self.cause {
             Error::Refused { .. } => self.cause,
             cause => Error::refused(
-                self.executor,
-                shale_compact::chain::fallback_reason(self.executor, &cause),
+                self.executor.name(),
+                shale_compact::chain::fallback_reason(self.executor.name(), &cause),
             ),
         }
     }
@@ -175,7 +175,7 @@ impl Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&shale_compact::chain::fallback_reason(
-            self.executor,
+            self.executor.name(),
             &self.cause,
         ))
     }
@@ -354,17 +354,17 @@ impl Service {
     /// Equation 3 for `lane`: its executor's throughput against the others'.
     fn queue_end(&self, scheduler: &Scheduler, lane: Lane) -> QueueEnd {
         let book = &scheduler.book;
-        let cpu = [PARALLEL, STREAMING]
-            .iter()
-            .filter_map(|name| book.throughput(name))
+        let cpu = [Parallel, Streaming]
+            .into_iter()
+            .filter_map(|kind| book.throughput(kind))
             .reduce(f64::max);
         match lane {
-            Lane::Device => priority::queue_end(book.throughput(OPENCL), &[cpu], QueueEnd::Large),
+            Lane::Device => priority::queue_end(book.throughput(OpenCl), &[cpu], QueueEnd::Large),
             Lane::Host if self.device().is_some() => {
-                priority::queue_end(cpu, &[book.throughput(OPENCL)], QueueEnd::Small)
+                priority::queue_end(cpu, &[book.throughput(OpenCl)], QueueEnd::Small)
             }
             Lane::Host => QueueEnd::Large,
-            Lane::Remote => priority::queue_end(book.throughput(REMOTE), &[cpu], QueueEnd::Large),
+            Lane::Remote => priority::queue_end(book.throughput(Remote), &[cpu], QueueEnd::Large),
         }
     }
 
@@ -401,36 +401,29 @@ impl Service {
     }
 
     /// Where `job` (the described `scheduled`) runs: its executor chain
-    /// and the sub-compactions it is cut into, decided here once and
-    /// logged. `lane`: the thread's; `requested`: the executor a manual
-    /// compaction named (then `streaming` if it fails), instead of
-    /// placement's choice.
+    /// and the sub-compactions it is cut into, decided here once (by
+    /// `scheduler::placement`) and logged. `lane`: the thread's;
+    /// `requested`: the executor a manual compaction named (then
+    /// `streaming` if it fails), instead of placement's choice.
     pub fn place(
         &self,
         scheduled: &ScheduledJob,
         job: &CompactionJob,
         lane: Lane,
-        requested: Option<&'static str>,
+        requested: Option<ExecutorKind>,
     ) -> Placed {
-        let mut parts = self.parts(scheduled, job, lane, requested);
+        let parts = self.parts(scheduled, job, lane, requested);
         let chain = match requested {
-            Some(name) => placement::requested(name),
+            Some(kind) => placement::requested(kind),
             None => self.chain(job, lane, parts, !scheduled.manual),
         };
-        // The device takes few large jobs (by default a job whole): its own
-        // pipeline overlaps reading, the device and writing slice by slice,
-        // and many sub-compactions would only make small device jobs
-        // compete for one device and the host (the GPU paper batches small
-        // jobs for the same reason).
-        if chain.executors.first() == Some(&OPENCL) {
-            parts = parts.min(self.options.opencl_subcompactions.max(1));
-        }
+        let parts = placement::parts_on(&chain, parts, self.options.opencl.subcompactions);
         shale_log!(
             self.info_log,
             "Compaction #{}: {}; executor chain {} ({}){}",
             job.id,
             scheduled.describe(),
-            chain.executors.join(" -> "),
+            chain.names().join(" -> "),
             chain.reason,
             if parts > 1 {
                 format!(", up to {parts} sub-compactions")
@@ -481,10 +474,10 @@ impl Service {
         scheduled: &ScheduledJob,
         job: &CompactionJob,
         lane: Lane,
-        requested: Option<&'static str>,
+        requested: Option<ExecutorKind>,
     ) -> usize {
         let whole = lane == Lane::Remote
-            || requested == Some(REMOTE)
+            || requested == Some(Remote)
             || !self.options.key_order().is_bytewise();
         if whole {
             return 1;
@@ -524,7 +517,7 @@ impl Service {
         let next = chain.executors.get(index + 1).copied();
         let error = match error {
             Error::Internal(why) if panicked && next.is_some() => {
-                Error::executor_failed(executor, why)
+                Error::executor_failed(executor.name(), why)
             }
             other => other,
         };

@@ -1,11 +1,14 @@
 //! The engine's side of a compaction job ([`JobIo`]): input tables opened
 //! through the env (directly, with `direct_io_for_compaction`), output
 //! tables numbered and recorded as pending so that obsolete-file cleanup
-//! leaves them alone until they are installed or discarded.
+//! leaves them alone until they are installed or discarded; and for the
+//! `remote` executor ([`RemoteJobIo`]), the database directory and the
+//! adoption of a worker's staged tables.
 
 use std::sync::{Arc, Mutex};
 
-use shale_compact::job::{JobFile, JobIo, OutputSink, VerifiedTable};
+use shale_compact::job::{JobFile, JobIo, OutputSink};
+use shale_compact::remote::{RemoteJobIo, VerifiedTable};
 use shale_format::format::RandomAccess;
 use shale_format::{Error, Result};
 
@@ -131,6 +134,12 @@ impl JobIo for EngineJobIo<'_> {
         self.inner.options.internal_filter_policy()
     }
 
+    fn remote(&self) -> Option<&dyn RemoteJobIo> {
+        Some(self)
+    }
+}
+
+impl RemoteJobIo for EngineJobIo<'_> {
     fn database_dir(&self) -> Option<std::path::PathBuf> {
         std::path::absolute(&self.inner.dir).ok()
     }

@@ -58,7 +58,7 @@ use crate::db_iter::DbIterator;
 use crate::filename;
 use crate::info_log::InfoLog;
 use crate::memtable::MemTable;
-use crate::options::{CompactRangeOptions, Options, ReadOptions, WriteOptions};
+use crate::options::{CompactRangeOptions, Options, ReadOptions, RemoteSettings, WriteOptions};
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::table_cache::{SharedBlockCache, TableCache};
 use crate::version::Version;
@@ -66,7 +66,7 @@ use crate::version_set::VersionSet;
 
 #[cfg(feature = "opencl")]
 pub use crate::compaction::executors::opencl_options;
-pub use crate::compaction::executors::{executor_by_name, Lane, AUTO, EXECUTORS};
+pub use crate::compaction::executors::{executor_by_name, Lane};
 pub use crate::compaction::scheduler::book::LevelStats;
 pub use files::destroy;
 pub use flush::pick_level_for_memtable_output;
@@ -191,8 +191,11 @@ impl DB {
         let options = Options {
             create_if_missing: false,
             error_if_exists: false,
-            compaction_executor: shale_compact::streaming::STREAMING.to_string(),
-            remote_workers: Vec::new(),
+            compaction_executor: shale_compact::ExecutorKind::Streaming.to_string(),
+            remote: RemoteSettings {
+                workers: Vec::new(),
+                ..options.remote
+            },
             custom_executor: None,
             direct_io_for_compaction: false,
             ..options
@@ -522,7 +525,7 @@ impl DB {
                         phases.bytes_read,
                         phases.total_secs,
                     ),
-                    device: phases.device,
+                    device: phases.costs.device.unwrap_or_default(),
                 };
                 (name.to_string(), row)
             })

@@ -224,8 +224,7 @@ fn executor_lines(book: &ExecutorBook) -> String {
             s.overlapped_secs
         );
         out.push_str(&kernel_lines(s));
-        if s.device != shale_compact::job::DeviceCounters::default() {
-            let d = &s.device;
+        if let Some(d) = s.costs.nonzero_device() {
             let _ = writeln!(
                 out,
                 "  host cost: {}; per job {:.1} waits, {:.1} allocations",
@@ -243,7 +242,7 @@ fn executor_lines(book: &ExecutorBook) -> String {
 /// stage busy times against the wall time.
 fn kernel_lines(s: &shale_compact::job::PhaseStats) -> String {
     let mut out = String::new();
-    let mut kernels: Vec<_> = s.kernels.iter().collect();
+    let mut kernels: Vec<_> = s.costs.work.iter().collect();
     // Most time first: what to look at is on top.
     kernels.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds).then(a.0.cmp(b.0)));
     for (name, time) in kernels {
@@ -253,7 +252,7 @@ fn kernel_lines(s: &shale_compact::job::PhaseStats) -> String {
             let _ = writeln!(
                 out,
                 "  {name}: {} messages, {} bytes",
-                time.launches, time.bytes
+                time.count, time.bytes
             );
             continue;
         }
@@ -263,7 +262,7 @@ fn kernel_lines(s: &shale_compact::job::PhaseStats) -> String {
         let _ = writeln!(
             out,
             "  {name}: {} launches, {:.1} MB, {:.4} s, {speed} MB/s",
-            time.launches,
+            time.count,
             time.bytes as f64 / MB,
             time.seconds
         );
@@ -277,7 +276,7 @@ fn kernel_lines(s: &shale_compact::job::PhaseStats) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shale_compact::job::{KernelTime, PhaseStats};
+    use shale_compact::job::{DeviceCosts, PhaseStats, WorkTally};
 
     #[test]
     fn device_executor_lines_show_kernels_and_pipeline_overlap() {
@@ -285,19 +284,19 @@ mod tests {
             total_secs: 2.0,
             ..PhaseStats::default()
         };
-        stats.kernels.insert(
+        stats.costs.work.insert(
             "rank_merge".into(),
-            KernelTime {
-                launches: 3,
+            WorkTally {
+                count: 3,
                 items: 300,
                 bytes: 4 << 20,
                 seconds: 0.5,
             },
         );
-        stats.kernels.insert(
+        stats.costs.work.insert(
             "download".into(),
-            KernelTime {
-                launches: 1,
+            WorkTally {
+                count: 1,
                 items: 0,
                 bytes: 0,
                 seconds: 0.0,
@@ -305,7 +304,7 @@ mod tests {
         );
         stats.stage_busy_secs.insert("read".into(), 1.0);
         stats.stage_busy_secs.insert("device".into(), 1.5);
-        stats.device = shale_compact::job::DeviceCounters {
+        stats.costs.device = Some(DeviceCosts {
             kernel_launches: 60,
             transfers: 30,
             bytes_uploaded: 2 << 20,
@@ -317,7 +316,7 @@ mod tests {
             host_bytes_copied: 1 << 19,
             host_thread_cpu_nanos: 250_000_000,
             pinned_bytes_mapped: 64 << 20,
-        };
+        });
         let mut executors = ExecutorBook::default();
         for _ in 0..3 {
             executors.record_job("opencl", 1 << 20, 0.5, 100);
@@ -345,7 +344,7 @@ mod tests {
         let mut executors = ExecutorBook::default();
         executors.record_job("parallel", 1 << 20, 0.5, 100);
         // One that only failed has no line.
-        executors.record_failure("opencl", false);
+        executors.record_failure(shale_compact::ExecutorKind::OpenCl, false);
         assert_eq!(executor_lines(&executors).lines().count(), 1);
     }
 }

@@ -3,6 +3,7 @@
 //! calling thread, in sub-compactions) and waiting until no compaction is
 //! needed.
 
+use shale_compact::ExecutorKind;
 use shale_format::version_edit::NUM_LEVELS;
 use shale_format::{Error, Result};
 
@@ -90,7 +91,7 @@ impl Runner {
         level: usize,
         begin: Option<&[u8]>,
         end: Option<&[u8]>,
-        executor: Option<&'static str>,
+        executor: Option<ExecutorKind>,
         pending: &dyn Fn(&Version) -> bool,
     ) -> Result<Option<Vec<u8>>> {
         let current = || host.current_version();

@@ -25,6 +25,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use shale_compact::job::{CompactionJob, CompactionOutput, Executor};
+use shale_compact::{ExecutorId, ExecutorKind};
 use shale_format::{Error, Result};
 
 use crate::compaction::executors::{ExecutorChoice, Executors};
@@ -205,7 +206,7 @@ impl Runner {
         host: &dyn JobHost,
         job: &ScheduledJob,
         lane: Lane,
-        executor: Option<&'static str>,
+        executor: Option<ExecutorKind>,
         caller: Caller<'_>,
     ) -> Outcome {
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -250,7 +251,7 @@ impl Runner {
         host: &dyn JobHost,
         scheduled: &ScheduledJob,
         lane: Lane,
-        executor: Option<&'static str>,
+        executor: Option<ExecutorKind>,
         caller: Caller<'_>,
     ) -> Result<Outcome> {
         let started = Instant::now();
@@ -267,8 +268,8 @@ impl Runner {
         let job = describe_job(host, scheduled, &self.options);
         self.note_device();
         let placed = self.service.place(scheduled, &job, lane, executor);
-        let by_name = |name: &str| self.executors.by_name(name);
-        let ran = match self.run_chain(host, &job, &placed, &by_name, caller) {
+        let by_id = |id: ExecutorId| self.executors.by_id(id);
+        let ran = match self.run_chain(host, &job, &placed, &by_id, caller) {
             Ok(ran) => ran,
             Err(ended) => return Ok(ended),
         };
@@ -294,21 +295,21 @@ impl Runner {
     /// the job still ends and its reservation is released), the service
     /// judges ([`Service::judge`]) whether the next executor redoes it from
     /// scratch (its files deleted) or the job fails. `executor` resolves
-    /// the chain's names (the database's executors). `Err`: how the job
+    /// the chain's executors (to the database's). `Err`: how the job
     /// ended without outputs, refused or failed.
     fn run_chain<'h>(
         &self,
         host: &'h dyn JobHost,
         job: &CompactionJob,
         placed: &Placed,
-        executor: &dyn Fn(&str) -> Option<Arc<dyn Executor>>,
+        executor: &dyn Fn(ExecutorId) -> Option<Arc<dyn Executor>>,
         caller: Caller<'_>,
     ) -> std::result::Result<Ran<'h>, Outcome> {
         let chain = &placed.chain;
         let mut fallback = chain.kept_off_device_reason();
         let mut refused = None;
-        for (i, name) in chain.executors.iter().enumerate() {
-            let Some(executor) = executor(name) else {
+        for (i, &id) in chain.executors.iter().enumerate() {
+            let Some(executor) = executor(id) else {
                 continue;
             };
             let io = host.job_io();
@@ -336,7 +337,7 @@ impl Runner {
                 }
                 Ok(Err(error)) => (error, false),
                 Err(payload) => (
-                    Error::panicked(&format!("the {name} executor"), &*payload),
+                    Error::panicked(&format!("the {id} executor"), &*payload),
                     true,
                 ),
             };
@@ -354,7 +355,8 @@ impl Runner {
                 chain.executors[0],
                 format!(
                     "compaction #{}: no executor of the chain {:?} is available",
-                    job.id, chain.executors
+                    job.id,
+                    chain.names()
                 ),
             )
         })))
@@ -520,10 +522,10 @@ fn run_in_parts(
 
 /// The chain a test places a job on.
 #[cfg(test)]
-fn placed(executors: Vec<&'static str>) -> Placed {
+fn placed(executors: &[ExecutorKind]) -> Placed {
     Placed {
         chain: crate::compaction::scheduler::placement::Chain {
-            executors,
+            executors: executors.iter().map(|&kind| kind.into()).collect(),
             reason: "test".into(),
             kept_off_device: None,
         },

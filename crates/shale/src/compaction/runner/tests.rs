@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use shale_compact::job::{CompactionJob, CompactionOutput, Executor, JobIo};
-use shale_compact::opencl::OPENCL;
-use shale_compact::streaming::{StreamingExecutor, STREAMING};
+use shale_compact::streaming::StreamingExecutor;
+use shale_compact::ExecutorId;
+use shale_compact::ExecutorKind::{self, OpenCl, Streaming};
 use shale_format::{Error, Result};
 
 use crate::compaction::host::JobHost;
@@ -24,7 +25,7 @@ struct Failing(Error);
 
 impl Executor for Failing {
     fn name(&self) -> &'static str {
-        OPENCL
+        OpenCl.name()
     }
     fn run(&self, _job: &CompactionJob, io: &dyn JobIo) -> Result<CompactionOutput> {
         let (_number, mut sink) = io.create_output()?;
@@ -74,24 +75,24 @@ fn tables(env: &Arc<dyn Env>) -> Vec<String> {
 type Ended = std::result::Result<(String, Option<String>), Outcome>;
 
 fn run(db: &DB, failure: Error) -> Ended {
-    run_on(db, vec![OPENCL, STREAMING], failure, true)
+    run_on(db, &[OpenCl, Streaming], failure, true)
 }
 
 /// Runs a level-0 job on `executors`, where `opencl` fails with
 /// `failure`, `streaming` runs it, and nothing else is available (nor
 /// anything at all unless `available`).
-fn run_on(db: &DB, executors: Vec<&'static str>, failure: Error, available: bool) -> Ended {
+fn run_on(db: &DB, executors: &[ExecutorKind], failure: Error, available: bool) -> Ended {
     let inner = &db.inner;
     let version = inner.current_version().unwrap();
     let plan = picker::plan_for_range(&version, inner.options(), 0, None, None).unwrap();
     let job = plan.to_job(1, &version, u64::MAX, inner.options());
     drop(version);
     let failing: Arc<dyn Executor> = Arc::new(Failing(failure));
-    let resolve = |name: &str| -> Option<Arc<dyn Executor>> {
-        match name {
+    let resolve = |id: ExecutorId| -> Option<Arc<dyn Executor>> {
+        match id.kind() {
             _ if !available => None,
-            OPENCL => Some(failing.clone()),
-            STREAMING => Some(Arc::new(StreamingExecutor)),
+            Some(OpenCl) => Some(failing.clone()),
+            Some(Streaming) => Some(Arc::new(StreamingExecutor)),
             _ => None,
         }
     };
@@ -112,10 +113,10 @@ fn a_failing_executor_hands_the_job_to_the_next() {
     let before = tables(&env);
     let (executor, fallback) = run(
         &db,
-        Error::executor_failed(OPENCL, "the device fell off the bus"),
+        Error::executor_failed(OpenCl.name(), "the device fell off the bus"),
     )
     .unwrap();
-    assert_eq!(executor, STREAMING);
+    assert_eq!(executor, Streaming.name());
     let fallback = fallback.unwrap();
     assert!(fallback.contains("fell off the bus"), "{fallback}");
     // The failed attempt's file is gone; the streaming outputs were
@@ -125,7 +126,7 @@ fn a_failing_executor_hands_the_job_to_the_next() {
     let (_, record) = scheduler
         .executors
         .iter()
-        .find(|(name, _)| name == OPENCL)
+        .find(|(name, _)| name == OpenCl.name())
         .unwrap();
     assert_eq!(record.failures, 1);
 }
@@ -249,8 +250,8 @@ fn the_last_executor_of_a_chain_fails_the_job_and_no_executor_refuses_it() {
     // The last of its chain: nothing to hand the job to.
     let last = run_on(
         &db,
-        vec![OPENCL],
-        Error::executor_failed(OPENCL, "no memory"),
+        &[OpenCl],
+        Error::executor_failed(OpenCl.name(), "no memory"),
         true,
     );
     assert!(
@@ -260,7 +261,7 @@ fn the_last_executor_of_a_chain_fails_the_job_and_no_executor_refuses_it() {
     // No executor of the chain exists here: refused, not failed.
     let none = run_on(
         &db,
-        vec![OPENCL, STREAMING],
+        &[OpenCl, Streaming],
         Error::NotFound("x".into()),
         false,
     );
@@ -289,7 +290,7 @@ fn a_refused_job_is_released_without_stopping_the_database() {
         .unwrap()
         .0
         .unwrap();
-    let refusal = Refusal::new(OPENCL, "busy");
+    let refusal = Refusal::new(OpenCl, "busy");
     let result = inner
         .compaction
         .finish_job(&**inner, &job, Outcome::Refused(refusal));

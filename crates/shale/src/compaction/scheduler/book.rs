@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use shale_compact::job::PhaseStats;
+use shale_compact::ExecutorId;
 use shale_format::version_edit::NUM_LEVELS;
 
 /// Jobs the throughput is measured over (ProckStore: five).
@@ -48,10 +49,10 @@ impl ExecutorRecord {
 
     /// CPU seconds per input byte that the device executor's own host
     /// threads spent on its completed jobs
-    /// ([`shale_compact::job::DeviceCounters::host_thread_cpu_nanos`]);
+    /// ([`shale_compact::job::DeviceCosts::host_thread_cpu_nanos`]);
     /// `None` for CPU executors and before a measured job.
     pub fn device_host_cpu_per_byte(&self) -> Option<f64> {
-        let nanos = self.phases.device.host_thread_cpu_nanos;
+        let nanos = self.phases.costs.device?.host_thread_cpu_nanos;
         (nanos > 0 && self.bytes > 0).then(|| nanos as f64 / 1e9 / self.bytes as f64)
     }
 }
@@ -69,7 +70,8 @@ pub struct LevelStats {
     pub count: u64,
 }
 
-/// The scheduler's record of every executor, by name, and of every level.
+/// The scheduler's record of every executor, by name (as its jobs' outputs
+/// and the statistics name it), and of every level.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExecutorBook {
     records: BTreeMap<String, ExecutorRecord>,
@@ -85,7 +87,8 @@ pub struct ExecutorBook {
 }
 
 impl ExecutorBook {
-    /// Records a completed job of `executor`: `bytes` of input in `seconds`.
+    /// Records a completed job of `executor` (the name its output gives):
+    /// `bytes` of input in `seconds`.
     pub fn record_job(&mut self, executor: &str, bytes: u64, seconds: f64, entries: u64) {
         let record = self.records.entry(executor.to_string()).or_default();
         record.jobs += 1;
@@ -101,15 +104,17 @@ impl ExecutorBook {
         self.entry_bytes += bytes;
     }
 
-    /// Adds a completed job's phases to `executor`'s record.
+    /// Adds a completed job's phases to `executor`'s record (by the name
+    /// its output gives).
     pub fn record_phases(&mut self, executor: &str, phases: &PhaseStats) {
         let record = self.records.entry(executor.to_string()).or_default();
         record.phases.accumulate(phases);
     }
 
     /// Records that `executor` failed a job and the job went on elsewhere.
-    pub fn record_failure(&mut self, executor: &str, panicked: bool) {
-        let record = self.records.entry(executor.to_string()).or_default();
+    pub fn record_failure(&mut self, executor: impl Into<ExecutorId>, panicked: bool) {
+        let name = executor.into().name();
+        let record = self.records.entry(name.to_string()).or_default();
         record.failures += 1;
         record.panics += u64::from(panicked);
     }
@@ -121,18 +126,18 @@ impl ExecutorBook {
     }
 
     /// Throughput of `executor` over its last jobs.
-    pub fn throughput(&self, executor: &str) -> Option<f64> {
-        self.records.get(executor)?.throughput()
+    pub fn throughput(&self, executor: impl Into<ExecutorId>) -> Option<f64> {
+        self.record(executor)?.throughput()
     }
 
     /// `executor`'s record; `None` before it ran or failed a job.
-    pub fn record(&self, executor: &str) -> Option<&ExecutorRecord> {
-        self.records.get(executor)
+    pub fn record(&self, executor: impl Into<ExecutorId>) -> Option<&ExecutorRecord> {
+        self.records.get(executor.into().name())
     }
 
     /// Jobs `executor` completed.
-    pub fn jobs(&self, executor: &str) -> u64 {
-        self.records.get(executor).map_or(0, |r| r.jobs)
+    pub fn jobs(&self, executor: impl Into<ExecutorId>) -> u64 {
+        self.record(executor).map_or(0, |r| r.jobs)
     }
 
     /// Average input bytes per entry of the jobs so far (`None` before the
@@ -165,31 +170,32 @@ impl ExecutorBook {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shale_compact::ExecutorKind::{OpenCl, Parallel};
 
     #[test]
     fn throughput_is_over_the_last_five_jobs() {
         let mut book = ExecutorBook::default();
-        assert_eq!(book.throughput("parallel"), None);
+        assert_eq!(book.throughput(Parallel), None);
         for _ in 0..5 {
             book.record_job("parallel", 100, 1.0, 10);
         }
-        assert_eq!(book.throughput("parallel"), Some(100.0));
+        assert_eq!(book.throughput(Parallel), Some(100.0));
         // Five fast jobs push the slow ones out of the window.
         for _ in 0..5 {
             book.record_job("parallel", 1000, 1.0, 10);
         }
-        assert_eq!(book.throughput("parallel"), Some(1000.0));
-        assert_eq!(book.jobs("parallel"), 10);
+        assert_eq!(book.throughput(Parallel), Some(1000.0));
+        assert_eq!(book.jobs(Parallel), 10);
         assert_eq!(book.average_entry_bytes(), Some(5500.0 / 100.0));
         // A job too quick to time leaves the window alone.
         book.record_job("parallel", 5, 0.0, 1);
-        assert_eq!(book.throughput("parallel"), Some(1000.0));
+        assert_eq!(book.throughput(Parallel), Some(1000.0));
     }
 
     #[test]
     fn failures_and_fallbacks_are_counted() {
         let mut book = ExecutorBook::default();
-        book.record_failure("opencl", false);
+        book.record_failure(OpenCl, false);
         book.record_fallback("the device failed: boom".into());
         assert_eq!(book.fallbacks, 1);
         assert_eq!(

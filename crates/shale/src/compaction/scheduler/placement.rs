@@ -1,8 +1,15 @@
-//! Where a job runs: the executor chain, a pure function of the job, the
-//! executors this database has, their measured throughput and the cores
-//! left to the foreground. The first executor of the chain runs the job;
-//! when it fails, the next one runs it again (device -> `parallel` ->
-//! `streaming`). Executors never place, retry or fall back on their own.
+//! Where a job runs: the executor chain and the sub-compactions it is cut
+//! into, pure functions of the job, the executors this database has, their
+//! measured throughput and the cores left to the foreground. The first
+//! executor of the chain runs the job; when it fails, the next one runs it
+//! again (device -> `parallel` -> `streaming`). Executors never place,
+//! retry or fall back on their own; the device's may only refuse a job it
+//! cannot hold, by the same rule placement applies
+//! ([`shale_compact::opencl::device_fit`]).
+//!
+//! Executors are named by type ([`ExecutorKind`], and [`ExecutorId`] in a
+//! chain, where the options' custom executor may stand); their names
+//! appear only in the reasons and the LOG.
 //!
 //! The device part is the hierarchical strategy of the GPU paper (Q- and
 //! C-Compaction by level, limits by file count and device memory: the
@@ -13,12 +20,12 @@
 //! last jobs all failed is rested ([`DEVICE_REST_AFTER_FAILURES`]).
 
 use shale_compact::job::CompactionJob;
-use shale_compact::opencl::{placement, DeviceLimits, Placement, PlacementPolicy, OPENCL};
-use shale_compact::parallel::PARALLEL;
-use shale_compact::remote::REMOTE;
-use shale_compact::streaming::STREAMING;
+use shale_compact::opencl::{placement, DeviceLimits, Placement, PlacementPolicy};
+use shale_compact::ExecutorId;
+use shale_compact::ExecutorKind::{self, OpenCl, Parallel, Remote, Streaming};
 
 use super::book::ExecutorBook;
+pub use crate::options::ExecutorChoice;
 
 /// Above this average input bytes per entry a job stays on the CPU: the
 /// device's advantage is per-entry work (merge, drop decision, index), and
@@ -60,15 +67,6 @@ pub const DEVICE_SLOWER_ALLOWED: f64 = 0.03;
 
 /// See [`DEVICE_SLOWER_ALLOWED`].
 pub const DEVICE_HOST_CPU_SHARE: f64 = 0.5;
-
-/// What the executor choice is asked to respect.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExecutorChoice {
-    /// `compaction_executor=auto`: the scheduler chooses per job.
-    Auto,
-    /// An executor named in the options: it runs every job it accepts.
-    Forced(&'static str),
-}
 
 /// The device, when this database has one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,8 +110,8 @@ impl Load {
 /// The executors to try, in order, and why the first was chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chain {
-    /// Executor names, first choice first; always ends with `streaming`.
-    pub executors: Vec<&'static str>,
+    /// The executors, first choice first; always ends with `streaming`.
+    pub executors: Vec<ExecutorId>,
     /// Why the first one.
     pub reason: String,
     /// Set when the job was meant for the device but placement kept it on
@@ -122,6 +120,11 @@ pub struct Chain {
 }
 
 impl Chain {
+    /// The executors' names, first choice first (for the LOG).
+    pub fn names(&self) -> Vec<&'static str> {
+        self.executors.iter().map(|id| id.name()).collect()
+    }
+
     /// The fallback a job placed on this chain starts with: one meant for
     /// the device that placement kept on the CPU counts as a fallback.
     pub fn kept_off_device_reason(&self) -> Option<String> {
@@ -142,23 +145,23 @@ pub use shale_compact::chain::passes_to_next_executor;
 /// the higher measured throughput (each slower one still gets every
 /// [`EXPLORE_EVERY`]-th job), or before both are measured, `parallel`
 /// (measuring `streaming` on every other job until it has a number).
-pub fn choose_cpu(book: &ExecutorBook, load: &Load) -> (&'static str, String) {
+pub fn choose_cpu(book: &ExecutorBook, load: &Load) -> (ExecutorKind, String) {
     let cores = load.cores_per_part();
     if cores < PARALLEL_MIN_CORES {
         return (
-            STREAMING,
+            Streaming,
             format!(
                 "{cores} core(s) for this job; the data-parallel phases pay off from \
                  {PARALLEL_MIN_CORES} on"
             ),
         );
     }
-    match (book.throughput(PARALLEL), book.throughput(STREAMING)) {
+    match (book.throughput(Parallel), book.throughput(Streaming)) {
         (Some(parallel), Some(streaming)) => {
             let (faster, slower) = if parallel >= streaming {
-                (PARALLEL, STREAMING)
+                (Parallel, Streaming)
             } else {
-                (STREAMING, PARALLEL)
+                (Streaming, Parallel)
             };
             if load.job_sequence % EXPLORE_EVERY == 0 {
                 return (
@@ -172,7 +175,7 @@ pub fn choose_cpu(book: &ExecutorBook, load: &Load) -> (&'static str, String) {
             let streaming_cost = gb / streaming;
             if load.foreground && parallel_cost > PARALLEL_CPU_ALLOWED * streaming_cost {
                 return (
-                    STREAMING,
+                    Streaming,
                     format!(
                         "the foreground may want the cores: streaming costs {streaming_cost:.1} \
                          CPU-s/GB, parallel {parallel_cost:.1} on {cores} cores"
@@ -191,8 +194,8 @@ pub fn choose_cpu(book: &ExecutorBook, load: &Load) -> (&'static str, String) {
         (parallel, streaming) => {
             // Measure the other one once its first job is done.
             let pick = match (parallel, streaming) {
-                (Some(_), None) if load.job_sequence % 2 == 0 => STREAMING,
-                _ => PARALLEL,
+                (Some(_), None) if load.job_sequence % 2 == 0 => Streaming,
+                _ => Parallel,
             };
             (
                 pick,
@@ -212,21 +215,14 @@ pub fn chain(
     load: &Load,
 ) -> Chain {
     let (cpu, cpu_reason) = match choice {
-        ExecutorChoice::Forced(STREAMING) => (STREAMING, "compaction_executor=streaming".into()),
-        ExecutorChoice::Forced(PARALLEL) | ExecutorChoice::Forced(OPENCL) => {
-            (PARALLEL, "compaction_executor names it".to_string())
+        ExecutorChoice::Forced(Streaming) => (Streaming, "compaction_executor=streaming".into()),
+        ExecutorChoice::Forced(Parallel | OpenCl) => {
+            (Parallel, "compaction_executor names it".to_string())
         }
         _ => choose_cpu(book, load),
     };
-    let cpu_chain = |first: &'static str| -> Vec<&'static str> {
-        if first == STREAMING {
-            vec![STREAMING]
-        } else {
-            vec![first, STREAMING]
-        }
-    };
     let wants_device = match choice {
-        ExecutorChoice::Forced(name) => *name == OPENCL,
+        ExecutorChoice::Forced(kind) => *kind == OpenCl,
         ExecutorChoice::Auto => true,
     };
     let Some(device) = device.filter(|_| wants_device) else {
@@ -248,7 +244,7 @@ pub fn chain(
             ));
         }
     }
-    if let Some(record) = book.record(OPENCL) {
+    if let Some(record) = book.record(OpenCl) {
         if record.jobs == 0 && record.failures >= DEVICE_REST_AFTER_FAILURES {
             return off_device(format!(
                 "the device failed its last {} jobs and completed none",
@@ -267,7 +263,7 @@ pub fn chain(
                 Ok(why) => why,
                 Err(why) => return off_device(why),
             };
-            let mut executors = vec![OPENCL];
+            let mut executors = vec![OpenCl.into()];
             executors.extend(cpu_chain(cpu));
             Chain {
                 executors,
@@ -275,6 +271,30 @@ pub fn chain(
                 kept_off_device: None,
             }
         }
+    }
+}
+
+/// The CPU's part of a chain, from `first`: it, then `streaming` (the
+/// reference, which runs every job) unless it is `streaming`.
+fn cpu_chain(first: ExecutorKind) -> Vec<ExecutorId> {
+    if first == Streaming {
+        vec![Streaming.into()]
+    } else {
+        vec![first.into(), Streaming.into()]
+    }
+}
+
+/// Sub-compactions for a job placed on `chain` that the scheduler would cut
+/// into `parts`: a job on the device at most `device_parts` (at least 1;
+/// `Options::opencl.subcompactions`). The device takes few large jobs (by
+/// default a job whole): its own pipeline overlaps reading, the device and
+/// writing slice by slice, and many sub-compactions would only make small
+/// device jobs compete for one device and the host (the GPU paper batches
+/// small jobs for the same reason).
+pub fn parts_on(chain: &Chain, parts: usize, device_parts: usize) -> usize {
+    match chain.executors.first() {
+        Some(first) if *first == OpenCl => parts.min(device_parts.max(1)),
+        _ => parts,
     }
 }
 
@@ -287,12 +307,12 @@ pub fn chain(
 /// executors).
 fn device_measured(
     book: &ExecutorBook,
-    cpu: &'static str,
+    cpu: ExecutorKind,
     load: &Load,
 ) -> std::result::Result<String, String> {
     let mb = |bytes_per_second: f64| bytes_per_second / crate::units::MB;
     let explore = load.job_sequence % EXPLORE_EVERY == 0;
-    match (book.throughput(OPENCL), book.throughput(cpu)) {
+    match (book.throughput(OpenCl), book.throughput(cpu)) {
         (None, _) => Ok(String::new()),
         (Some(_), None) if explore => Err(format!(
             "measuring {cpu} once beside the device (every {EXPLORE_EVERY}th job)"
@@ -331,9 +351,9 @@ fn device_measured(
 /// device's is measured (its own threads' CPU time); a CPU executor's is
 /// taken as its threads kept busy for the job's time: one for `streaming`,
 /// the cores one part of the job has for `parallel`.
-fn host_cpu_share(book: &ExecutorBook, cpu: &'static str, host: f64, load: &Load) -> Option<f64> {
-    let device = book.record(OPENCL)?.device_host_cpu_per_byte()?;
-    let threads = if cpu == PARALLEL {
+fn host_cpu_share(book: &ExecutorBook, cpu: ExecutorKind, host: f64, load: &Load) -> Option<f64> {
+    let device = book.record(OpenCl)?.device_host_cpu_per_byte()?;
+    let threads = if cpu == Parallel {
         load.cores_per_part()
     } else {
         1
@@ -342,17 +362,12 @@ fn host_cpu_share(book: &ExecutorBook, cpu: &'static str, host: f64, load: &Load
     Some(device / cpu_per_byte)
 }
 
-/// The chain of a manual compaction that asked for executor `name`: that
+/// The chain of a manual compaction that asked for executor `kind`: that
 /// one, then `streaming` (the reference, which runs every job).
-pub fn requested(name: &'static str) -> Chain {
-    let executors = if name == STREAMING {
-        vec![STREAMING]
-    } else {
-        vec![name, STREAMING]
-    };
+pub fn requested(kind: ExecutorKind) -> Chain {
     Chain {
-        executors,
-        reason: format!("compact_range asked for {name}"),
+        executors: cpu_chain(kind),
+        reason: format!("compact_range asked for {kind}"),
         kept_off_device: None,
     }
 }
@@ -360,8 +375,8 @@ pub fn requested(name: &'static str) -> Chain {
 /// `chain` for a thread that serves the remote workers: a worker first,
 /// then what the CPU would run (the worker's failure costs only time).
 pub fn remote_first(chain: Chain) -> Chain {
-    let mut executors = vec![REMOTE];
-    executors.extend(chain.executors.iter().filter(|&&name| name != REMOTE));
+    let mut executors = vec![Remote.into()];
+    executors.extend(chain.executors.iter().filter(|&&id| id != Remote));
     Chain {
         executors,
         reason: format!("on a remote worker; locally: {}", chain.reason),
@@ -372,8 +387,9 @@ pub fn remote_first(chain: Chain) -> Chain {
 /// `chain` with the options' custom executor `name` first: it is offered
 /// every job; what it fails goes on as placement would have run it.
 pub fn custom_first(chain: Chain, name: &'static str) -> Chain {
-    let mut executors = vec![name];
-    executors.extend(chain.executors.iter().filter(|&&n| n != name));
+    let custom = ExecutorId::Custom(name);
+    let mut executors = vec![custom];
+    executors.extend(chain.executors.iter().filter(|&&id| id != custom));
     Chain {
         executors,
         reason: format!("on the custom executor {name}; else: {}", chain.reason),
@@ -384,7 +400,13 @@ pub fn custom_first(chain: Chain, name: &'static str) -> Chain {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shale_compact::job::{InputRun, JobFile, PhaseStats, TableSettings};
+    use shale_compact::job::{
+        CostReport, DeviceCosts, InputRun, JobFile, PhaseStats, TableSettings,
+    };
+
+    fn ids(kinds: &[ExecutorKind]) -> Vec<ExecutorId> {
+        kinds.iter().map(|&kind| kind.into()).collect()
+    }
 
     fn job(files: usize, file_size: u64) -> CompactionJob {
         CompactionJob {
@@ -439,7 +461,7 @@ mod tests {
             &book,
             &load(2),
         );
-        assert_eq!(two.executors, vec![STREAMING]);
+        assert_eq!(two.executors, ids(&[Streaming]));
         assert!(two.reason.contains("1 core(s)"), "{}", two.reason);
         let many = chain(
             &job(4, 1 << 20),
@@ -448,13 +470,13 @@ mod tests {
             &book,
             &load(16),
         );
-        assert_eq!(many.executors, vec![PARALLEL, STREAMING]);
+        assert_eq!(many.executors, ids(&[Parallel, Streaming]));
         // Sub-compactions share the cores.
         let split = Load {
             parts: 8,
             ..load(16)
         };
-        assert_eq!(choose_cpu(&book, &split).0, STREAMING);
+        assert_eq!(choose_cpu(&book, &split).0, Streaming);
     }
 
     #[test]
@@ -465,15 +487,15 @@ mod tests {
                 job_sequence: sequence,
                 ..load(3)
             };
-            assert_eq!(choose_cpu(&book, &few).0, STREAMING, "job {sequence}");
+            assert_eq!(choose_cpu(&book, &few).0, Streaming, "job {sequence}");
         }
         // Even when `parallel` measured faster (on jobs with more cores).
-        book.record_job(PARALLEL, 300 << 20, 1.0, 1000);
-        book.record_job(STREAMING, 100 << 20, 1.0, 1000);
+        book.record_job(Parallel.name(), 300 << 20, 1.0, 1000);
+        book.record_job(Streaming.name(), 100 << 20, 1.0, 1000);
         let (pick, reason) = choose_cpu(&book, &load(3));
-        assert_eq!(pick, STREAMING);
+        assert_eq!(pick, Streaming);
         assert!(reason.contains("pay off from 3"), "{reason}");
-        assert_eq!(choose_cpu(&book, &load(4)).0, PARALLEL);
+        assert_eq!(choose_cpu(&book, &load(4)).0, Parallel);
     }
 
     /// With the foreground at work, `parallel` runs only where it costs
@@ -484,41 +506,41 @@ mod tests {
         let mut book = ExecutorBook::default();
         // 16 threads at 1.5x one streaming thread's speed: 10.7x its CPU
         // per byte.
-        book.record_job(PARALLEL, 150 << 20, 1.0, 1000);
-        book.record_job(STREAMING, 100 << 20, 1.0, 1000);
+        book.record_job(Parallel.name(), 150 << 20, 1.0, 1000);
+        book.record_job(Streaming.name(), 100 << 20, 1.0, 1000);
         let idle = load(17);
-        assert_eq!(choose_cpu(&book, &idle).0, PARALLEL);
+        assert_eq!(choose_cpu(&book, &idle).0, Parallel);
         let busy = Load {
             foreground: true,
             ..idle
         };
         let (pick, reason) = choose_cpu(&book, &busy);
-        assert_eq!(pick, STREAMING);
+        assert_eq!(pick, Streaming);
         assert!(reason.contains("CPU-s/GB"), "{reason}");
         // Work-efficient: 4 threads at 3.5x the speed (1.14x the CPU).
         let mut efficient = ExecutorBook::default();
-        efficient.record_job(PARALLEL, 350 << 20, 1.0, 1000);
-        efficient.record_job(STREAMING, 100 << 20, 1.0, 1000);
+        efficient.record_job(Parallel.name(), 350 << 20, 1.0, 1000);
+        efficient.record_job(Streaming.name(), 100 << 20, 1.0, 1000);
         let four = Load {
             foreground: true,
             ..load(5)
         };
-        assert_eq!(choose_cpu(&efficient, &four).0, PARALLEL);
+        assert_eq!(choose_cpu(&efficient, &four).0, Parallel);
     }
 
     #[test]
     fn auto_follows_measurements_and_explores_now_and_then() {
         let mut book = ExecutorBook::default();
-        book.record_job(PARALLEL, 100 << 20, 1.0, 1000);
-        book.record_job(STREAMING, 300 << 20, 1.0, 1000);
+        book.record_job(Parallel.name(), 100 << 20, 1.0, 1000);
+        book.record_job(Streaming.name(), 300 << 20, 1.0, 1000);
         let (pick, reason) = choose_cpu(&book, &load(16));
-        assert_eq!(pick, STREAMING, "measured faster even on many cores");
+        assert_eq!(pick, Streaming, "measured faster even on many cores");
         assert!(reason.contains("measured faster"), "{reason}");
         let explore = Load {
             job_sequence: EXPLORE_EVERY * 3,
             ..load(16)
         };
-        assert_eq!(choose_cpu(&book, &explore).0, PARALLEL);
+        assert_eq!(choose_cpu(&book, &explore).0, Parallel);
     }
 
     #[test]
@@ -534,16 +556,16 @@ mod tests {
             )
             .executors
         };
-        assert_eq!(forced(STREAMING), vec![STREAMING]);
-        assert_eq!(forced(PARALLEL), vec![PARALLEL, STREAMING]);
-        assert_eq!(forced(OPENCL), vec![OPENCL, PARALLEL, STREAMING]);
+        assert_eq!(forced(Streaming), ids(&[Streaming]));
+        assert_eq!(forced(Parallel), ids(&[Parallel, Streaming]));
+        assert_eq!(forced(OpenCl), ids(&[OpenCl, Parallel, Streaming]));
     }
 
     #[test]
     fn executor_failures_pass_on_and_bad_input_or_disks_do_not() {
         use shale_format::Error;
         assert!(passes_to_next_executor(&Error::executor_failed(
-            OPENCL,
+            OpenCl.name(),
             "kernel launch failed"
         )));
         assert!(passes_to_next_executor(&Error::NotSupported("x".into())));
@@ -565,11 +587,11 @@ mod tests {
             &book,
             &load(2),
         );
-        assert_eq!(big.executors, vec![STREAMING]);
+        assert_eq!(big.executors, ids(&[Streaming]));
         let why = big.kept_off_device.unwrap();
         assert!(why.contains("41 input files"), "{why}");
         // Long entries.
-        book.record_job(STREAMING, 4 << 20, 1.0, 1000);
+        book.record_job(Streaming.name(), 4 << 20, 1.0, 1000);
         let long = chain(
             &job(2, 1000),
             &ExecutorChoice::Auto,
@@ -581,7 +603,7 @@ mod tests {
         // A device that keeps failing is rested.
         let mut book = ExecutorBook::default();
         for _ in 0..DEVICE_REST_AFTER_FAILURES {
-            book.record_failure(OPENCL, false);
+            book.record_failure(OpenCl, false);
         }
         let rested = chain(
             &job(2, 1000),
@@ -599,7 +621,7 @@ mod tests {
             &ExecutorBook::default(),
             &load(2),
         );
-        assert_eq!(fine.executors, vec![OPENCL, STREAMING]);
+        assert_eq!(fine.executors, ids(&[OpenCl, Streaming]));
         assert!(fine.reason.contains("device"), "{}", fine.reason);
     }
 
@@ -628,13 +650,13 @@ mod tests {
         let place = place_on_two_cores;
         // Nothing measured: the device first.
         let mut book = ExecutorBook::default();
-        assert_eq!(place(&book, 1).executors[0], OPENCL);
+        assert_eq!(place(&book, 1).executors[0], OpenCl);
         // The device measured, the CPU not: one job in EXPLORE_EVERY
         // measures the CPU.
-        book.record_job(OPENCL, 100 << 20, 1.0, 1_000_000);
-        assert_eq!(place(&book, 1).executors[0], OPENCL);
+        book.record_job(OpenCl.name(), 100 << 20, 1.0, 1_000_000);
+        assert_eq!(place(&book, 1).executors[0], OpenCl);
         let measuring = place(&book, EXPLORE_EVERY);
-        assert_eq!(measuring.executors, vec![STREAMING]);
+        assert_eq!(measuring.executors, ids(&[Streaming]));
         assert!(
             measuring
                 .kept_off_device
@@ -644,9 +666,9 @@ mod tests {
             measuring.reason
         );
         // The device faster: it keeps the jobs, saying what was measured.
-        book.record_job(STREAMING, 50 << 20, 1.0, 1_000_000);
+        book.record_job(Streaming.name(), 50 << 20, 1.0, 1_000_000);
         let faster = place(&book, 1);
-        assert_eq!(faster.executors[0], OPENCL);
+        assert_eq!(faster.executors[0], OpenCl);
         assert!(
             faster
                 .reason
@@ -654,21 +676,21 @@ mod tests {
             "{}",
             faster.reason
         );
-        assert_eq!(place(&book, EXPLORE_EVERY).executors, vec![STREAMING]);
+        assert_eq!(place(&book, EXPLORE_EVERY).executors, ids(&[Streaming]));
         // The device slower: the CPU takes the jobs, the device one in
         // EXPLORE_EVERY.
         let mut book = ExecutorBook::default();
-        book.record_job(OPENCL, 20 << 20, 1.0, 1_000_000);
-        book.record_job(STREAMING, 50 << 20, 1.0, 1_000_000);
+        book.record_job(OpenCl.name(), 20 << 20, 1.0, 1_000_000);
+        book.record_job(Streaming.name(), 50 << 20, 1.0, 1_000_000);
         let slower = place(&book, 1);
-        assert_eq!(slower.executors, vec![STREAMING]);
+        assert_eq!(slower.executors, ids(&[Streaming]));
         assert!(
             slower.kept_off_device.unwrap().contains("measured slower"),
             "{}",
             slower.reason
         );
         let again = place(&book, EXPLORE_EVERY);
-        assert_eq!(again.executors[0], OPENCL);
+        assert_eq!(again.executors[0], OpenCl);
         assert!(
             again.reason.contains("re-measuring the device"),
             "{}",
@@ -677,12 +699,12 @@ mod tests {
         // A named device ignores the measurements.
         let forced = chain(
             &job(2, 1000),
-            &ExecutorChoice::Forced(OPENCL),
+            &ExecutorChoice::Forced(OpenCl),
             Some(&DEVICE),
             &book,
             &at(1),
         );
-        assert_eq!(forced.executors[0], OPENCL);
+        assert_eq!(forced.executors[0], OpenCl);
     }
 
     #[test]
@@ -692,17 +714,25 @@ mod tests {
         // of CPU per MB).
         let device_with_cpu = |cpu_secs: f64| {
             let mut book = ExecutorBook::default();
-            book.record_job(OPENCL, 98 << 20, 1.0, 1_000_000);
-            let mut phases = PhaseStats::default();
-            phases.device.host_thread_cpu_nanos = (cpu_secs * 1e9) as u64;
-            book.record_phases(OPENCL, &phases);
-            book.record_job(STREAMING, 100 << 20, 1.0, 1_000_000);
+            book.record_job(OpenCl.name(), 98 << 20, 1.0, 1_000_000);
+            let phases = PhaseStats {
+                costs: CostReport {
+                    device: Some(DeviceCosts {
+                        host_thread_cpu_nanos: (cpu_secs * 1e9) as u64,
+                        ..DeviceCosts::default()
+                    }),
+                    ..CostReport::default()
+                },
+                ..PhaseStats::default()
+            };
+            book.record_phases(OpenCl.name(), &phases);
+            book.record_job(Streaming.name(), 100 << 20, 1.0, 1_000_000);
             book
         };
         // At 0.2 s of host CPU for its 98 MB, about a fifth of streaming's:
         // the device, saying why.
         let cheap = place(&device_with_cpu(0.2), 1);
-        assert_eq!(cheap.executors[0], OPENCL, "{}", cheap.reason);
+        assert_eq!(cheap.executors[0], OpenCl, "{}", cheap.reason);
         assert!(
             cheap
                 .reason
@@ -713,22 +743,40 @@ mod tests {
         // Every EXPLORE_EVERY-th job still measures the CPU.
         assert_eq!(
             place(&device_with_cpu(0.2), EXPLORE_EVERY).executors,
-            vec![STREAMING]
+            ids(&[Streaming])
         );
         // At 0.9 s, about as much as streaming: the faster CPU.
         let costly = place(&device_with_cpu(0.9), 1);
-        assert_eq!(costly.executors, vec![STREAMING]);
+        assert_eq!(costly.executors, ids(&[Streaming]));
         assert!(
             costly.reason.contains("measured slower"),
             "{}",
             costly.reason
         );
         // Not measured (0): throughput alone decides.
-        assert_eq!(place(&device_with_cpu(0.0), 1).executors, vec![STREAMING]);
+        assert_eq!(place(&device_with_cpu(0.0), 1).executors, ids(&[Streaming]));
         // More than 3 % slower: the CPU, however little the device costs.
         let mut book = device_with_cpu(0.01);
-        book.record_job(STREAMING, 200 << 20, 1.0, 1_000_000);
-        assert_eq!(place(&book, 1).executors, vec![STREAMING]);
+        book.record_job(Streaming.name(), 200 << 20, 1.0, 1_000_000);
+        assert_eq!(place(&book, 1).executors, ids(&[Streaming]));
+    }
+
+    #[test]
+    fn a_device_job_is_cut_into_at_most_the_devices_parts() {
+        let on = |executors: &[ExecutorKind]| Chain {
+            executors: ids(executors),
+            reason: String::new(),
+            kept_off_device: None,
+        };
+        assert_eq!(parts_on(&on(&[OpenCl, Streaming]), 8, 1), 1);
+        assert_eq!(parts_on(&on(&[OpenCl, Streaming]), 8, 3), 3);
+        assert_eq!(parts_on(&on(&[OpenCl, Streaming]), 2, 3), 2);
+        assert_eq!(parts_on(&on(&[OpenCl, Streaming]), 8, 0), 1, "0 is 1");
+        assert_eq!(parts_on(&on(&[Parallel, Streaming]), 8, 1), 8);
+        // The options' custom executor first: not a device job.
+        let custom = custom_first(on(&[OpenCl, Streaming]), "mine");
+        assert_eq!(custom.names(), ["mine", "opencl", "streaming"]);
+        assert_eq!(parts_on(&custom, 8, 1), 8);
     }
 
     #[test]
@@ -737,9 +785,9 @@ mod tests {
         let load = load(2);
         let cpu = chain(&job(2, 1 << 20), &ExecutorChoice::Auto, None, &book, &load);
         let remote = remote_first(cpu.clone());
-        assert_eq!(remote.executors.first(), Some(&REMOTE));
+        assert_eq!(remote.executors.first(), Some(&Remote.into()));
         assert_eq!(&remote.executors[1..], cpu.executors.as_slice());
-        assert_eq!(remote.executors.last(), Some(&STREAMING));
+        assert_eq!(remote.executors.last(), Some(&Streaming.into()));
         assert!(remote.reason.contains("remote"));
     }
 }

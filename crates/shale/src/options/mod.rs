@@ -3,34 +3,30 @@
 //!
 //! A leaf of the engine: it imports only the formats, the executors'
 //! crate, the env and snapshots, never the database or the compaction
-//! modules (which import it), so the crate has no import circle.
+//! modules (which import it), so the crate has no import circle. Each
+//! executor's own settings are one field, in a file of its own:
+//! [`OpenClSettings`] (`opencl_settings.rs`) and [`RemoteSettings`]
+//! (`remote_settings.rs`); what `compaction_executor` names is an
+//! [`ExecutorChoice`] (`executor_choice.rs`).
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use shale_compact::job::TableSettings;
+use shale_compact::ExecutorKind;
 use shale_format::bloom::{FilterPolicy, InternalFilterPolicy};
 use shale_format::comparator::{Comparator, KeyOrder};
 use shale_format::options::TableOptions;
 
-use shale_compact::opencl::{DeviceSelector, PlacementPolicy};
-use shale_compact::remote::RemoteMode;
-
 use crate::env::{Env, PosixEnv};
 use crate::snapshot::Snapshot;
 
-/// Names `compaction_executor` accepts.
-pub const EXECUTORS: &[&str] = &[
-    shale_compact::parallel::PARALLEL,
-    shale_compact::streaming::STREAMING,
-    shale_compact::opencl::OPENCL,
-    shale_compact::remote::REMOTE,
-    AUTO,
-];
+mod executor_choice;
+mod opencl_settings;
+mod remote_settings;
 
-/// The scheduler chooses per job (the default).
-pub const AUTO: &str = "auto";
+pub use executor_choice::ExecutorChoice;
+pub use opencl_settings::OpenClSettings;
+pub use remote_settings::{RemoteSettings, RemoteToken};
 
 /// How the file to compact is chosen within a level (ProckStore's second
 /// priority, beside LevelDB's rule).
@@ -236,7 +232,8 @@ pub struct Options {
     /// out), `parallel` (data-parallel phases on CPU
     /// threads), `streaming` (the reference) or `opencl`. A named executor
     /// still falls back along the chain (device -> `parallel` ->
-    /// `streaming`) when it fails a job.
+    /// `streaming`) when it fails a job. [`Options::executor_choice`]
+    /// reads it; an unknown name is refused at open.
     pub compaction_executor: String,
     /// An executor of your own (RocksDB's `CompactionService`), offered
     /// every job before the scheduler's choice; when it fails a job (an
@@ -281,29 +278,9 @@ pub struct Options {
     /// Memory the `parallel` executor may use for one job, in bytes; larger
     /// jobs are processed in key-range slices.
     pub compaction_memory_budget: usize,
-    /// `opencl` executor: jobs with more input files than this run on the
-    /// CPU (`parallel`), reported as a fallback. Default: no limit (the
-    /// executor slices a large job; the GPU compaction paper's limit is 40).
-    pub opencl_max_device_files: usize,
-    /// `opencl` executor: most sub-compactions a job placed on the device
-    /// is cut into (default 1: the device takes it whole, and its own
-    /// pipeline overlaps reading, device and writing slice by slice).
-    pub opencl_subcompactions: usize,
-    /// `opencl` executor: most input bytes per slice of a device job (0,
-    /// the default: 32 MiB, or less where the device memory budget says).
-    pub opencl_slice_bytes: u64,
-    /// `opencl` executor: how jobs are split between device and host
-    /// (`all-device`, the default; `c-compaction`: gc on the host;
-    /// `q-compaction`: jobs into L1 and L2 all on the device, deeper jobs
-    /// with gc on the host).
-    pub opencl_placement: PlacementPolicy,
-    /// `opencl` executor: which device, by platform and device index in the
-    /// order `clinfo -l` lists them. Left unset: a GPU on any platform when
-    /// there is one, else the first device.
-    pub opencl_device: DeviceSelector,
-    /// `opencl` executor: device memory one job may use, in bytes (`None`:
-    /// half the device's global memory). Larger jobs run on the CPU.
-    pub opencl_memory_budget: Option<u64>,
+    /// The `opencl` executor's settings: its device, placement policy,
+    /// memory budget and slices ([`OpenClSettings`]).
+    pub opencl: OpenClSettings,
     /// Compactions read their input tables and write their output tables
     /// with direct I/O (`O_DIRECT`), bypassing the page cache; off by
     /// default. Flushes, the WAL and user reads are unchanged. The Env must
@@ -311,44 +288,9 @@ pub struct Options {
     /// `O_DIRECT` (tmpfs before Linux 6.6 does not): `DB::open` checks both and fails with
     /// `NotSupported` otherwise.
     pub direct_io_for_compaction: bool,
-    /// Compaction workers (`shale worker`) the `remote` executor ships jobs
-    /// to: `http://HOST:PORT`, `https://HOST:PORT` or `HOST:PORT`. Empty
-    /// (the default): none. With workers and `compaction_executor=auto`,
-    /// each worker gets a compaction thread of its own that offers its jobs
-    /// to the workers first; a job a worker cannot finish runs locally.
-    pub remote_workers: Vec<String>,
-    /// The token sent to the workers with every call (the contents of the
-    /// worker's `--token_file`); `None`: none.
-    pub remote_token: Option<RemoteToken>,
-    /// What crosses the wire: `near-data` (the default: the worker runs the
-    /// whole job beside the data) or `keys-only` (the worker sends keys, the
-    /// engine merges them, the worker packs the values).
-    pub remote_mode: RemoteMode,
-    /// Keys-only mode: the most keys of one input run the engine holds or
-    /// has asked a worker for and not yet merged (default 4096, at least
-    /// 1). The engine's memory for a keys-only job, and the worker's, is
-    /// this many keys per input run, whatever the job's size.
-    pub remote_keys_window: u64,
-    /// A worker that sends neither progress nor a result for this long
-    /// loses its job to a local executor (default 30 s).
-    pub remote_timeout: Duration,
-    /// The CA certificate (PEM file) `https://` workers are checked
-    /// against; `None`: the system's trust store.
-    pub remote_tls_ca: Option<PathBuf>,
-    /// The engine's certificate chain and private key (PEM files), for
-    /// workers that require client certificates (mutual TLS); both or
-    /// neither.
-    pub remote_tls_identity: Option<(PathBuf, PathBuf)>,
-}
-
-/// A secret that `Debug` does not print.
-#[derive(Clone, PartialEq, Eq)]
-pub struct RemoteToken(pub String);
-
-impl std::fmt::Debug for RemoteToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RemoteToken(<hidden>)")
-    }
+    /// The `remote` executor's settings: the compaction workers, the
+    /// token, the mode and the timeouts ([`RemoteSettings`]).
+    pub remote: RemoteSettings,
 }
 
 impl Default for Options {
@@ -381,7 +323,7 @@ impl Default for Options {
             level_multiplier: 10.0,
             seek_compaction: true,
             max_background_compactions: 0,
-            compaction_executor: AUTO.to_string(),
+            compaction_executor: ExecutorChoice::Auto.to_string(),
             custom_executor: None,
             compaction_pick: PickStyle::default(),
             cross_level_compaction: true,
@@ -389,20 +331,9 @@ impl Default for Options {
             compaction_threads: 0,
             compaction_nice: shale_compact::nice::MAX_NICE_INCREMENT,
             compaction_memory_budget: shale_compact::parallel::DEFAULT_MEMORY_BUDGET,
-            opencl_max_device_files: shale_compact::opencl::DEFAULT_MAX_DEVICE_FILES,
-            opencl_subcompactions: 1,
-            opencl_slice_bytes: 0,
-            opencl_placement: PlacementPolicy::default(),
-            opencl_device: DeviceSelector::default(),
-            opencl_memory_budget: None,
+            opencl: OpenClSettings::default(),
             direct_io_for_compaction: false,
-            remote_workers: Vec::new(),
-            remote_token: None,
-            remote_mode: RemoteMode::default(),
-            remote_keys_window: shale_compact::remote::DEFAULT_KEYS_WINDOW,
-            remote_timeout: Duration::from_secs(30),
-            remote_tls_ca: None,
-            remote_tls_identity: None,
+            remote: RemoteSettings::default(),
         }
     }
 }
@@ -443,6 +374,12 @@ impl Options {
         self.filter_policy.as_ref().map(|policy| {
             Arc::new(InternalFilterPolicy::new(policy.clone())) as Arc<dyn FilterPolicy>
         })
+    }
+
+    /// What `compaction_executor` names, or the error that lists the names
+    /// there are.
+    pub fn executor_choice(&self) -> Result<ExecutorChoice, String> {
+        self.compaction_executor.parse()
     }
 
     /// Compaction threads: `max_background_compactions`, or when it is 0,
@@ -509,7 +446,7 @@ impl Options {
         if self.bloom_bits_per_key.is_some_and(|b| b > 1000) {
             return Err("bloom_bits_per_key must be at most 1000".into());
         }
-        if self.opencl_memory_budget == Some(0) {
+        if self.opencl.memory_budget == Some(0) {
             return Err("opencl_memory_budget must be at least 1 byte".into());
         }
         if self.compaction_nice > shale_compact::nice::MAX_NICE_INCREMENT {
@@ -519,16 +456,17 @@ impl Options {
                 self.compaction_nice
             ));
         }
-        if self.remote_workers.iter().any(|w| w.trim().is_empty()) {
+        if self.remote.workers.iter().any(|w| w.trim().is_empty()) {
             return Err("remote_workers holds an empty endpoint".into());
         }
-        if self.compaction_executor == shale_compact::remote::REMOTE
-            && self.remote_workers.is_empty()
+        let choice = self.executor_choice();
+        if choice == Ok(ExecutorChoice::Forced(ExecutorKind::Remote))
+            && self.remote.workers.is_empty()
         {
             return Err("compaction_executor=remote needs remote_workers".into());
         }
         if let Some(custom) = &self.custom_executor {
-            if EXECUTORS.contains(&custom.name()) {
+            if custom.name().parse::<ExecutorChoice>().is_ok() {
                 return Err(format!(
                     "custom_executor is named {:?}, the name of a built-in executor; give it \
                      a name of its own",
@@ -536,14 +474,17 @@ impl Options {
                 ));
             }
         }
-        if self.remote_keys_window == 0 {
+        if self.remote.keys_window == 0 {
             return Err("remote_keys_window must be at least 1".into());
         }
-        if self.remote_timeout.is_zero() {
+        if self.remote.timeout.is_zero() {
             return Err("remote_timeout must be above 0".into());
         }
         let executor = self.compaction_executor.as_str();
-        let streaming_only = executor == AUTO || executor == shale_compact::streaming::STREAMING;
+        let streaming_only = matches!(
+            choice,
+            Ok(ExecutorChoice::Auto | ExecutorChoice::Forced(ExecutorKind::Streaming))
+        );
         if let Some(comparator) = self.comparator.as_ref().filter(|_| !streaming_only) {
             return Err(format!(
                 "compaction_executor={executor} compares key bytes and cannot use the \
@@ -676,15 +617,21 @@ impl Default for ReadOptions {
 mod tests {
     use super::*;
 
+    use shale_compact::opencl::{DeviceSelector, PlacementPolicy};
+
     #[test]
     fn opencl_defaults_and_budget_check() {
         let options = Options::default();
-        assert_eq!(options.opencl_placement, PlacementPolicy::AllDevice);
-        assert_eq!(options.opencl_device, DeviceSelector::default());
-        assert_eq!(options.opencl_memory_budget, None);
+        assert_eq!(options.opencl.placement, PlacementPolicy::AllDevice);
+        assert_eq!(options.opencl.device, DeviceSelector::default());
+        assert_eq!(options.opencl.memory_budget, None);
+        assert_eq!(options.opencl.subcompactions, 1);
         assert!(options.validate().is_ok());
         let zero = Options {
-            opencl_memory_budget: Some(0),
+            opencl: OpenClSettings {
+                memory_budget: Some(0),
+                ..OpenClSettings::default()
+            },
             ..Options::default()
         };
         let message = zero.validate().unwrap_err();
