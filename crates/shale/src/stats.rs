@@ -184,28 +184,7 @@ pub struct StallCause {
     pub seconds: f64,
 }
 
-impl StallCause {
-    fn of(time: &crate::db::StallTime) -> StallCause {
-        StallCause {
-            count: time.count,
-            seconds: time.micros as f64 / 1e6,
-        }
-    }
-}
-
 impl StallCauses {
-    /// The causes of `stalls`.
-    pub fn of(stalls: &crate::db::StallStats) -> StallCauses {
-        StallCauses {
-            l0_slowdown: StallCause::of(&crate::db::StallTime {
-                count: stalls.slowdown_count,
-                micros: stalls.slowdown_micros,
-            }),
-            l0_stop: StallCause::of(&stalls.stop_for_l0),
-            memtable_flush: StallCause::of(&stalls.stop_for_flush),
-        }
-    }
-
     /// One line for people: "L0 slowdown 3 (0.001 s), L0 stop 0 (0.000 s),
     /// memtable flush 1 (0.002 s)".
     pub fn describe(&self) -> String {

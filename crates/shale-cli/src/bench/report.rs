@@ -253,7 +253,7 @@ impl EngineTotals {
             self.stalls.slowdown_micros as f64 / 1e6,
             self.stalls.stop_count,
             self.stalls.stop_micros as f64 / 1e6,
-            StallCauses::of(&self.stalls).describe()
+            self.stalls.causes().describe()
         )?;
         writeln!(
             out,
@@ -489,7 +489,7 @@ impl EngineTotals {
                 slowdown_seconds: self.stalls.slowdown_micros as f64 / 1e6,
                 stop_count: self.stalls.stop_count,
                 stop_seconds: self.stalls.stop_micros as f64 / 1e6,
-                causes: StallCauses::of(&self.stalls),
+                causes: self.stalls.causes(),
             },
             cpu: SummaryCpu {
                 seconds: own.total(),

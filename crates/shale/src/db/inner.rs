@@ -85,6 +85,20 @@ impl StallTime {
 }
 
 impl StallStats {
+    /// The counters by cause, for the statistics document and the
+    /// `Stalls:` lines.
+    pub fn causes(&self) -> crate::stats::StallCauses {
+        let cause = |count: u64, micros: u64| crate::stats::StallCause {
+            count,
+            seconds: micros as f64 / 1e6,
+        };
+        crate::stats::StallCauses {
+            l0_slowdown: cause(self.slowdown_count, self.slowdown_micros),
+            l0_stop: cause(self.stop_for_l0.count, self.stop_for_l0.micros),
+            memtable_flush: cause(self.stop_for_flush.count, self.stop_for_flush.micros),
+        }
+    }
+
     /// Adds `other`'s counters to these (a tool summing several opens).
     pub fn absorb(&mut self, other: &StallStats) {
         self.slowdown_count += other.slowdown_count;

@@ -552,7 +552,7 @@ impl DB {
                 slowdown_seconds: stalls.slowdown_micros as f64 / 1e6,
                 stop_count: stalls.stop_count,
                 stop_seconds: stalls.stop_micros as f64 / 1e6,
-                causes: crate::stats::StallCauses::of(&stalls),
+                causes: stalls.causes(),
             },
             writes: crate::stats::Writes {
                 direct: self.inner.direct_writes(),

@@ -54,7 +54,7 @@ impl DbInner {
                     stalls.slowdown_micros as f64 / 1e6,
                     stalls.stop_count,
                     stalls.stop_micros as f64 / 1e6,
-                    crate::stats::StallCauses::of(&stalls).describe()
+                    stalls.causes().describe()
                 );
                 let _ = writeln!(
                     out,
