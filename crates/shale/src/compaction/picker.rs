@@ -646,7 +646,7 @@ mod tests {
 
     #[test]
     fn l0_trigger_picks_all_overlapping_l0_and_l1() {
-        let options = Options::default();
+        let options = crate::compaction::test_versions::leveldb_triggers();
         let v = version(&[
             (0, 10, "a", "c", 100),
             (0, 11, "b", "d", 100),
@@ -665,7 +665,7 @@ mod tests {
 
     #[test]
     fn a_file_out_of_seeks_is_compacted_when_no_level_needs_it() {
-        let options = Options::default();
+        let options = crate::compaction::test_versions::leveldb_triggers();
         let v = version(&[
             (1, 5, "a", "f", 100),
             (1, 6, "g", "k", 100),
@@ -693,14 +693,19 @@ mod tests {
     #[test]
     fn nothing_to_do_below_the_triggers() {
         let v = version(&[(0, 10, "a", "c", 100), (1, 5, "a", "b", 100)]);
-        assert!(pick_compaction(&v, &Options::default(), &Default::default()).is_none());
+        assert!(pick_compaction(
+            &v,
+            &crate::compaction::test_versions::leveldb_triggers(),
+            &Default::default()
+        )
+        .is_none());
     }
 
     #[test]
     fn big_level_rotates_through_compact_pointer_and_moves_trivially() {
         let options = Options {
             max_bytes_for_level_base: 100,
-            ..Options::default()
+            ..crate::compaction::test_versions::leveldb_triggers()
         };
         let v = version(&[
             (1, 1, "a", "b", 100),
@@ -748,7 +753,7 @@ mod tests {
 
     #[test]
     fn conflicting_plans_are_skipped() {
-        let options = Options::default();
+        let options = crate::compaction::test_versions::leveldb_triggers();
         let v = version(&[
             (0, 10, "a", "c", 100),
             (0, 11, "b", "d", 100),
@@ -764,7 +769,7 @@ mod tests {
 
     #[test]
     fn job_has_runs_grandparents_and_deeper_ranges() {
-        let options = Options::default();
+        let options = crate::compaction::test_versions::leveldb_triggers();
         let v = version(&[
             (0, 10, "a", "c", 100),
             (0, 11, "b", "d", 100),
@@ -789,7 +794,7 @@ mod tests {
 
     #[test]
     fn a_manual_round_takes_up_to_25_files_worth_of_its_level() {
-        let options = Options::default();
+        let options = crate::compaction::test_versions::leveldb_triggers();
         let size = options.max_file_size;
         let keys: Vec<String> = (0..60).map(|i| format!("k{i:03}")).collect();
         let files: Vec<(usize, u64, &str, &str, u64)> = (0..30)

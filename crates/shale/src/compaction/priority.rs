@@ -222,7 +222,7 @@ mod tests {
     fn trigger_scores_subtract_work_already_taken() {
         let options = Options {
             max_bytes_for_level_base: 1000,
-            ..Options::default()
+            ..crate::compaction::test_versions::leveldb_triggers()
         };
         let v = version(&[
             (0, 1, 10),
@@ -264,14 +264,18 @@ mod tests {
         assert!(!l0_outranks_l1(&l1_behind));
         assert_eq!(levels_by_priority(&l1_behind, false), vec![1, 3, 0]);
         assert_eq!(levels_by_priority(&l1_behind, true), vec![1, 3, 0]);
-        let options = Options::default(); // trigger 4, slowdown 8
+        let options = Options {
+            l0_compaction_trigger: 4,
+            l0_slowdown_writes_trigger: 8,
+            ..crate::compaction::test_versions::leveldb_triggers()
+        };
         assert!(!l0_is_urgent(5, &options));
         assert!(l0_is_urgent(6, &options));
         assert!(l0_is_urgent(12, &options));
         let low = Options {
             l0_compaction_trigger: 4,
             l0_slowdown_writes_trigger: 4,
-            ..Options::default()
+            ..crate::compaction::test_versions::leveldb_triggers()
         };
         assert!(!l0_is_urgent(3, &low), "below the compaction trigger");
     }
@@ -301,7 +305,7 @@ mod tests {
 
     #[test]
     fn write_delay_grows_smoothly_from_slowdown_to_stop() {
-        let options = Options::default(); // slowdown 8, stop 12
+        let options = crate::compaction::test_versions::leveldb_triggers(); // slowdown 8, stop 12
         let debt = |l0_files| Debt {
             l0_files,
             l0_drain_rate: Some(100e6),

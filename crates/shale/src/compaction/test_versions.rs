@@ -29,6 +29,18 @@ pub(crate) fn version(files: &[(usize, u64, &str, &str, u64)]) -> Version {
     builder.build().unwrap()
 }
 
+/// Default options with LevelDB's L0 triggers (4 files to compact, 8 to
+/// slow writes, 12 to stop them), which the unit tests' versions are
+/// drawn for.
+pub(crate) fn leveldb_triggers() -> crate::options::Options {
+    crate::options::Options {
+        l0_compaction_trigger: 4,
+        l0_slowdown_writes_trigger: 8,
+        l0_stop_writes_trigger: 12,
+        ..crate::options::Options::default()
+    }
+}
+
 /// The files' numbers, sorted.
 pub(crate) fn numbers(files: &[Arc<FileMeta>]) -> Vec<u64> {
     let mut n: Vec<u64> = files.iter().map(|f| f.number).collect();

@@ -160,11 +160,20 @@ pub struct Options {
     pub snappy: bool,
     /// Output tables of compactions are cut at about this size.
     pub max_file_size: u64,
-    /// Number of L0 files that triggers a compaction.
+    /// Number of L0 files that triggers a compaction: 6 (LevelDB's is 4).
+    /// An L0 job rewrites the part of L1 its files overlap (with random
+    /// keys, all of it), so more files per job write less per byte put;
+    /// 6 wrote clearly less than 4 with reads as fast, 8 less again but
+    /// with slower reads (`docs/results/compaction-tax.md`, "L0's
+    /// triggers").
     pub l0_compaction_trigger: usize,
-    /// Number of L0 files at which each write is delayed by 1 ms.
+    /// Number of L0 files from which writes are throttled to the rate
+    /// compactions drain L0 at (`docs/compaction.md`, "Write throttling"):
+    /// 12 (LevelDB's is 8).
     pub l0_slowdown_writes_trigger: usize,
-    /// Number of L0 files at which writes stop until compaction catches up.
+    /// Number of L0 files at which writes stop until compaction catches up:
+    /// 20 (LevelDB's is 12). The room between the slowdown and the stop is
+    /// what the throttle has to slow writers gradually.
     pub l0_stop_writes_trigger: usize,
     /// The writers of a write group that are awake help its leader insert
     /// the group's batches into the memtable, at the same time, instead of
@@ -310,9 +319,9 @@ impl Default for Options {
             filter_policy: None,
             snappy: true,
             max_file_size: 2 << 20,
-            l0_compaction_trigger: 4,
-            l0_slowdown_writes_trigger: 8,
-            l0_stop_writes_trigger: 12,
+            l0_compaction_trigger: 6,
+            l0_slowdown_writes_trigger: 12,
+            l0_stop_writes_trigger: 20,
             concurrent_memtable_writes: true,
             pipelined_write: false,
             direct_writers: available_cores().saturating_sub(2).max(1),

@@ -11,7 +11,7 @@ fn options() -> Options {
         max_bytes_for_level_base: 1000,
         max_background_compactions: 2,
         cross_level_compaction: false,
-        ..Options::default()
+        ..crate::compaction::test_versions::leveldb_triggers()
     }
 }
 
