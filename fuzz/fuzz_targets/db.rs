@@ -59,7 +59,7 @@ fn options(env: &Arc<dyn Env>) -> Options {
         block_size: 256,
         max_bytes_for_level_base: 16 << 10,
         l0_compaction_trigger: 2,
-        compaction_executor: "streaming".to_string(),
+        compaction_executor: "streaming".parse().unwrap(),
         paranoid_checks: true,
         ..Options::default()
     }

@@ -43,7 +43,11 @@ pub unsafe extern "C" fn leveldb_open(
     // SAFETY: the caller's errptr.
     unsafe {
         with_errptr(errptr, std::ptr::null_mut(), || {
-            let options = options_ref(options)?.options.clone();
+            let options = options_ref(options)?;
+            if let Some(message) = &options.executor_error {
+                return Err(Error::InvalidArgument(message.clone()).into());
+            }
+            let options = options.options.clone();
             let db = DB::open(path(name)?, options).map_err(|error| match error {
                 // LevelDB reports a missing database (create_if_missing
                 // off) as an invalid argument, and programs test for it.

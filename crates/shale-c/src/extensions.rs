@@ -5,7 +5,7 @@
 use std::ffi::{c_char, c_int};
 
 use shale::options::RemoteToken;
-use shale::CompactRangeOptions;
+use shale::{CompactRangeOptions, Error, ExecutorChoice};
 
 use crate::db::db_ref;
 use crate::handles::leveldb_t;
@@ -30,7 +30,16 @@ pub unsafe extern "C" fn shaledb_options_set_compaction_executor(
 ) {
     // SAFETY: null or a NUL-terminated string.
     let name = unsafe { c_str(name) }.unwrap_or_else(|| "auto".to_string());
-    with_options(options, |o| o.compaction_executor = name)
+    // SAFETY: null or a pointer from leveldb_options_create.
+    if let Some(options) = unsafe { options.as_mut() } {
+        match name.parse() {
+            Ok(choice) => {
+                options.options.compaction_executor = choice;
+                options.executor_error = None;
+            }
+            Err(message) => options.executor_error = Some(message),
+        }
+    }
 }
 
 /// Threads running compactions; 0 (the default): chosen for the machine.
@@ -118,7 +127,10 @@ pub unsafe extern "C" fn shaledb_compact_range(
             let start = (!start_key.is_null()).then(|| bytes(start_key, start_key_len));
             let limit = (!limit_key.is_null()).then(|| bytes(limit_key, limit_key_len));
             let options = CompactRangeOptions {
-                executor: c_str(executor),
+                executor: match c_str(executor) {
+                    Some(name) => name.parse().map_err(Error::InvalidArgument)?,
+                    None => ExecutorChoice::Auto,
+                },
             };
             db.db.compact_range_with(start, limit, &options)?;
             Ok(())

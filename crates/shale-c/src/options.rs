@@ -24,6 +24,10 @@ use crate::status::{malloc_c_string, no_errptr};
 #[derive(Debug)]
 pub struct leveldb_options_t {
     pub(crate) options: Options,
+    /// Why the last `shaledb_options_set_compaction_executor` name was
+    /// refused: the setter has no `errptr` (LevelDB's setters have none), so
+    /// `leveldb_open` reports it.
+    pub(crate) executor_error: Option<String>,
 }
 
 impl leveldb_options_t {
@@ -35,6 +39,7 @@ impl leveldb_options_t {
                 bloom_bits_per_key: None,
                 ..Options::default()
             },
+            executor_error: None,
         }
     }
 }

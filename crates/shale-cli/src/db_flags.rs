@@ -9,7 +9,7 @@ use shale::compaction::picker::PickStyle;
 use shale::options::RemoteToken;
 use shale::shale_compact::opencl::PlacementPolicy;
 use shale::shale_compact::remote::RemoteMode;
-use shale::Options;
+use shale::{ExecutorChoice, Options};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -162,9 +162,10 @@ pub struct DbFlags {
     #[arg(
         long = "compaction_executor",
         value_name = "NAME",
+        value_parser = parse_executor,
         hide_short_help = true
     )]
-    pub compaction_executor: Option<String>,
+    pub compaction_executor: Option<ExecutorChoice>,
     /// How the file to compact is picked within a level: min-overlap-ratio
     /// (fewest bytes below per byte of the file, the default), min-overlap
     /// (fewest files below) or round-robin (LevelDB's).
@@ -461,10 +462,16 @@ fn parse_pick(value: &str) -> Result<PickStyle, String> {
     value.parse()
 }
 
+/// `--compaction_executor` (and `shale compact --executor`): a name from
+/// [`ExecutorChoice::NAMES`]; an unknown one is refused with the list.
+pub fn parse_executor(value: &str) -> Result<ExecutorChoice, String> {
+    value.parse()
+}
+
 impl DbFlags {
     /// The options these flags describe, checked with
-    /// [`Options::validate`] and with the executor name resolved, so that a
-    /// bad value is reported before anything is opened or written.
+    /// [`Options::validate`], so that a bad value is reported before
+    /// anything is opened or written.
     /// `create_if_missing` is the flag's value or the `Options` default
     /// (false); see [`DbFlags::create_if_missing_or`].
     pub fn to_options(&self) -> Result<Options, String> {
@@ -520,8 +527,8 @@ impl DbFlags {
         if let Some(n) = self.max_background_compactions {
             options.max_background_compactions = n;
         }
-        if let Some(name) = &self.compaction_executor {
-            options.compaction_executor = name.clone();
+        if let Some(choice) = self.compaction_executor {
+            options.compaction_executor = choice;
         }
         if let Some(n) = self.compaction_threads {
             options.compaction_threads = n;
@@ -613,8 +620,6 @@ impl DbFlags {
             options.remote.tls_identity = Some((cert.clone(), key.clone()));
         }
         options.validate()?;
-        // By name only: building an executor may start threads.
-        options.executor_choice()?;
         Ok(options)
     }
 
@@ -853,10 +858,12 @@ mod tests {
             .unwrap_err();
         assert!(message.contains("L0"), "{message}");
         let message = parse(&["--compaction_executor=warp"])
-            .unwrap()
-            .to_options()
-            .unwrap_err();
-        assert!(message.contains("warp"), "{message}");
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("unknown compaction executor \"warp\""),
+            "{message}"
+        );
         let message = parse(&["--level_multiplier=NaN"])
             .unwrap()
             .to_options()

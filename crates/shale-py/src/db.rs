@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::bytes_arg::{bytes_arg, optional_bytes_arg};
-use crate::errors::{database_closed, IntoPyResult};
+use crate::errors::{database_closed, to_py_err, IntoPyResult};
 use crate::iterator::{new_iterator, new_raw_iterator, IteratorArgs, RawIteratorArgs};
 use crate::options::parse_options;
 use crate::prefixed::PrefixedDB;
@@ -236,12 +236,13 @@ impl Db {
         let start = optional_bytes_arg(start, "start")?;
         let stop = optional_bytes_arg(stop, "stop")?;
         let executor = match executor {
-            None => None,
-            Some(name) if name.is_none() => None,
-            Some(name) => Some(
-                name.extract::<String>()
-                    .map_err(|_| PyTypeError::new_err("'executor' must be a str"))?,
-            ),
+            None => shale::ExecutorChoice::Auto,
+            Some(name) if name.is_none() => shale::ExecutorChoice::Auto,
+            Some(name) => name
+                .extract::<String>()
+                .map_err(|_| PyTypeError::new_err("'executor' must be a str"))?
+                .parse()
+                .map_err(|message| to_py_err(shale::Error::InvalidArgument(message)))?,
         };
         let (start, stop) = (
             start.as_ref().map(|b| b.as_bytes()),

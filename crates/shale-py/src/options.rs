@@ -24,6 +24,7 @@ use shale::format::comparator::Comparator;
 use shale::shale_compact::opencl::PlacementPolicy;
 
 use crate::comparator::PyComparator;
+use crate::errors::to_py_err;
 
 /// The plyvel arguments this module accepts besides `name`, in plyvel's
 /// order, then the ShaleDB extras.
@@ -92,7 +93,12 @@ pub fn parse_options(
             "comparator" => comparator = Some(value),
             "comparator_name" => comparator_name = Some(value),
             // ShaleDB extras.
-            "compaction_executor" => options.compaction_executor = value.extract()?,
+            "compaction_executor" => {
+                let name: String = value.extract()?;
+                options.compaction_executor = name
+                    .parse()
+                    .map_err(|message| to_py_err(shale::Error::InvalidArgument(message)))?;
+            }
             "max_background_compactions" => options.max_background_compactions = value.extract()?,
             "compaction_threads" => options.compaction_threads = value.extract()?,
             "max_subcompactions" => options.max_subcompactions = value.extract()?,

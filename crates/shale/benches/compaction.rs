@@ -133,7 +133,7 @@ fn base_options(snappy: bool) -> Options {
         l0_compaction_trigger: 100_000,
         l0_slowdown_writes_trigger: 100_000,
         l0_stop_writes_trigger: 100_000,
-        compaction_executor: "streaming".into(),
+        compaction_executor: "streaming".parse().unwrap(),
         ..Options::default()
     }
 }
@@ -219,7 +219,7 @@ fn run_shale(dir: &Path, executor: &str, snappy: bool) -> Measurement {
     let db = DB::open(
         dir,
         Options {
-            compaction_executor: executor.into(),
+            compaction_executor: executor.parse().unwrap(),
             ..base_options(snappy)
         },
     )

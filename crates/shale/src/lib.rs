@@ -224,11 +224,13 @@ pub(crate) mod version_set;
 pub use db::{destroy, LevelStats, SchedulerStats, StallStats, StallTime, DB};
 pub use db_iter::DbIterator;
 pub use options::{
-    CompactRangeOptions, OpenClSettings, Options, ReadOptions, RemoteSettings, WriteOptions,
+    CompactRangeOptions, ExecutorChoice, OpenClSettings, Options, ReadOptions, RemoteSettings,
+    WriteOptions,
 };
 pub use range::Entries;
 pub use repair::{repair, RepairReport};
 pub use shale_compact;
+pub use shale_compact::ExecutorKind;
 pub use shale_format as format;
 pub use shale_format::write_batch::WriteBatch;
 pub use shale_format::{Error, Result};

@@ -213,7 +213,7 @@ fn executors_that_compare_bytes_are_refused() {
         let err = DB::open(
             "/refused",
             Options {
-                compaction_executor: executor.to_string(),
+                compaction_executor: executor.parse().unwrap(),
                 ..options(&env)
             },
         )
@@ -230,7 +230,7 @@ fn executors_that_compare_bytes_are_refused() {
     let db = DB::open(
         "/refused",
         Options {
-            compaction_executor: "streaming".to_string(),
+            compaction_executor: "streaming".parse().unwrap(),
             ..options(&env)
         },
     )
@@ -239,7 +239,7 @@ fn executors_that_compare_bytes_are_refused() {
         db.put(&WriteOptions::default(), &key(n), b"value").unwrap();
     }
     let ask = |executor: &str| CompactRangeOptions {
-        executor: Some(executor.to_string()),
+        executor: executor.parse().unwrap(),
     };
     let err = db
         .compact_range_with(None, None, &ask("parallel"))

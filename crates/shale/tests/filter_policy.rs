@@ -75,7 +75,7 @@ fn only_streaming_compacts_with_a_custom_filter_policy() {
     let policy = Arc::new(FakeFilter::default());
     for executor in ["parallel", "opencl"] {
         let refused = Options {
-            compaction_executor: executor.to_string(),
+            compaction_executor: executor.parse().unwrap(),
             ..options(&policy)
         };
         let message = refused.validate().unwrap_err();
@@ -87,7 +87,7 @@ fn only_streaming_compacts_with_a_custom_filter_policy() {
     let db = DB::open("/db", options(&policy)).unwrap();
     db.put(&WriteOptions::default(), b"k", b"v").unwrap();
     let on_parallel = CompactRangeOptions {
-        executor: Some("parallel".to_string()),
+        executor: "parallel".parse().unwrap(),
     };
     let err = db.compact_range_with(None, None, &on_parallel).unwrap_err();
     assert!(matches!(err, Error::NotSupported(_)), "{err:?}");
@@ -97,7 +97,7 @@ fn only_streaming_compacts_with_a_custom_filter_policy() {
         "{err}"
     );
     let on_streaming = CompactRangeOptions {
-        executor: Some("streaming".to_string()),
+        executor: "streaming".parse().unwrap(),
     };
     db.compact_range_with(None, None, &on_streaming).unwrap();
     assert_eq!(

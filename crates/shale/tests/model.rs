@@ -93,7 +93,7 @@ fn options(env: &Arc<dyn Env>) -> Options {
 fn options_with(env: &Arc<dyn Env>, scheduling: Scheduling) -> Options {
     Options {
         max_background_compactions: scheduling.threads,
-        compaction_executor: scheduling.executor.to_string(),
+        compaction_executor: scheduling.executor.parse().unwrap(),
         max_subcompactions: 4,
         write_buffer_size: 8 << 10,
         max_file_size: 8 << 10,

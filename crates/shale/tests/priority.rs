@@ -19,7 +19,7 @@ fn niced(env: &Arc<dyn Env>, nice: u8) -> Options {
         create_if_missing: true,
         env: env.clone(),
         write_buffer_size: 64 << 10,
-        compaction_executor: "parallel".into(),
+        compaction_executor: "parallel".parse().unwrap(),
         compaction_threads: 2,
         compaction_nice: nice,
         ..Options::default()
@@ -132,7 +132,7 @@ fn compaction_threads_run_at_the_nice_level_asked_for() {
     // RocksDB's `CpuPriority::kLow`); the flush thread still does not.
     drop(db); // joins its threads
     let defaults = Options {
-        compaction_executor: "streaming".into(),
+        compaction_executor: "streaming".parse().unwrap(),
         ..niced(&env, Options::default().compaction_nice)
     };
     assert_eq!(defaults.compaction_nice, 19);
@@ -170,7 +170,7 @@ fn background_and_manual_jobs(compaction_executor: &str) {
         "/noted",
         Options {
             custom_executor: Some(executor.clone()),
-            compaction_executor: compaction_executor.into(),
+            compaction_executor: compaction_executor.parse().unwrap(),
             ..niced(&env, 7)
         },
     )

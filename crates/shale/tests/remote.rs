@@ -28,7 +28,7 @@ fn options(workers: Vec<String>) -> Options {
         write_buffer_size: 64 << 10,
         max_file_size: 32 << 10,
         block_size: 1024,
-        compaction_executor: "remote".to_string(),
+        compaction_executor: "remote".parse().unwrap(),
         remote: RemoteSettings {
             workers,
             timeout: Duration::from_secs(20),
@@ -161,7 +161,7 @@ fn auto_gives_each_worker_a_thread_beside_the_local_ones() {
     let (_, _, db) = write_compact_check(
         &dir,
         Options {
-            compaction_executor: "auto".to_string(),
+            compaction_executor: "auto".parse().unwrap(),
             ..options(vec![worker.url()])
         },
     );
@@ -256,7 +256,7 @@ fn a_stalled_worker_loses_its_job_after_the_timeout() {
     let db = DB::open(
         &dir,
         Options {
-            compaction_executor: "streaming".into(),
+            compaction_executor: "streaming".parse().unwrap(),
             ..options(vec![])
         },
     )
@@ -589,7 +589,7 @@ fn refused_by(lie: Lie, executor: Arc<dyn Executor>, check: &str, timeout: Durat
     let db = DB::open(
         &dir,
         Options {
-            compaction_executor: "streaming".into(),
+            compaction_executor: "streaming".parse().unwrap(),
             ..options(vec![])
         },
     )

@@ -156,7 +156,7 @@ fn concurrent_work_with_several_compaction_threads_and_every_executor() {
             let env: Arc<dyn Env> = Arc::new(MemEnv::new());
             let options = Options {
                 max_background_compactions: threads,
-                compaction_executor: executor.to_string(),
+                compaction_executor: executor.parse().unwrap(),
                 ..small_options(&env)
             };
             let db = DB::open("/db", options.clone()).unwrap();
@@ -259,7 +259,7 @@ fn a_device_job_runs_whole_unless_told_to_split() {
             l0_compaction_trigger: 1000,
             l0_slowdown_writes_trigger: 1000,
             l0_stop_writes_trigger: 1000,
-            compaction_executor: "opencl".to_string(),
+            compaction_executor: "opencl".parse().unwrap(),
             opencl: OpenClSettings {
                 subcompactions: device_parts,
                 // However many L0 files the flushes left, the job stays on

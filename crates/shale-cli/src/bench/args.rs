@@ -299,7 +299,7 @@ mod tests {
         assert!(args.histogram);
         assert_eq!(args.json.as_deref(), Some(std::path::Path::new("run.json")));
         assert_eq!(plan.options.write_buffer_size, 8 << 20);
-        assert_eq!(plan.options.compaction_executor, "streaming");
+        assert_eq!(plan.options.compaction_executor.to_string(), "streaming");
         assert_eq!(plan.options.max_background_compactions, 2);
         assert!(!plan.options.snappy);
         // Space-separated values work too.

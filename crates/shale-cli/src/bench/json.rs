@@ -140,7 +140,7 @@ impl Flags {
             block_size: options.block_size,
             bloom_bits: options.bloom_bits_per_key,
             cache_size: options.block_cache_size,
-            executor: options.compaction_executor.clone(),
+            executor: options.compaction_executor.to_string(),
             max_background_compactions: options.max_background_compactions,
             max_subcompactions: options.max_subcompactions,
             compaction_pick: options.compaction_pick.name(),

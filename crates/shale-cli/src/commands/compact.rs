@@ -44,11 +44,12 @@ use indicatif::HumanBytes;
 use serde::Serialize;
 use shale::db::LevelStats;
 use shale::stats::{megabytes_per_second, GB};
-use shale::{Options, DB};
+use shale::{ExecutorChoice, Options, DB};
 
 use super::Target;
 use crate::bench::cpu::CpuTime;
 use crate::bench::json::JsonFile;
+use crate::db_flags::parse_executor;
 use crate::error::{CliError, CliResult};
 use crate::progress::{self, Progress};
 
@@ -59,8 +60,8 @@ const POLL: Duration = Duration::from_millis(200);
 #[derive(Debug, Args)]
 pub struct CompactArgs {
     /// Compaction executor (same as --compaction_executor).
-    #[arg(long, value_name = "NAME")]
-    executor: Option<String>,
+    #[arg(long, value_name = "NAME", value_parser = parse_executor)]
+    executor: Option<ExecutorChoice>,
     /// Also write the result as one JSON document to this file.
     #[arg(long = "json", value_name = "FILE.json")]
     json: Option<PathBuf>,
@@ -169,14 +170,14 @@ fn poll_levels(db: &DB, bar: &Progress, written_before: u64, stop: &mpsc::Receiv
 /// Compacts everything and prints the speed (and writes `--json`).
 pub fn run(args: &CompactArgs) -> CliResult {
     let mut target = args.target.clone();
-    if let Some(name) = &args.executor {
-        match &target.flags.compaction_executor {
-            Some(other) if other != name => {
+    if let Some(choice) = args.executor {
+        match target.flags.compaction_executor {
+            Some(other) if other != choice => {
                 return Err(CliError::Usage(format!(
-                    "--executor={name} and --compaction_executor={other} disagree"
+                    "--executor={choice} and --compaction_executor={other} disagree"
                 )))
             }
-            _ => target.flags.compaction_executor = Some(name.clone()),
+            _ => target.flags.compaction_executor = Some(choice),
         }
     }
     let options = target.options(false)?;
@@ -197,7 +198,7 @@ pub fn run(args: &CompactArgs) -> CliResult {
 /// Opens the database, compacts everything, prints the executor lines and
 /// the two summary lines, and returns the same figures as a document.
 fn compact(target: &Target, options: Options) -> CliResult<CompactReport> {
-    let executor = options.compaction_executor.clone();
+    let executor = options.compaction_executor.to_string();
     let compression = if options.snappy { "snappy" } else { "none" };
     let cpu_at_open = CpuTime::process();
     let opened = Instant::now();

@@ -397,7 +397,7 @@ impl Executors {
             (None, Some(policy)) => Some(format!("the filter policy {}", policy.name())),
             (None, None) => None,
         };
-        let choice = match options.executor_choice().map_err(Error::InvalidArgument)? {
+        let choice = match options.compaction_executor {
             // The other executors compare key bytes and build Bloom filters
             // (`Options::validate` refuses them by name with a custom
             // comparator or filter policy).
@@ -492,11 +492,14 @@ impl Executors {
         }
     }
 
-    /// The executor a manual compaction asked for by `name`: `None` for
-    /// `auto` (the scheduler chooses), else its kind if this database has
-    /// that executor; an error that says why not otherwise.
-    pub(crate) fn for_manual_compaction(&self, name: &str) -> Result<Option<ExecutorKind>> {
-        let known = match name.parse().map_err(Error::InvalidArgument)? {
+    /// The executor a manual compaction asked for: `None` for `auto` (the
+    /// scheduler chooses), else its kind if this database has that
+    /// executor; an error that says why not otherwise.
+    pub(crate) fn for_manual_compaction(
+        &self,
+        choice: ExecutorChoice,
+    ) -> Result<Option<ExecutorKind>> {
+        let known = match choice {
             ExecutorChoice::Auto => return Ok(None),
             ExecutorChoice::Forced(kind) => kind,
         };

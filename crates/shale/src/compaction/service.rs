@@ -461,14 +461,8 @@ impl Service {
         }
     }
 
-    /// How many sub-compactions `job` runs as on `lane`: jobs of at least
-    /// two output files' worth, up to `max_subcompactions` (ProckStore's
-    /// fourth priority) for L0->L1 and manual jobs, and for a deeper job
-    /// up to the cores no one else is using (one kept for the foreground,
-    /// one for each other running job), so that a backlog of deep jobs
-    /// uses idle cores and takes none from busy ones. A worker runs a job
-    /// whole (its own cores split it if they like); sub-compaction ranges
-    /// are cut in bytewise order only.
+    /// How many sub-compactions `job` runs as on `lane`
+    /// ([`placement::subcompactions`]).
     fn parts(
         &self,
         scheduled: &ScheduledJob,
@@ -476,20 +470,17 @@ impl Service {
         lane: Lane,
         requested: Option<ExecutorKind>,
     ) -> usize {
-        let whole = lane == Lane::Remote
-            || requested == Some(Remote)
-            || !self.options.key_order().is_bytewise();
-        if whole {
-            return 1;
-        }
-        let most = if scheduled.plan.level == 0 || scheduled.manual {
-            self.options.subcompactions()
-        } else {
-            let others = self.lock().running().len().saturating_sub(1);
-            priority::idle_cores(crate::options::available_cores(), others)
-                .min(self.options.subcompactions())
-        };
-        priority::subcompaction_parts(job.input_bytes(), job.max_output_file_size, most)
+        placement::subcompactions(placement::PartsAsk {
+            input_bytes: job.input_bytes(),
+            part_bytes: job.max_output_file_size,
+            whole: lane == Lane::Remote
+                || requested == Some(Remote)
+                || !self.options.key_order().is_bytewise(),
+            urgent: scheduled.plan.level == 0 || scheduled.manual,
+            cores: crate::options::available_cores(),
+            other_jobs: self.lock().running().len().saturating_sub(1),
+            max_subcompactions: self.options.subcompactions(),
+        })
     }
 
     /// Executor `index` of `chain` did not complete job `job_id`: it

@@ -58,7 +58,9 @@ use crate::db_iter::DbIterator;
 use crate::filename;
 use crate::info_log::InfoLog;
 use crate::memtable::MemTable;
-use crate::options::{CompactRangeOptions, Options, ReadOptions, RemoteSettings, WriteOptions};
+use crate::options::{
+    CompactRangeOptions, ExecutorChoice, Options, ReadOptions, RemoteSettings, WriteOptions,
+};
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::table_cache::{SharedBlockCache, TableCache};
 use crate::version::Version;
@@ -191,7 +193,7 @@ impl DB {
         let options = Options {
             create_if_missing: false,
             error_if_exists: false,
-            compaction_executor: shale_compact::ExecutorKind::Streaming.to_string(),
+            compaction_executor: shale_compact::ExecutorKind::Streaming.into(),
             remote: RemoteSettings {
                 workers: Vec::new(),
                 ..options.remote
@@ -366,12 +368,12 @@ impl DB {
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner
             .compaction
-            .compact_range(&*self.inner, begin, end, None)
+            .compact_range(&*self.inner, begin, end, ExecutorChoice::Auto)
     }
 
     /// [`compact_range`](Self::compact_range) with every job run on the
     /// executor `options.executor` names (`streaming`, `parallel`,
-    /// `opencl`, `remote`; `auto` or `None`: the scheduler's choice), then
+    /// `opencl`, `remote`; `auto`: the scheduler's choice), then
     /// on `streaming` if that one fails, as the executor chain does. An
     /// executor this database does not have (no OpenCL device, no remote
     /// workers) is an error before anything runs.
@@ -383,7 +385,7 @@ impl DB {
     ) -> Result<()> {
         self.inner
             .compaction
-            .compact_range(&*self.inner, begin, end, options.executor.as_deref())
+            .compact_range(&*self.inner, begin, end, options.executor)
     }
 
     /// Flushes the memtable to a table and waits for it.

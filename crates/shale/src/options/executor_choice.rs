@@ -22,9 +22,11 @@ use super::Options;
 /// );
 /// assert_eq!(ExecutorChoice::Forced(ExecutorKind::Remote).to_string(), "remote");
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExecutorChoice {
-    /// `compaction_executor=auto`: the scheduler chooses per job.
+    /// `compaction_executor=auto` (the default): the scheduler chooses per
+    /// job.
+    #[default]
     Auto,
     /// An executor named in the options: it runs every job it accepts.
     Forced(ExecutorKind),
@@ -47,6 +49,13 @@ impl ExecutorChoice {
             ExecutorChoice::Auto => AUTO,
             ExecutorChoice::Forced(kind) => kind.name(),
         }
+    }
+}
+
+impl From<ExecutorKind> for ExecutorChoice {
+    /// The choice of that one executor.
+    fn from(kind: ExecutorKind) -> ExecutorChoice {
+        ExecutorChoice::Forced(kind)
     }
 }
 

@@ -84,7 +84,7 @@ impl std::str::FromStr for PickStyle {
 /// what is wrong with a combination that cannot work.
 ///
 /// ```
-/// use shale::{Options, DB};
+/// use shale::{ExecutorKind, Options, DB};
 /// # let dir = tempfile::tempdir().unwrap();
 /// let options = Options {
 ///     create_if_missing: true,
@@ -93,7 +93,7 @@ impl std::str::FromStr for PickStyle {
 ///     // Snappy-compress blocks (kept when it saves at least 1/8).
 ///     snappy: true,
 ///     // Compactions on the CPU executor that merges one stream at a time.
-///     compaction_executor: "streaming".to_string(),
+///     compaction_executor: ExecutorKind::Streaming.into(),
 ///     ..Options::default()
 /// };
 /// assert!(options.validate().is_ok());
@@ -234,16 +234,17 @@ pub struct Options {
     /// the scheduler judges right for the machine,
     /// [`Options::background_compactions`].
     pub max_background_compactions: usize,
-    /// Executor for compactions, by name: `auto` (the default: the
-    /// scheduler chooses per job from the executors' measured throughput and
-    /// the cores left to the foreground; an OpenCL GPU when there is one and
-    /// placement allows — an OpenCL device on the CPU, such as PoCL, is left
-    /// out), `parallel` (data-parallel phases on CPU
-    /// threads), `streaming` (the reference) or `opencl`. A named executor
+    /// Executor for compactions: `auto` (the default: the scheduler chooses
+    /// per job from the executors' measured throughput and the cores left
+    /// to the foreground; an OpenCL GPU when there is one and placement
+    /// allows — an OpenCL device on the CPU, such as PoCL, is left out), or
+    /// one executor: `parallel` (data-parallel phases on CPU threads),
+    /// `streaming` (the reference), `opencl` or `remote`. A named executor
     /// still falls back along the chain (device -> `parallel` ->
-    /// `streaming`) when it fails a job. [`Options::executor_choice`]
-    /// reads it; an unknown name is refused at open.
-    pub compaction_executor: String,
+    /// `streaming`) when it fails a job. Flags and other languages name it
+    /// (`"streaming".parse::<ExecutorChoice>()`); an unknown name is refused
+    /// where it is parsed.
+    pub compaction_executor: ExecutorChoice,
     /// An executor of your own (RocksDB's `CompactionService`), offered
     /// every job before the scheduler's choice; when it fails a job (an
     /// error other than corrupt input or an I/O error, or a panic), the job
@@ -332,7 +333,7 @@ impl Default for Options {
             level_multiplier: 10.0,
             seek_compaction: true,
             max_background_compactions: 0,
-            compaction_executor: ExecutorChoice::Auto.to_string(),
+            compaction_executor: ExecutorChoice::Auto,
             custom_executor: None,
             compaction_pick: PickStyle::default(),
             cross_level_compaction: true,
@@ -383,12 +384,6 @@ impl Options {
         self.filter_policy.as_ref().map(|policy| {
             Arc::new(InternalFilterPolicy::new(policy.clone())) as Arc<dyn FilterPolicy>
         })
-    }
-
-    /// What `compaction_executor` names, or the error that lists the names
-    /// there are.
-    pub fn executor_choice(&self) -> Result<ExecutorChoice, String> {
-        self.compaction_executor.parse()
     }
 
     /// Compaction threads: `max_background_compactions`, or when it is 0,
@@ -468,8 +463,8 @@ impl Options {
         if self.remote.workers.iter().any(|w| w.trim().is_empty()) {
             return Err("remote_workers holds an empty endpoint".into());
         }
-        let choice = self.executor_choice();
-        if choice == Ok(ExecutorChoice::Forced(ExecutorKind::Remote))
+        let choice = self.compaction_executor;
+        if choice == ExecutorChoice::Forced(ExecutorKind::Remote)
             && self.remote.workers.is_empty()
         {
             return Err("compaction_executor=remote needs remote_workers".into());
@@ -489,10 +484,10 @@ impl Options {
         if self.remote.timeout.is_zero() {
             return Err("remote_timeout must be above 0".into());
         }
-        let executor = self.compaction_executor.as_str();
+        let executor = choice;
         let streaming_only = matches!(
             choice,
-            Ok(ExecutorChoice::Auto | ExecutorChoice::Forced(ExecutorKind::Streaming))
+            ExecutorChoice::Auto | ExecutorChoice::Forced(ExecutorKind::Streaming)
         );
         if let Some(comparator) = self.comparator.as_ref().filter(|_| !streaming_only) {
             return Err(format!(
@@ -543,9 +538,9 @@ pub struct WriteOptions {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CompactRangeOptions {
     /// The executor to run the jobs on (`streaming`, `parallel`, `opencl`,
-    /// `remote`); `None` or `auto`: the scheduler chooses, as for
-    /// background compactions.
-    pub executor: Option<String>,
+    /// `remote`); [`ExecutorChoice::Auto`] (the default): the scheduler
+    /// chooses, as for background compactions.
+    pub executor: ExecutorChoice,
 }
 
 /// Options for reads and iterators.

@@ -19,9 +19,9 @@ use super::Options;
 ///
 /// ```
 /// use shale::shale_compact::opencl::PlacementPolicy;
-/// use shale::{OpenClSettings, Options};
+/// use shale::{ExecutorChoice, OpenClSettings, Options};
 /// let options = Options {
-///     compaction_executor: "auto".to_string(),
+///     compaction_executor: ExecutorChoice::Auto,
 ///     opencl: OpenClSettings {
 ///         // gc on the host, unpack, merge and pack on the device.
 ///         placement: PlacementPolicy::CCompaction,

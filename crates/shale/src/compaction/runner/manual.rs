@@ -8,6 +8,7 @@ use shale_format::version_edit::NUM_LEVELS;
 use shale_format::{Error, Result};
 
 use super::{Caller, Runner};
+use crate::options::ExecutorChoice;
 use crate::compaction::host::JobHost;
 use crate::compaction::picker;
 use crate::version::Version;
@@ -17,8 +18,9 @@ impl Runner {
     /// through every level that holds it. Each level's plan goes through the
     /// scheduler's queue (reserving its files, visible in
     /// `shale.scheduler`) and runs on this thread, in sub-compactions.
-    /// `executor`: run every job on it (then `streaming` if it fails)
-    /// instead of where the scheduler would; checked to exist first.
+    /// `executor` other than `auto`: run every job on it (then `streaming`
+    /// if it fails) instead of where the scheduler would; checked to exist
+    /// first.
     ///
     /// It compacts what the database holds when it is called, as LevelDB
     /// and RocksDB do, and does not chase writes that arrive meanwhile:
@@ -30,13 +32,13 @@ impl Runner {
         host: &dyn JobHost,
         begin: Option<&[u8]>,
         end: Option<&[u8]>,
-        executor: Option<&str>,
+        executor: ExecutorChoice,
     ) -> Result<()> {
-        let executor = executor.map(|name| self.executors.for_manual_compaction(name));
+        let executor = self.executors.for_manual_compaction(executor);
         // Naming `opencl` waited for `auto`'s probe: the service learns the
         // answer now, whatever this call does next.
         self.note_device();
-        let executor = executor.transpose()?.flatten();
+        let executor = executor?;
         host.flush()?;
         let at_call = {
             let (version, _) = host.version_and_snapshot_floor();

@@ -25,6 +25,7 @@ use shale_compact::ExecutorId;
 use shale_compact::ExecutorKind::{self, OpenCl, Parallel, Remote, Streaming};
 
 use super::book::ExecutorBook;
+use crate::compaction::priority;
 pub use crate::options::ExecutorChoice;
 
 /// Above this average input bytes per entry a job stays on the CPU: the
@@ -284,6 +285,49 @@ fn cpu_chain(first: ExecutorKind) -> Vec<ExecutorId> {
     }
 }
 
+/// What decides how many sub-compactions a job is cut into, before its
+/// chain is known ([`subcompactions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartsAsk {
+    /// The job's input bytes.
+    pub input_bytes: u64,
+    /// The least a part may hold: one output file's worth, so that a part
+    /// never writes less than a whole file.
+    pub part_bytes: u64,
+    /// The job runs whole: on a worker (its own cores split it if they
+    /// like), or under a custom comparator (ranges are cut in bytewise
+    /// order only).
+    pub whole: bool,
+    /// L0->L1 or a manual job: it may take up to `max_subcompactions`
+    /// parts whatever else runs (ProckStore's fourth priority: L0 holds the
+    /// writers up, a manual job a caller).
+    pub urgent: bool,
+    /// The cores this process may use.
+    pub cores: usize,
+    /// Compaction jobs running beside this one.
+    pub other_jobs: usize,
+    /// `Options::subcompactions()`.
+    pub max_subcompactions: usize,
+}
+
+/// How many sub-compactions a job runs as: jobs of at least two output
+/// files' worth, up to `max_subcompactions` when urgent, and a deeper job
+/// up to the cores no one else is using (one kept for the foreground, one
+/// for each other running job), so that a backlog of deep jobs uses idle
+/// cores and takes none from busy ones. [`parts_on`] then caps a device
+/// job.
+pub fn subcompactions(ask: PartsAsk) -> usize {
+    if ask.whole {
+        return 1;
+    }
+    let most = if ask.urgent {
+        ask.max_subcompactions
+    } else {
+        priority::idle_cores(ask.cores, ask.other_jobs).min(ask.max_subcompactions)
+    };
+    priority::subcompaction_parts(ask.input_bytes, ask.part_bytes, most)
+}
+
 /// Sub-compactions for a job placed on `chain` that the scheduler would cut
 /// into `parts`: a job on the device at most `device_parts` (at least 1;
 /// `Options::opencl.subcompactions`). The device takes few large jobs (by
@@ -403,6 +447,32 @@ mod tests {
     use shale_compact::job::{
         CostReport, DeviceCosts, InputRun, JobFile, PhaseStats, TableSettings,
     };
+
+    #[test]
+    fn deeper_jobs_split_over_idle_cores_and_urgent_ones_over_the_maximum() {
+        let ask = PartsAsk {
+            input_bytes: 80 << 20,
+            part_bytes: 8 << 20,
+            whole: false,
+            urgent: false,
+            cores: 16,
+            other_jobs: 0,
+            max_subcompactions: 16,
+        };
+        // Ten files' worth on 15 idle cores (one kept for the foreground).
+        assert_eq!(subcompactions(ask), 10);
+        // Three other jobs running: 12 idle cores, ten parts still fit.
+        assert_eq!(subcompactions(PartsAsk { other_jobs: 3, ..ask }), 10);
+        // On two cores with another job running, none is idle: one part.
+        let two = PartsAsk { cores: 2, other_jobs: 1, max_subcompactions: 2, ..ask };
+        assert_eq!(subcompactions(two), 1);
+        // L0->L1 or manual: up to the maximum whatever else runs.
+        assert_eq!(subcompactions(PartsAsk { urgent: true, ..two }), 2);
+        // Less than two files' worth is not split.
+        assert_eq!(subcompactions(PartsAsk { input_bytes: 12 << 20, ..ask }), 1);
+        // Whole jobs: one part.
+        assert_eq!(subcompactions(PartsAsk { whole: true, urgent: true, ..ask }), 1);
+    }
 
     fn ids(kinds: &[ExecutorKind]) -> Vec<ExecutorId> {
         kinds.iter().map(|&kind| kind.into()).collect()
