@@ -359,10 +359,7 @@ pub fn cross_level_byte_limit(options: &Options) -> u64 {
 /// ProckStore's triple-level compaction: when the next level is itself over
 /// its target (`next_level_score > 1`), the plan also takes the files two
 /// levels down that overlap it and writes there, so the data moved is
-/// written once instead of twice. Every file of the two lower levels that
-/// overlaps the grown key range joins (a file left behind at the middle
-/// level could hide newer data of the deepest; one left at the deepest
-/// would overlap the outputs), repeated until stable. `None` when the plan
+/// written once instead of twice ([`grown_to_deepest`]). `None` when the plan
 /// does not qualify: a trivial move, the last levels, or the grown job over
 /// [`cross_level_byte_limit`].
 pub fn cross_level(
@@ -371,14 +368,50 @@ pub fn cross_level(
     plan: &CompactionPlan,
     next_level_score: f64,
 ) -> Option<CompactionPlan> {
-    let (middle, deepest) = (plan.level + 1, plan.level + 2);
     if plan.is_cross_level()
         || next_level_score <= 1.0
-        || deepest >= NUM_LEVELS
+        || plan.level + 2 >= NUM_LEVELS
         || plan.is_trivial_move(options)
     {
         return None;
     }
+    let grown = grown_to_deepest(version, plan);
+    let total: u64 = grown.inputs.iter().map(|f| total_file_size(f)).sum();
+    (total <= cross_level_byte_limit(options)).then_some(grown)
+}
+
+/// A manual compaction of level 0 that writes two levels down: the L0
+/// files, every L1 file that overlaps them (there may be none) and every
+/// L2 file that overlaps those, merged into L2 in one job. Level by level, the data of L0 and L1
+/// would be written into L1 and then read and written again into L2; a
+/// full compaction (`shale compact`) does a fifth less work this way
+/// (`docs/results/compaction-tax.md`, "Full compaction in fewer passes").
+/// Only from level 0, whose manual job takes every overlapping file
+/// whatever its size anyway; deeper levels keep their rounds. `None` when
+/// cross-level jobs are off, there is nothing at L2 to write into, or the
+/// L2 files to take exceed twice L2's target (a tree far out of shape
+/// keeps level-by-level jobs, whose rounds bound what one job holds).
+pub fn manual_cross_level(
+    version: &Version,
+    options: &Options,
+    plan: &CompactionPlan,
+) -> Option<CompactionPlan> {
+    if !options.cross_level_compaction || plan.level != 0 || plan.is_cross_level() {
+        return None;
+    }
+    let grown = grown_to_deepest(version, plan);
+    let deepest_bytes = total_file_size(&grown.inputs[2]);
+    let fits = deepest_bytes > 0 && deepest_bytes as f64 <= 2.0 * options.max_bytes_for_level(2);
+    fits.then_some(grown)
+}
+
+/// `plan` (inputs at `level` and `level + 1`) grown into a cross-level job
+/// writing at `level + 2`: every file of the two lower levels that
+/// overlaps the grown key range joins (a file left behind at the middle
+/// level could hide newer data of the deepest; one left at the deepest
+/// would overlap the outputs), repeated until stable.
+fn grown_to_deepest(version: &Version, plan: &CompactionPlan) -> CompactionPlan {
+    let (middle, deepest) = (plan.level + 1, plan.level + 2);
     let first = plan.inputs[0].clone();
     let mut second = plan.inputs[1].clone();
     let mut third: Vec<Arc<FileMeta>> = Vec::new();
@@ -401,24 +434,20 @@ pub fn cross_level(
         }
     }
     let inputs = vec![first, second, third];
-    let total: u64 = inputs.iter().map(|f| total_file_size(f)).sum();
-    if total > cross_level_byte_limit(options) {
-        return None;
-    }
     let (smallest, largest) = user_range(&version.order, &inputs.concat());
     let grandparents = if deepest + 1 < NUM_LEVELS {
         version.overlapping_inputs(deepest + 1, Some(&smallest), Some(&largest))
     } else {
         Vec::new()
     };
-    Some(CompactionPlan {
+    CompactionPlan {
         output_level: deepest,
         inputs,
         grandparents,
         smallest_user_key: smallest,
         largest_user_key: largest,
         ..plan.clone()
-    })
+    }
 }
 
 /// A manual compaction of `level` over the user-key range `[begin, end]`
@@ -790,6 +819,56 @@ mod tests {
             1,
             "level 3 file x..y is outside a..d"
         );
+    }
+
+    #[test]
+    fn a_manual_level_0_job_writes_into_level_2_when_level_2_holds_the_range() {
+        let options = crate::compaction::test_versions::leveldb_triggers();
+        let mb = 1 << 20;
+        let v = version(&[
+            (0, 1, "b", "f", mb),
+            (0, 2, "c", "h", mb),
+            (1, 10, "a", "d", 2 * mb),
+            (1, 11, "e", "g", 2 * mb),
+            (1, 12, "x", "y", 2 * mb),
+            (2, 20, "a", "c", 10 * mb),
+            (2, 21, "d", "j", 10 * mb),
+            (2, 22, "k", "m", 10 * mb),
+            (3, 30, "a", "z", 50 * mb),
+        ]);
+        let plan = plan_for_range(&v, &options, 0, None, None).unwrap();
+        let cross = manual_cross_level(&v, &options, &plan).unwrap();
+        assert_eq!(cross.output_level, 2);
+        assert_eq!(numbers(&cross.inputs[0]), [1, 2]);
+        // L1's files over the L0 range, and L2's over theirs.
+        assert_eq!(numbers(&cross.inputs[1]), [10, 11]);
+        assert_eq!(numbers(&cross.inputs[2]), [20, 21]);
+        assert_eq!(numbers(&cross.grandparents), [30]);
+        assert_eq!(cross.reason, PickReason::Manual);
+
+        // Nothing at L2 under the range: level by level.
+        let no_l2 = version(&[(0, 1, "b", "f", mb), (1, 10, "a", "d", 2 * mb), (2, 22, "k", "m", mb)]);
+        let plan = plan_for_range(&no_l2, &options, 0, None, None).unwrap();
+        assert!(manual_cross_level(&no_l2, &options, &plan).is_none());
+        // L2's part over twice its target (100 MiB): level by level.
+        let big = version(&[(0, 1, "b", "f", mb), (2, 20, "a", "z", 201 * mb)]);
+        let plan = plan_for_range(&big, &options, 0, None, None).unwrap();
+        assert!(manual_cross_level(&big, &options, &plan).is_none());
+        // An empty L1 between them is no obstacle.
+        let skip = version(&[(0, 1, "b", "f", mb), (2, 20, "a", "z", 20 * mb)]);
+        let plan = plan_for_range(&skip, &options, 0, None, None).unwrap();
+        let cross = manual_cross_level(&skip, &options, &plan).unwrap();
+        assert!(cross.inputs[1].is_empty());
+        assert_eq!(numbers(&cross.inputs[2]), [20]);
+        // Deeper levels keep their rounds; off with cross-level jobs.
+        let plan = plan_for_range(&v, &options, 1, None, None).unwrap();
+        assert!(manual_cross_level(&v, &options, &plan).is_none());
+        let off = Options {
+            cross_level_compaction: false,
+            ..options.clone()
+        };
+        let plan = plan_for_range(&v, &off, 0, None, None).unwrap();
+        assert!(manual_cross_level(&v, &off, &plan).is_none());
     }
 
     #[test]

@@ -175,13 +175,34 @@ pub struct Debt {
     pub l0_drain_rate: Option<f64>,
 }
 
+/// The share of the L0 drain rate that [`write_delay`] holds writes to at
+/// the stop trigger.
+pub const STOP_RATE_SHARE: f64 = 0.01;
+
+/// Where, from the slowdown trigger (0) to the stop trigger (1),
+/// [`write_delay`]'s rate stops falling linearly and starts falling by a
+/// constant factor per L0 file.
+pub const THROTTLE_KNEE: f64 = 0.5;
+
 /// The delay for one write of `write_bytes` under `debt`: none below the
 /// slowdown trigger; from there to the stop trigger the writer is held to a
 /// rate that falls from the measured L0 drain rate (or 16 MiB/s before any
-/// measurement, RocksDB's `delayed_write_rate`) towards a tenth of it, so
+/// measurement, RocksDB's `delayed_write_rate`): linearly to 0.55 of it
+/// halfway to the stop trigger ([`THROTTLE_KNEE`]), then by the same
+/// factor per L0 file to [`STOP_RATE_SHARE`] of it at the stop trigger, so
 /// the delay is spread thinly over every write instead of 1 ms every now
 /// and then (LevelDB). The stop trigger stays the last resort (the caller
 /// waits there).
+///
+/// Why the steep second half: the drain rate is a job's input rate while
+/// it runs, and jobs into L1 share the cores with deeper ones, so L0
+/// empties far slower than that over wall time. A rate falling linearly
+/// to a tenth never came down to what a deep tree's compaction sustains,
+/// and a 200M-pair fill was stopped hundreds of times (one write waited
+/// 2.4 s). Falling geometrically from the slowdown trigger on, it stopped
+/// none, but held L0 lower, so each job into L1 took fewer L0 files and
+/// a 5M-pair fill wrote more; from halfway, it keeps the first half as
+/// it was (`docs/results/compaction-tax.md`, "The throttle's curve").
 pub fn write_delay(write_bytes: usize, debt: &Debt, options: &Options) -> Duration {
     const DEFAULT_RATE: f64 = 16.0 * 1024.0 * 1024.0;
     let slowdown = options.l0_slowdown_writes_trigger;
@@ -198,7 +219,14 @@ pub fn write_delay(write_bytes: usize, debt: &Debt, options: &Options) -> Durati
         .l0_drain_rate
         .filter(|r| *r > 0.0)
         .unwrap_or(DEFAULT_RATE);
-    let rate = drain * (1.0 - 0.9 * depth);
+    let at_knee = 1.0 - 0.9 * THROTTLE_KNEE;
+    let share = if depth <= THROTTLE_KNEE {
+        1.0 - 0.9 * depth
+    } else {
+        let beyond = (depth - THROTTLE_KNEE) / (1.0 - THROTTLE_KNEE);
+        at_knee * (STOP_RATE_SHARE / at_knee).powf(beyond)
+    };
+    let rate = drain * share;
     Duration::from_secs_f64(write_bytes as f64 / rate)
 }
 
@@ -316,9 +344,15 @@ mod tests {
             .collect();
         assert_eq!(delays[0], Duration::from_secs_f64(1000.0 / 100e6));
         assert!(delays.windows(2).all(|w| w[0] < w[1]), "{delays:?}");
-        assert_eq!(delays[4], Duration::from_secs_f64(1000.0 / 10e6));
+        // Linear to 0.55 of the rate halfway, then the same factor per
+        // file to a hundredth at the stop trigger.
+        let close = |d: Duration, rate: f64| (d.as_secs_f64() - 1000.0 / rate).abs() < 1e-8;
+        assert!(close(delays[1], 100e6 * 0.775), "{delays:?}");
+        assert!(close(delays[2], 100e6 * 0.55), "{delays:?}");
+        assert!(close(delays[3], 100e6 * (0.55f64 * 0.01).sqrt()), "{delays:?}");
+        assert!(close(delays[4], 100e6 * 0.01), "{delays:?}");
         // Far below LevelDB's 1 ms per write at the slowdown trigger.
-        assert!(delays[4] < Duration::from_micros(200));
+        assert!(delays[0] < Duration::from_micros(200));
         // Before any measurement: 16 MiB/s.
         let unknown = Debt {
             l0_drain_rate: None,

@@ -364,7 +364,9 @@ impl DB {
 
     /// Compacts the user-key range `[begin, end]` (`None`: unbounded) down
     /// through every level that holds it: the memtable is flushed first, then
-    /// each level's overlapping files are merged into the next.
+    /// each level's overlapping files are merged into the next (level 0's,
+    /// with L1's over them, into L2 in one job when L2 holds the range and
+    /// `cross_level_compaction` is on).
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner
             .compaction

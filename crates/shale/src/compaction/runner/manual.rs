@@ -107,6 +107,7 @@ impl Runner {
                     return None;
                 }
                 let plan = picker::plan_for_range(version, &self.options, level, begin, end)?;
+                let plan = picker::manual_cross_level(version, &self.options, &plan).unwrap_or(plan);
                 let largest = plan.inputs[0]
                     .iter()
                     .map(|f| f.largest.user_key().to_vec())
