@@ -847,7 +847,11 @@ mod tests {
         assert_eq!(cross.reason, PickReason::Manual);
 
         // Nothing at L2 under the range: level by level.
-        let no_l2 = version(&[(0, 1, "b", "f", mb), (1, 10, "a", "d", 2 * mb), (2, 22, "k", "m", mb)]);
+        let no_l2 = version(&[
+            (0, 1, "b", "f", mb),
+            (1, 10, "a", "d", 2 * mb),
+            (2, 22, "k", "m", mb),
+        ]);
         let plan = plan_for_range(&no_l2, &options, 0, None, None).unwrap();
         assert!(manual_cross_level(&no_l2, &options, &plan).is_none());
         // L2's part over twice its target (100 MiB): level by level.

@@ -349,7 +349,10 @@ mod tests {
         let close = |d: Duration, rate: f64| (d.as_secs_f64() - 1000.0 / rate).abs() < 1e-8;
         assert!(close(delays[1], 100e6 * 0.775), "{delays:?}");
         assert!(close(delays[2], 100e6 * 0.55), "{delays:?}");
-        assert!(close(delays[3], 100e6 * (0.55f64 * 0.01).sqrt()), "{delays:?}");
+        assert!(
+            close(delays[3], 100e6 * (0.55f64 * 0.01).sqrt()),
+            "{delays:?}"
+        );
         assert!(close(delays[4], 100e6 * 0.01), "{delays:?}");
         // Far below LevelDB's 1 ms per write at the slowdown trigger.
         assert!(delays[0] < Duration::from_micros(200));

@@ -464,8 +464,7 @@ impl Options {
             return Err("remote_workers holds an empty endpoint".into());
         }
         let choice = self.compaction_executor;
-        if choice == ExecutorChoice::Forced(ExecutorKind::Remote)
-            && self.remote.workers.is_empty()
+        if choice == ExecutorChoice::Forced(ExecutorKind::Remote) && self.remote.workers.is_empty()
         {
             return Err("compaction_executor=remote needs remote_workers".into());
         }

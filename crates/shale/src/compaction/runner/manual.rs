@@ -8,9 +8,9 @@ use shale_format::version_edit::NUM_LEVELS;
 use shale_format::{Error, Result};
 
 use super::{Caller, Runner};
-use crate::options::ExecutorChoice;
 use crate::compaction::host::JobHost;
 use crate::compaction::picker;
+use crate::options::ExecutorChoice;
 use crate::version::Version;
 
 impl Runner {
@@ -107,7 +107,8 @@ impl Runner {
                     return None;
                 }
                 let plan = picker::plan_for_range(version, &self.options, level, begin, end)?;
-                let plan = picker::manual_cross_level(version, &self.options, &plan).unwrap_or(plan);
+                let plan =
+                    picker::manual_cross_level(version, &self.options, &plan).unwrap_or(plan);
                 let largest = plan.inputs[0]
                     .iter()
                     .map(|f| f.largest.user_key().to_vec())

@@ -462,16 +462,46 @@ mod tests {
         // Ten files' worth on 15 idle cores (one kept for the foreground).
         assert_eq!(subcompactions(ask), 10);
         // Three other jobs running: 12 idle cores, ten parts still fit.
-        assert_eq!(subcompactions(PartsAsk { other_jobs: 3, ..ask }), 10);
+        assert_eq!(
+            subcompactions(PartsAsk {
+                other_jobs: 3,
+                ..ask
+            }),
+            10
+        );
         // On two cores with another job running, none is idle: one part.
-        let two = PartsAsk { cores: 2, other_jobs: 1, max_subcompactions: 2, ..ask };
+        let two = PartsAsk {
+            cores: 2,
+            other_jobs: 1,
+            max_subcompactions: 2,
+            ..ask
+        };
         assert_eq!(subcompactions(two), 1);
         // L0->L1 or manual: up to the maximum whatever else runs.
-        assert_eq!(subcompactions(PartsAsk { urgent: true, ..two }), 2);
+        assert_eq!(
+            subcompactions(PartsAsk {
+                urgent: true,
+                ..two
+            }),
+            2
+        );
         // Less than two files' worth is not split.
-        assert_eq!(subcompactions(PartsAsk { input_bytes: 12 << 20, ..ask }), 1);
+        assert_eq!(
+            subcompactions(PartsAsk {
+                input_bytes: 12 << 20,
+                ..ask
+            }),
+            1
+        );
         // Whole jobs: one part.
-        assert_eq!(subcompactions(PartsAsk { whole: true, urgent: true, ..ask }), 1);
+        assert_eq!(
+            subcompactions(PartsAsk {
+                whole: true,
+                urgent: true,
+                ..ask
+            }),
+            1
+        );
     }
 
     fn ids(kinds: &[ExecutorKind]) -> Vec<ExecutorId> {
