@@ -359,7 +359,7 @@ pub fn cross_level_byte_limit(options: &Options) -> u64 {
 /// ProckStore's triple-level compaction: when the next level is itself over
 /// its target (`next_level_score > 1`), the plan also takes the files two
 /// levels down that overlap it and writes there, so the data moved is
-/// written once instead of twice ([`grown_to_deepest`]). `None` when the plan
+/// written once instead of twice (`grown_to_deepest`). `None` when the plan
 /// does not qualify: a trivial move, the last levels, or the grown job over
 /// [`cross_level_byte_limit`].
 pub fn cross_level(
