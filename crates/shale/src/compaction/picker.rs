@@ -382,9 +382,9 @@ pub fn cross_level(
 
 /// A manual compaction of level 0 that writes two levels down: the L0
 /// files, every L1 file that overlaps them (there may be none) and every
-/// L2 file that overlaps those, merged into L2 in one job. Level by level, the data of L0 and L1
-/// would be written into L1 and then read and written again into L2; a
-/// full compaction (`shale compact`) does a fifth less work this way
+/// L2 file that overlaps those, merged into L2 in one job. Level by level,
+/// the data of L0 and L1 would be written into L1 and then read and
+/// written again into L2; a full compaction (`shale compact`) does a fifth less work this way
 /// (`docs/results/compaction-tax.md`, "Full compaction in fewer passes").
 /// Only from level 0, whose manual job takes every overlapping file
 /// whatever its size anyway; deeper levels keep their rounds. `None` when
