@@ -301,7 +301,10 @@ impl Table {
                 return Ok(block);
             }
         }
-        let bytes = read_block(&*inner.source, &inner.name, inner.file_size, handle, verify)?;
+        // From a mapped file a compressed block is decompressed straight
+        // out of the mapping, without first copying it into a buffer.
+        let bytes =
+            read_block_shared(&*inner.source, &inner.name, inner.file_size, handle, verify)?;
         let block = Block::new(bytes).map_err(|e| e.at(&inner.name, handle.offset))?;
         if let (Some((cache, id)), true) = (&inner.options.block_cache, read.fill_cache) {
             cache.insert(*id, handle.offset, block.clone());
