@@ -838,8 +838,15 @@ impl<'d> Session<'d> {
 
     /// Waits for every command enqueued and not waited for, and counts
     /// their device times.
+    ///
+    /// The last command first: every pending command is on the compute
+    /// queue, which is in order, so once the last is complete the others
+    /// are too, and the host sleeps once per settle rather than once per
+    /// kernel still running (which, on a loaded host, was most of them).
     pub(crate) fn settle(&mut self) -> Result<(), DeviceError> {
-        for (name, items, bytes, event) in std::mem::take(&mut self.pending) {
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.reverse();
+        for (name, items, bytes, event) in pending {
             let waited =
                 wait_for(&event).map_err(|e| DeviceError::cl(&format!("running {name}"), e))?;
             self.waited(waited);

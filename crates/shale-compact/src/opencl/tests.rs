@@ -2011,11 +2011,17 @@ fn device_jobs_reuse_memory_and_wait_only_for_results() {
     assert_eq!(device_costs(&third).pinned_bytes_mapped, 0);
     // The host blocks to read results it needs (sizes, error flags once
     // per phase, the blocks' restart counts, each file's blocks, and with
-    // Snappy the compressed lengths), not once per kernel: the filters of all files are one pair
-    // of launches and one download.
+    // Snappy the compressed lengths), not once per kernel: the filters of
+    // all files are one pair of launches and one download. Only waits that
+    // found the command still running count, so the figure depends on the
+    // machine's load (16-19 for this job's 13 files on an idle 2-core
+    // machine and under two busy loops; 21 once in a CI run, with other
+    // tests on the same PoCL device, before `Session::settle` waited for
+    // the last command first): the bound is the launches, which a wait
+    // per kernel would reach.
     assert!(output_files > 2, "{output_files} files");
     assert!(
-        d.host_waits <= 7 + output_files,
+        d.host_waits < d.kernel_launches,
         "{} waits for {} launches and {output_files} files",
         d.host_waits,
         d.kernel_launches
