@@ -177,6 +177,7 @@ class _Options(TypedDict, total=False):
     l0_stop_writes_trigger: int | None
     max_bytes_for_level_base: int | None
     level_multiplier: float | None
+    dynamic_level_targets: bool | None
     seek_compaction: bool | None
     direct_io_for_compaction: bool | None
     opencl_max_device_files: int | None

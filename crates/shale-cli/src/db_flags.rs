@@ -182,6 +182,19 @@ pub struct DbFlags {
         hide_short_help = true
     )]
     pub cross_level_compaction: Option<bool>,
+    /// Targets of the levels between L1 and the deepest one with data
+    /// taken from that level's size (default on); off: LevelDB's fixed
+    /// targets.
+    #[arg(
+        long = "dynamic_level_targets",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new(),
+        hide_short_help = true
+    )]
+    pub dynamic_level_targets: Option<bool>,
     /// The writers of a write group insert into the memtable at the same
     /// time (default on).
     #[arg(
@@ -538,6 +551,9 @@ impl DbFlags {
         }
         if let Some(on) = self.cross_level_compaction {
             options.cross_level_compaction = on;
+        }
+        if let Some(on) = self.dynamic_level_targets {
+            options.dynamic_level_targets = on;
         }
         if let Some(on) = self.concurrent_memtable_writes {
             options.concurrent_memtable_writes = on;

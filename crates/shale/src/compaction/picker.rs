@@ -15,6 +15,7 @@ use shale_format::comparator::KeyOrder;
 use shale_format::internal_key::{InternalKey, SequenceNumber};
 use shale_format::version_edit::NUM_LEVELS;
 
+use crate::compaction::priority;
 use crate::options::Options;
 pub use crate::options::PickStyle;
 use crate::version::{total_file_size, FileMeta, Version};
@@ -401,7 +402,8 @@ pub fn manual_cross_level(
     }
     let grown = grown_to_deepest(version, plan);
     let deepest_bytes = total_file_size(&grown.inputs[2]);
-    let fits = deepest_bytes > 0 && deepest_bytes as f64 <= 2.0 * options.max_bytes_for_level(2);
+    let fits = deepest_bytes > 0
+        && deepest_bytes as f64 <= 2.0 * priority::version_level_targets(version, options)[2];
     fits.then_some(grown)
 }
 

@@ -45,6 +45,7 @@ pub fn trigger_scores(
     options: &Options,
     taken: &[TakenWork; NUM_LEVELS],
 ) -> [f64; NUM_LEVELS - 1] {
+    let targets = version_level_targets(version, options);
     let mut scores = [0.0; NUM_LEVELS - 1];
     for (level, score) in scores.iter_mut().enumerate() {
         *score = if level == 0 {
@@ -54,10 +55,55 @@ pub fn trigger_scores(
             version
                 .level_bytes(level)
                 .saturating_sub(taken[level].bytes) as f64
-                / options.max_bytes_for_level(level)
+                / targets[level]
         };
     }
     scores
+}
+
+/// Each level's target size in bytes (index 0 unused), from the bytes at
+/// each level now. With fixed targets (`dynamic_level_targets` off),
+/// LevelDB's: L1 holds `max_bytes_for_level_base` and each level below
+/// `level_multiplier` times more. With dynamic targets, the levels between
+/// L1 and the deepest level holding data grow by one factor from L1's
+/// target to that level's size, the factor at most `level_multiplier`
+/// (the deepest level and those below keep their fixed targets, so a new
+/// level opens when the deepest outgrows its own).
+///
+/// Why: in a growing store the deepest level is young and small beside
+/// its fixed target while the level above is full, so a byte moving into
+/// the level above is merged with a level ten times its parent's size and
+/// the deepest one is barely written; equal ratios between the levels
+/// write less for the same number of levels (RocksDB's
+/// `level_compaction_dynamic_level_bytes` sizes levels from the last one
+/// for the same reason). `docs/results/compaction-tax.md`, "Level targets
+/// from the deepest level".
+pub fn level_targets(level_bytes: &[u64; NUM_LEVELS], options: &Options) -> [f64; NUM_LEVELS] {
+    let mut targets: [f64; NUM_LEVELS] =
+        std::array::from_fn(|level| options.max_bytes_for_level(level.max(1)));
+    if !options.dynamic_level_targets {
+        return targets;
+    }
+    let Some(deepest) = (2..NUM_LEVELS).rev().find(|&l| level_bytes[l] > 0) else {
+        return targets;
+    };
+    let base = options.max_bytes_for_level_base as f64;
+    let steps = (deepest - 1) as f64;
+    let factor = (level_bytes[deepest] as f64 / base)
+        .powf(1.0 / steps)
+        .clamp(1.0, options.level_multiplier);
+    for (level, target) in targets.iter_mut().enumerate().take(deepest).skip(2) {
+        *target = base * factor.powi(level as i32 - 1);
+    }
+    targets
+}
+
+/// [`level_targets`] of `version`.
+pub fn version_level_targets(version: &Version, options: &Options) -> [f64; NUM_LEVELS] {
+    level_targets(
+        &std::array::from_fn(|level| version.level_bytes(level)),
+        options,
+    )
 }
 
 /// Levels whose score is at least 1, most urgent first: L0 first when it
@@ -244,6 +290,56 @@ mod tests {
             .map(|(&(level, number, size), key)| (level, number, key.as_str(), key.as_str(), size))
             .collect();
         test_versions::version(&files)
+    }
+
+    #[test]
+    fn fixed_level_targets_are_leveldbs() {
+        let options = Options {
+            max_bytes_for_level_base: 100,
+            dynamic_level_targets: false,
+            ..Options::default()
+        };
+        let mut bytes = [0u64; NUM_LEVELS];
+        bytes[3] = 2500;
+        let targets = level_targets(&bytes, &options);
+        assert_eq!(targets[1..4], [100.0, 1000.0, 10_000.0]);
+        assert_eq!(targets[6], 100e5);
+    }
+
+    #[test]
+    fn dynamic_level_targets_grow_evenly_to_the_deepest_level() {
+        let options = Options {
+            max_bytes_for_level_base: 100,
+            ..Options::default()
+        };
+        let fixed: [f64; NUM_LEVELS] =
+            std::array::from_fn(|l| options.max_bytes_for_level(l.max(1)));
+        let targets_with = |deepest: usize, size: u64| {
+            let mut bytes = [0u64; NUM_LEVELS];
+            bytes[1] = 70;
+            bytes[deepest] = size;
+            level_targets(&bytes, &options)
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b;
+        // Data at L1 and L2 only: nothing between them, LevelDB's targets.
+        assert_eq!(targets_with(2, 5000), fixed);
+        // L3 at a quarter of its fixed target: L2 is the mean ratio between
+        // L1's 100 and L3's 2500, 5x each.
+        let targets = targets_with(3, 2500);
+        assert!(close(targets[2], 500.0), "{targets:?}");
+        assert_eq!(targets[1], 100.0);
+        assert_eq!(targets[3..], fixed[3..]);
+        // Four levels down: L2, L3, L4 at 2x, 4x, 8x of L1 for 1600 at L5.
+        let targets = targets_with(5, 1600);
+        for (level, expect) in [(2, 200.0), (3, 400.0), (4, 800.0)] {
+            assert!(close(targets[level], expect), "{targets:?}");
+        }
+        // A deepest level smaller than L1's target: the levels above it
+        // aim at L1's size, pushing their data down.
+        assert_eq!(targets_with(3, 50)[2], 100.0);
+        // Past its fixed target the ratio stays at the multiplier: the
+        // deepest level pushes into a new one.
+        assert_eq!(targets_with(3, 1_000_000), fixed);
     }
 
     #[test]

@@ -226,6 +226,13 @@ pub struct Options {
     pub max_bytes_for_level_base: u64,
     /// Growth factor between levels.
     pub level_multiplier: f64,
+    /// Targets of the levels between L1 and the deepest level that holds
+    /// data, taken from that level's size: each level the same factor
+    /// larger than the one above, from `max_bytes_for_level_base` at L1 to
+    /// the deepest level's bytes, at most `level_multiplier` (on by
+    /// default; `compaction/priority.rs`, `level_targets`). Off: LevelDB's fixed targets,
+    /// `max_bytes_for_level_base` times `level_multiplier` per level.
+    pub dynamic_level_targets: bool,
     /// Compact a file that reads keep searching in vain before finding the
     /// key in a deeper file (LevelDB's seek-triggered compaction; on).
     pub seek_compaction: bool,
@@ -331,6 +338,7 @@ impl Default for Options {
             write_thread_slow_yield_usec: 3,
             max_bytes_for_level_base: 10 << 20,
             level_multiplier: 10.0,
+            dynamic_level_targets: true,
             seek_compaction: true,
             max_background_compactions: 0,
             compaction_executor: ExecutorChoice::Auto,
@@ -405,7 +413,8 @@ impl Options {
         }
     }
 
-    /// Largest total size allowed at `level` (>= 1) before it scores 1.
+    /// LevelDB's fixed target of `level` (>= 1): `max_bytes_for_level_base`
+    /// times `level_multiplier` per level below L1.
     pub fn max_bytes_for_level(&self, level: usize) -> f64 {
         let mut bytes = self.max_bytes_for_level_base as f64;
         for _ in 1..level {
