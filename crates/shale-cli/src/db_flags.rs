@@ -183,8 +183,8 @@ pub struct DbFlags {
     )]
     pub cross_level_compaction: Option<bool>,
     /// Targets of the levels between L1 and the deepest one with data
-    /// taken from that level's size (default on); off: LevelDB's fixed
-    /// targets.
+    /// taken from that level's size (default off: LevelDB's fixed
+    /// targets).
     #[arg(
         long = "dynamic_level_targets",
         value_name = "BOOL",

@@ -229,9 +229,12 @@ pub struct Options {
     /// Targets of the levels between L1 and the deepest level that holds
     /// data, taken from that level's size: each level the same factor
     /// larger than the one above, from `max_bytes_for_level_base` at L1 to
-    /// the deepest level's bytes, at most `level_multiplier` (on by
-    /// default; `compaction/priority.rs`, `level_targets`). Off: LevelDB's fixed targets,
-    /// `max_bytes_for_level_base` times `level_multiplier` per level.
+    /// the deepest level's bytes, at most `level_multiplier`
+    /// (`compaction/priority.rs`, `level_targets`). Off by default:
+    /// LevelDB's fixed targets, `max_bytes_for_level_base` times
+    /// `level_multiplier` per level, which wrote less in a growing store
+    /// of LevelDB's default shape (`docs/results/compaction-tax.md`,
+    /// "Level targets from the deepest level").
     pub dynamic_level_targets: bool,
     /// Compact a file that reads keep searching in vain before finding the
     /// key in a deeper file (LevelDB's seek-triggered compaction; on).
@@ -338,7 +341,7 @@ impl Default for Options {
             write_thread_slow_yield_usec: 3,
             max_bytes_for_level_base: 10 << 20,
             level_multiplier: 10.0,
-            dynamic_level_targets: true,
+            dynamic_level_targets: false,
             seek_compaction: true,
             max_background_compactions: 0,
             compaction_executor: ExecutorChoice::Auto,

@@ -229,15 +229,9 @@ fn an_l0_pick_evicts_queued_deeper_jobs_it_conflicts_with() {
 
 #[test]
 fn cross_level_takes_the_level_below_when_the_next_level_is_over_its_target() {
-    // LevelDB's fixed targets: with targets from the deepest level, L3's
-    // 300 bytes would make L2's 1000 and its jobs go first.
-    let fixed = Options {
-        dynamic_level_targets: false,
-        ..options()
-    };
     let opts = Options {
         cross_level_compaction: true,
-        ..fixed.clone()
+        ..options()
     };
     // L1 and L2 both over target (1000 and 10000 bytes).
     let v = version(&[
@@ -257,8 +251,8 @@ fn cross_level_takes_the_level_below_when_the_next_level_is_over_its_target() {
     assert_eq!(numbers(&job.plan.inputs[2]), vec![20, 21]);
     assert!(plan_still_holds(&v, &opts, &job.plan));
     // Turned off: a plain two-level job.
-    let mut s = Scheduler::new(&fixed);
-    let queued = s.refill(&v, &fixed);
+    let mut s = Scheduler::new(&options());
+    let queued = s.refill(&v, &options());
     let job = queued.iter().find(|j| j.plan.level == 1).unwrap();
     assert!(!job.plan.is_cross_level());
 }
