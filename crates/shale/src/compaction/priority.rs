@@ -80,8 +80,7 @@ pub fn trigger_scores(
 /// (`docs/results/compaction-tax.md`, "Level targets from the deepest
 /// level").
 pub fn level_targets(level_bytes: &[u64; NUM_LEVELS], options: &Options) -> [f64; NUM_LEVELS] {
-    let mut targets: [f64; NUM_LEVELS] =
-        std::array::from_fn(|level| options.max_bytes_for_level(level.max(1)));
+    let mut targets = fixed_level_targets(options);
     if !options.dynamic_level_targets {
         return targets;
     }
@@ -99,8 +98,19 @@ pub fn level_targets(level_bytes: &[u64; NUM_LEVELS], options: &Options) -> [f64
     targets
 }
 
-/// [`level_targets`] of `version`.
+/// LevelDB's fixed targets (index 0 unused): L1 holds
+/// `max_bytes_for_level_base` and each level below `level_multiplier`
+/// times more.
+pub fn fixed_level_targets(options: &Options) -> [f64; NUM_LEVELS] {
+    std::array::from_fn(|level| options.max_bytes_for_level(level.max(1)))
+}
+
+/// [`level_targets`] of `version`; with fixed targets it reads no file
+/// sizes.
 pub fn version_level_targets(version: &Version, options: &Options) -> [f64; NUM_LEVELS] {
+    if !options.dynamic_level_targets {
+        return fixed_level_targets(options);
+    }
     level_targets(
         &std::array::from_fn(|level| version.level_bytes(level)),
         options,
@@ -313,8 +323,7 @@ mod tests {
             dynamic_level_targets: true,
             ..Options::default()
         };
-        let fixed: [f64; NUM_LEVELS] =
-            std::array::from_fn(|l| options.max_bytes_for_level(l.max(1)));
+        let fixed = fixed_level_targets(&options);
         let targets_with = |deepest: usize, size: u64| {
             let mut bytes = [0u64; NUM_LEVELS];
             bytes[1] = 70;
