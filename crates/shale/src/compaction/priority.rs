@@ -45,17 +45,16 @@ pub fn trigger_scores(
     options: &Options,
     taken: &[TakenWork; NUM_LEVELS],
 ) -> [f64; NUM_LEVELS - 1] {
-    let targets = version_level_targets(version, options);
+    // Each level's bytes once, for both the targets and the scores.
+    let level_bytes: [u64; NUM_LEVELS] = std::array::from_fn(|level| version.level_bytes(level));
+    let targets = level_targets(&level_bytes, options);
     let mut scores = [0.0; NUM_LEVELS - 1];
     for (level, score) in scores.iter_mut().enumerate() {
         *score = if level == 0 {
             version.num_files(0).saturating_sub(taken[0].files) as f64
                 / options.l0_compaction_trigger as f64
         } else {
-            version
-                .level_bytes(level)
-                .saturating_sub(taken[level].bytes) as f64
-                / targets[level]
+            level_bytes[level].saturating_sub(taken[level].bytes) as f64 / targets[level]
         };
     }
     scores
