@@ -309,10 +309,19 @@ impl Service {
     /// Blocks until there may be work, then revalidates and refills the
     /// queues and takes a job for `lane` from the end its measured
     /// throughput earns (equation 3). `seen`: the work count this thread
-    /// last looked at (0: look at once). `None` when the database closes.
+    /// last looked at (0: look at once). `None` once the database closes:
+    /// a closing database starts no job, as LevelDB's close waits only for
+    /// the one running. What is left stays in the tree, scored again at the
+    /// next open, and the close does not sit behind a backlog.
     pub fn next(&self, lane: Lane, seen: &mut u64, current: Current<'_>) -> Option<ScheduledJob> {
         loop {
-            let work = self.bell().work;
+            let (work, closing) = {
+                let bell = self.bell();
+                (bell.work, bell.closing)
+            };
+            if closing {
+                return None;
+            }
             if work != *seen {
                 *seen = work;
                 let mut scheduler = self.lock();

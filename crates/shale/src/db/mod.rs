@@ -79,8 +79,9 @@ pub(crate) use insert::insert_into;
 pub(crate) use table_writer::TableWriter;
 
 /// An open database. Cheap to clone and share between threads; the database
-/// closes (background work finishes, files are released) when the last clone
-/// is dropped.
+/// closes when the last clone is dropped: the compaction that runs finishes
+/// (no new one starts; what is left waits for the next open), the flush
+/// thread stops (the memtable is in the WAL), and files are released.
 #[derive(Clone)]
 pub struct DB {
     pub(crate) inner: Arc<DbInner>,
