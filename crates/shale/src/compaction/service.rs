@@ -382,25 +382,42 @@ impl Service {
     /// the service knows ended, then reserves it and takes it for its
     /// caller ([`Scheduler::start_manual`]: its files are taken from queued
     /// automatic jobs). `None` when `plan` finds nothing to do; `Err(epoch)`
-    /// while a running job holds some of its files: wait for a job to end
-    /// with [`Service::wait_for_job_end`], then plan again.
+    /// while a running job holds some of its files: the plan is held under
+    /// `claim` (from [`Service::manual_claim`]), so that threads start no
+    /// job over its files; wait for a job to end with
+    /// [`Service::wait_for_job_end`], then plan again.
     pub fn plan_manual<T>(
         &self,
         current: Current<'_>,
+        claim: &ManualClaim<'_>,
         plan: impl FnOnce(&Version) -> Option<(CompactionPlan, T)>,
     ) -> Option<(Result<ScheduledJob, u64>, T)> {
         let mut scheduler = self.lock();
         let ended = self.bell().ended;
-        let version = current()?;
-        let (plan, extra) = plan(&version)?;
+        let Some(version) = current() else {
+            scheduler.release_claim(claim.id);
+            return None;
+        };
+        let Some((plan, extra)) = plan(&version) else {
+            scheduler.release_claim(claim.id);
+            return None;
+        };
         drop(version);
-        let taken = scheduler.start_manual(plan).ok_or(ended);
-        drop(scheduler);
-        if taken.is_err() {
-            // Let the threads take (and so end) what is queued.
-            self.work_available();
-        }
+        // Waiting, the caller sleeps until a running job ends; threads are
+        // not woken (they would find the claimed jobs held back, report
+        // themselves idle and wake the caller for nothing, over and over).
+        let taken = scheduler.start_manual(plan, claim.id).ok_or(ended);
         Some((taken, extra))
+    }
+
+    /// A claim for one manual compaction's plans ([`Service::plan_manual`]):
+    /// what it holds back is let go when it drops, and the threads look
+    /// again.
+    pub fn manual_claim(&self) -> ManualClaim<'_> {
+        ManualClaim {
+            service: self,
+            id: self.lock().new_claim(),
+        }
     }
 
     /// Sleeps until a job ends (or an error is recorded) after `ended`, an
@@ -685,5 +702,21 @@ impl std::fmt::Debug for Service {
         f.debug_struct("Service")
             .field("executors", &self.executors)
             .finish_non_exhaustive()
+    }
+}
+
+/// A manual compaction's hold on the files of its plan while it waits
+/// ([`Service::manual_claim`]).
+#[derive(Debug)]
+pub struct ManualClaim<'s> {
+    service: &'s Service,
+    id: u64,
+}
+
+impl Drop for ManualClaim<'_> {
+    fn drop(&mut self) {
+        self.service.lock().release_claim(self.id);
+        // Jobs held back for the claim may be taken now.
+        self.service.work_available();
     }
 }

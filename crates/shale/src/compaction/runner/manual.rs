@@ -98,11 +98,13 @@ impl Runner {
     ) -> Result<Option<Vec<u8>>> {
         let current = || host.current_version();
         let order = self.options.key_order();
+        // Held while this waits for running jobs, let go when it returns.
+        let claim = self.service.manual_claim();
         loop {
             if let Some(err) = host.background_error() {
                 return Err(err);
             }
-            let planned = self.service.plan_manual(&current, |version| {
+            let planned = self.service.plan_manual(&current, &claim, |version| {
                 if !pending(version) {
                     return None;
                 }

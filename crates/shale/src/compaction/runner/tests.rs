@@ -283,10 +283,10 @@ fn a_refused_job_is_released_without_stopping_the_database() {
     let version = inner.current_version().unwrap();
     let plan = picker::plan_for_range(&version, inner.options(), 0, None, None).unwrap();
     drop(version);
-    let job = inner
-        .compaction
-        .service()
-        .plan_manual(&|| inner.current_version(), |_| Some((plan, ())))
+    let service = inner.compaction.service();
+    let claim = service.manual_claim();
+    let job = service
+        .plan_manual(&|| inner.current_version(), &claim, |_| Some((plan, ())))
         .unwrap()
         .0
         .unwrap();

@@ -35,7 +35,7 @@ use std::collections::{HashSet, VecDeque};
 
 use shale_format::version_edit::NUM_LEVELS;
 
-use crate::compaction::picker::{self, CompactionPlan, PickReason, PickStyle};
+use crate::compaction::picker::{self, CompactionPlan, PickReason, PickStyle, RunningCompaction};
 use crate::compaction::priority::{self, QueueEnd, TakenWork};
 use crate::options::Options;
 use crate::version::{total_file_size, Version};
@@ -187,6 +187,12 @@ pub struct Scheduler {
     pub book: ExecutorBook,
     /// Counters.
     pub counts: SchedulerCounts,
+    /// What manual compactions waiting for running jobs to end will take,
+    /// by claim ([`Scheduler::start_manual`]): no thread starts a job that
+    /// conflicts with one, so a manual compaction waits for the jobs that
+    /// ran when it asked, not for each job picked after them too.
+    manual_claims: Vec<(u64, RunningCompaction)>,
+    next_claim: u64,
 }
 
 impl Scheduler {
@@ -202,6 +208,8 @@ impl Scheduler {
             compact_pointers: Default::default(),
             book: ExecutorBook::default(),
             counts: SchedulerCounts::default(),
+            manual_claims: Vec::new(),
+            next_claim: 1,
         }
     }
 
@@ -263,6 +271,18 @@ impl Scheduler {
         self.running
             .iter()
             .any(|j| j.plan.running().conflicts_with(&record))
+    }
+
+    /// True when `plan` conflicts with what a waiting manual compaction
+    /// holds (see `manual_claims`).
+    fn conflicts_with_claims(&self, plan: &CompactionPlan) -> bool {
+        if self.manual_claims.is_empty() {
+            return false;
+        }
+        let record = plan.running();
+        self.manual_claims
+            .iter()
+            .any(|(_, claimed)| claimed.conflicts_with(&record))
     }
 
     /// Drops every queued job whose plan `version` would not produce any
@@ -450,7 +470,10 @@ impl Scheduler {
             };
             for i in order {
                 let job = &self.queues[level][i];
-                if job.manual || self.conflicts_with_running(&job.plan) {
+                if job.manual
+                    || self.conflicts_with_running(&job.plan)
+                    || self.conflicts_with_claims(&job.plan)
+                {
                     continue;
                 }
                 if let Some(job) = self.queues[level].remove(i) {
@@ -462,19 +485,36 @@ impl Scheduler {
         None
     }
 
+    /// A claim for a manual compaction about to plan: pass it to every
+    /// [`Scheduler::start_manual`] of that compaction and give it back with
+    /// [`Scheduler::release_claim`] once the compaction stops waiting.
+    pub fn new_claim(&mut self) -> u64 {
+        let claim = self.next_claim;
+        self.next_claim += 1;
+        claim
+    }
+
+    /// Drops what `claim` held back (nothing when it holds nothing).
+    pub fn release_claim(&mut self, claim: u64) {
+        self.manual_claims.retain(|(c, _)| *c != claim);
+    }
+
     /// Starts a manual compaction's plan for the thread that asked for it:
     /// it runs at once, taking its files from queued automatic jobs (they
     /// are dropped and picked again later, as an L0 pick does), so a manual
     /// compaction never starves behind picks. `None` while a running job or
-    /// another manual one holds some of its files (the caller waits for a
-    /// job to end and plans again).
-    pub fn start_manual(&mut self, plan: CompactionPlan) -> Option<ScheduledJob> {
+    /// another manual one holds some of its files: the plan is then held
+    /// under `claim`, so that no thread starts a job it conflicts with
+    /// while the caller waits for a job to end and plans again.
+    pub fn start_manual(&mut self, plan: CompactionPlan, claim: u64) -> Option<ScheduledJob> {
         let record = plan.running();
         let held = self
             .jobs()
             .filter(|j| j.manual || self.running.iter().any(|r| r.ticket == j.ticket))
             .any(|j| j.plan.running().conflicts_with(&record));
+        self.release_claim(claim);
         if held {
+            self.manual_claims.push((claim, record));
             return None;
         }
         self.evict_queued_conflicting(&plan);

@@ -266,17 +266,62 @@ fn manual_jobs_take_their_files_from_queued_jobs_and_wait_for_running_ones() {
     assert!(!queued.is_empty());
     let plan = picker::plan_for_range(&v, &opts, 1, None, None).unwrap();
     // Queued automatic jobs over the same files give them up.
-    let job = s.start_manual(plan.clone()).unwrap();
+    let claim = s.new_claim();
+    let job = s.start_manual(plan.clone(), claim).unwrap();
     assert!(job.manual);
     assert!(s
         .queued()
         .all(|q| !q.plan.running().conflicts_with(&plan.running())));
     // Background threads never take it; a second manual job over the same
     // files waits for it.
-    assert!(s.start_manual(plan.clone()).is_none());
+    let second = s.new_claim();
+    assert!(s.start_manual(plan.clone(), second).is_none());
     s.finish(job.ticket);
-    let again = s.start_manual(plan).unwrap();
+    let again = s.start_manual(plan, second).unwrap();
     s.finish(again.ticket);
+    while let Some(job) = s.take(&v, &opts, QueueEnd::Large) {
+        s.finish(job.ticket);
+    }
+    assert!(s.is_idle());
+}
+
+#[test]
+fn a_waiting_manual_job_holds_back_the_jobs_it_conflicts_with() {
+    let v = two_busy_levels();
+    let opts = options();
+    let mut s = Scheduler::new(&opts);
+    assert!(!s.refill(&v, &opts).is_empty());
+    let running = s.take(&v, &opts, QueueEnd::Large).unwrap();
+    // A manual job over all of L1: the running job holds one of its files,
+    // the other queued L1 jobs (not in the running one's way) others.
+    let plan = picker::plan_for_range(&v, &opts, 1, None, None).unwrap();
+    let claimed = plan.running();
+    let claim = s.new_claim();
+    // The running job holds some of its files: the manual job waits...
+    assert!(s.start_manual(plan.clone(), claim).is_none());
+    // ...and no job over its files starts meanwhile (it used to wait for
+    // each one picked after the running one too).
+    s.refill(&v, &opts);
+    assert!(s.queued().any(|q| q.plan.running().conflicts_with(&claimed)
+        && !q.plan.running().conflicts_with(&running.plan.running())));
+    let mut others = Vec::new();
+    while let Some(job) = s.take(&v, &opts, QueueEnd::Large) {
+        assert!(
+            !job.plan.running().conflicts_with(&claimed),
+            "{} started over a waiting manual job's files",
+            job.describe()
+        );
+        others.push(job);
+    }
+    s.finish(running.ticket);
+    let manual = s.start_manual(plan, claim).unwrap();
+    s.finish(manual.ticket);
+    for job in others {
+        s.finish(job.ticket);
+    }
+    // Let go, the claim holds nothing back.
+    s.release_claim(claim);
+    s.refill(&v, &opts);
     while let Some(job) = s.take(&v, &opts, QueueEnd::Large) {
         s.finish(job.ticket);
     }
