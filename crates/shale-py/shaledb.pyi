@@ -119,6 +119,7 @@ class _StallCause(TypedDict):
 class _StallCauses(TypedDict):
     l0_slowdown: _StallCause
     l0_stop: _StallCause
+    flush_slowdown: _StallCause
     memtable_flush: _StallCause
 
 class _StallStats(TypedDict):

@@ -127,7 +127,7 @@ fn json_describes_the_run_and_its_benchmarks() {
     assert!(summary["executors"].is_object(), "{summary}");
     assert!(summary["compaction"]["input_bytes"].is_u64(), "{summary}");
     assert!(summary["stalls"]["stop_count"].is_u64(), "{summary}");
-    for cause in ["l0_slowdown", "l0_stop", "memtable_flush"] {
+    for cause in ["l0_slowdown", "l0_stop", "flush_slowdown", "memtable_flush"] {
         assert!(
             summary["stalls"]["causes"][cause]["count"].is_u64(),
             "{summary}"

@@ -187,8 +187,8 @@ def test_shaledb_extras(tmp_path):
     stalls = stats["stalls"]
     assert set(stalls) == {"slowdown_count", "slowdown_seconds", "stop_count", "stop_seconds", "causes"}
     causes = stalls["causes"]
-    assert set(causes) == {"l0_slowdown", "l0_stop", "memtable_flush"}
-    assert causes["l0_slowdown"]["count"] == stalls["slowdown_count"]
+    assert set(causes) == {"l0_slowdown", "l0_stop", "flush_slowdown", "memtable_flush"}
+    assert causes["l0_slowdown"]["count"] + causes["flush_slowdown"]["count"] == stalls["slowdown_count"]
     assert causes["l0_stop"]["count"] + causes["memtable_flush"]["count"] == stalls["stop_count"]
 
 

@@ -20,7 +20,7 @@
 //!                 "executor_bytes_per_second": {NAME: number or null}},
 //!   "stalls": {"slowdown_count", "slowdown_seconds", "stop_count",
 //!              "stop_seconds", "causes": {"l0_slowdown", "l0_stop",
-//!              "memtable_flush": {"count", "seconds"}}},
+//!              "flush_slowdown", "memtable_flush": {"count", "seconds"}}},
 //!   "writes": {"direct", "leads_taken", "direct_closed_by_sleep"}
 //! }
 //! ```
@@ -170,6 +170,10 @@ pub struct StallCauses {
     pub l0_slowdown: StallCause,
     /// Stopped: L0 at `l0_stop_writes_trigger` files.
     pub l0_stop: StallCause,
+    /// Slowed: the memtable three quarters full while the previous one was
+    /// still being flushed; writes are paced so that the memtable fills
+    /// when the flush is expected to end instead of stopping then.
+    pub flush_slowdown: StallCause,
     /// Stopped: the memtable full while the previous one was still being
     /// flushed.
     pub memtable_flush: StallCause,
@@ -186,11 +190,12 @@ pub struct StallCause {
 
 impl StallCauses {
     /// One line for people: "L0 slowdown 3 (0.001 s), L0 stop 0 (0.000 s),
-    /// memtable flush 1 (0.002 s)".
+    /// flush slowdown 2 (0.001 s), memtable flush 1 (0.002 s)".
     pub fn describe(&self) -> String {
         [
             ("L0 slowdown", &self.l0_slowdown),
             ("L0 stop", &self.l0_stop),
+            ("flush slowdown", &self.flush_slowdown),
             ("memtable flush", &self.memtable_flush),
         ]
         .iter()

@@ -601,7 +601,11 @@ fn stalls_are_counted_by_cause() {
     );
     // No write runs now, so nothing is added between the two reads.
     let causes = db.statistics().stalls.causes;
-    assert_eq!(causes.l0_slowdown.count, stalls.slowdown_count);
+    assert_eq!(
+        causes.l0_slowdown.count + causes.flush_slowdown.count,
+        stalls.slowdown_count
+    );
+    assert_eq!(causes.flush_slowdown.count, stalls.slowdown_for_flush.count);
     assert_eq!(causes.l0_stop.count, stalls.stop_for_l0.count);
     assert_eq!(causes.memtable_flush.count, stalls.stop_for_flush.count);
     assert_eq!(

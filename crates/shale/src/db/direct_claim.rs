@@ -63,6 +63,11 @@ pub(super) struct Claim {
     pub(super) open: bool,
     /// The memtable the writes go to (`State::mem` while open).
     pub(super) mem: Option<Arc<MemTable>>,
+    /// Memtable bytes past which writes take the queue: less than
+    /// `write_buffer_size` when the claim opened while the previous
+    /// memtable was being flushed, so that the queue paces writes to that
+    /// flush (`room.rs`).
+    pub(super) memtable_limit: usize,
     /// The mapped log space writes are copied into.
     pub(super) region: Option<DirectRegion>,
     /// Where the next record starts in the log.
@@ -149,7 +154,7 @@ impl DirectWrites {
             return None;
         }
         let mem = claim.mem.as_ref()?;
-        if mem.approximate_memory_usage() > memtable_limit {
+        if mem.approximate_memory_usage() > memtable_limit.min(claim.memtable_limit) {
             return None;
         }
         let mem: *const MemTable = Arc::as_ptr(mem);

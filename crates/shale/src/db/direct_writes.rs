@@ -226,6 +226,7 @@ impl DbInner {
         *claim = Claim {
             open: true,
             mem: Some(state.mem.clone()),
+            memtable_limit: self.direct_memtable_limit(state),
             region: Some(region),
             offset: region.start,
             last_sequence,

@@ -10,7 +10,7 @@ use std::time::Instant;
 use shale_format::version_edit::{FileMetaData, VersionEdit, NUM_LEVELS};
 use shale_format::Result;
 
-use super::inner::DbInner;
+use super::inner::{DbInner, State};
 use super::table_writer::TableWriter;
 use crate::compaction::picker;
 use crate::filename;
@@ -68,6 +68,7 @@ impl DbInner {
                 }
             };
             state.flushing = true;
+            state.flush_started = (!resume).then(Instant::now);
             drop(state);
             if resume {
                 self.attempt_resume();
@@ -79,6 +80,7 @@ impl DbInner {
             let result = self.flush_immutable();
             let mut state = self.lock_state();
             state.flushing = false;
+            state.flush_started = None;
             match result {
                 Ok(()) => state.resume.reset_backoff(),
                 Err(err) => self.record_background_error(&mut state, &err.during("flush")),
@@ -121,6 +123,11 @@ impl DbInner {
             let mut state = self.lock_state();
             self.install_version(&mut state, version);
             state.imm = None;
+            note_flush_time(
+                &mut state,
+                started.elapsed(),
+                imm.approximate_memory_usage(),
+            );
             // Its WAL is obsolete now: the table holds its writes. Closed
             // (its preallocated tail trimmed) without the state lock.
             let retired = state.retired_log.take();
@@ -177,6 +184,22 @@ impl DbInner {
         }
         Ok(meta)
     }
+}
+
+/// Folds a flush of `bytes` of memtable that took `elapsed` into the
+/// average time per byte that paces writes while a flush runs
+/// (`room.rs`).
+fn note_flush_time(state: &mut State, elapsed: std::time::Duration, bytes: usize) {
+    if bytes == 0 {
+        return;
+    }
+    let per_byte = elapsed.as_secs_f64() / bytes as f64;
+    state.flush_seconds_per_byte = if state.flush_seconds_per_byte == 0.0 {
+        per_byte
+    } else {
+        // Recent flushes weigh most: the disk and the cores' load drift.
+        0.5 * state.flush_seconds_per_byte + 0.5 * per_byte
+    };
 }
 
 /// The level a flushed memtable's table goes to: L0 when it overlaps L0;

@@ -45,7 +45,8 @@ pub struct StallStats {
     /// Writes the write throttle delayed (L0 at or past the slowdown
     /// trigger: each write owes a delay that follows the compaction debt,
     /// waits up to 10 us of it, and what is owed beyond that is slept once
-    /// it reaches 1 ms). Their one cause is L0's file count.
+    /// it reaches 1 ms; or the memtable nearly full while the previous one
+    /// is still being flushed, `slowdown_for_flush`).
     pub slowdown_count: u64,
     /// Microseconds spent in those delays.
     pub slowdown_micros: u64,
@@ -59,6 +60,9 @@ pub struct StallStats {
     /// The stops because the memtable was full while the previous one was
     /// still being flushed.
     pub stop_for_flush: StallTime,
+    /// Of the slowdowns, those paced to the flush of the previous memtable
+    /// (`room.rs`, `flush_pacing_delay`).
+    pub slowdown_for_flush: StallTime,
 }
 
 /// Writes held back for one cause, and for how long.
@@ -93,8 +97,15 @@ impl StallStats {
             seconds: micros as f64 / 1e6,
         };
         crate::stats::StallCauses {
-            l0_slowdown: cause(self.slowdown_count, self.slowdown_micros),
+            l0_slowdown: cause(
+                self.slowdown_count - self.slowdown_for_flush.count,
+                self.slowdown_micros - self.slowdown_for_flush.micros,
+            ),
             l0_stop: cause(self.stop_for_l0.count, self.stop_for_l0.micros),
+            flush_slowdown: cause(
+                self.slowdown_for_flush.count,
+                self.slowdown_for_flush.micros,
+            ),
             memtable_flush: cause(self.stop_for_flush.count, self.stop_for_flush.micros),
         }
     }
@@ -107,6 +118,7 @@ impl StallStats {
         self.stop_micros += other.stop_micros;
         self.stop_for_l0.absorb(&other.stop_for_l0);
         self.stop_for_flush.absorb(&other.stop_for_flush);
+        self.slowdown_for_flush.absorb(&other.slowdown_for_flush);
     }
 }
 
@@ -151,6 +163,11 @@ pub(crate) struct State {
     /// is polled for.
     pub(super) done_epoch: u64,
     pub(super) flushing: bool,
+    /// When the flush of `imm` that is running began.
+    pub(super) flush_started: Option<std::time::Instant>,
+    /// Seconds a flush has taken per byte of memtable, on average (0
+    /// before the first flush): how long the running one should take.
+    pub(super) flush_seconds_per_byte: f64,
     pub(super) stalls: StallStats,
     /// Write delay owed under the compaction debt and not yet slept.
     pub(super) owed_delay: std::time::Duration,

@@ -273,6 +273,8 @@ impl DB {
                 pending_outputs: HashSet::new(),
                 done_epoch: 0,
                 flushing: false,
+                flush_started: None,
+                flush_seconds_per_byte: 0.0,
                 stalls: StallStats::default(),
                 owed_delay: std::time::Duration::ZERO,
             }),
