@@ -176,6 +176,7 @@ class _Options(TypedDict, total=False):
     l0_compaction_trigger: int | None
     l0_slowdown_writes_trigger: int | None
     l0_stop_writes_trigger: int | None
+    l0_load_slack: int | None
     max_bytes_for_level_base: int | None
     level_multiplier: float | None
     dynamic_level_targets: bool | None

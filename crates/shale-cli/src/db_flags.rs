@@ -127,6 +127,15 @@ pub struct DbFlags {
         hide_short_help = true
     )]
     pub l0_stop_writes_trigger: Option<usize>,
+    /// L0 files the slowdown and stop triggers rise by while no read has
+    /// come for a second (a load; default 4, 0 keeps them fixed).
+    #[arg(
+        long = "l0_load_slack",
+        value_name = "N",
+        allow_negative_numbers = true,
+        hide_short_help = true
+    )]
+    pub l0_load_slack: Option<usize>,
     #[arg(
         help = size_help!(
             "Target size of L1 (default 10MiB; each deeper level --level_multiplier \
@@ -530,6 +539,9 @@ impl DbFlags {
         }
         if let Some(n) = self.l0_stop_writes_trigger {
             options.l0_stop_writes_trigger = n;
+        }
+        if let Some(n) = self.l0_load_slack {
+            options.l0_load_slack = n;
         }
         if let Some(bytes) = self.max_bytes_for_level_base {
             options.max_bytes_for_level_base = bytes;

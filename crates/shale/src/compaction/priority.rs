@@ -151,11 +151,12 @@ pub fn l0_outranks_l1(scores: &[f64]) -> bool {
     score(0) >= score(1)
 }
 
-/// True when L0 has come within two files of the slowdown trigger (or
-/// reached it): its jobs then go before any deeper one, and get the cores
+/// True when L0 has come within two files of the slowdown trigger in
+/// effect (raised while `loading`, see [`WriteTriggers`]) or reached it: its jobs then go before any deeper one, and get the cores
 /// for sub-compactions.
-pub fn l0_is_urgent(l0_files: usize, options: &Options) -> bool {
-    l0_files + 2 >= options.l0_slowdown_writes_trigger && l0_files >= options.l0_compaction_trigger
+pub fn l0_is_urgent(l0_files: usize, options: &Options, loading: bool) -> bool {
+    l0_files + 2 >= WriteTriggers::new(options, loading).slowdown
+        && l0_files >= options.l0_compaction_trigger
 }
 
 /// Which end of a level's queue (kept in ascending job size) an executor
@@ -231,6 +232,28 @@ pub struct Debt {
     pub l0_drain_rate: Option<f64>,
 }
 
+/// L0's write triggers in effect: the options' slowdown and stop triggers,
+/// `l0_load_slack` files higher while the database is not read (see
+/// `db/read_activity.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteTriggers {
+    /// L0 files from which writes are throttled.
+    pub slowdown: usize,
+    /// L0 files at which writes stop.
+    pub stop: usize,
+}
+
+impl WriteTriggers {
+    /// The triggers of `options`, raised when `loading`.
+    pub fn new(options: &Options, loading: bool) -> WriteTriggers {
+        let slack = if loading { options.l0_load_slack } else { 0 };
+        WriteTriggers {
+            slowdown: options.l0_slowdown_writes_trigger.saturating_add(slack),
+            stop: options.l0_stop_writes_trigger.saturating_add(slack),
+        }
+    }
+}
+
 /// The share of the L0 drain rate that [`write_delay`] holds writes to at
 /// the stop trigger.
 pub const STOP_RATE_SHARE: f64 = 0.01;
@@ -259,16 +282,13 @@ pub const THROTTLE_KNEE: f64 = 0.5;
 /// none, but held L0 lower, so each job into L1 took fewer L0 files and
 /// a 5M-pair fill wrote more; from halfway, it keeps the first half as
 /// it was (`docs/results/compaction-tax.md`, "The throttle's curve").
-pub fn write_delay(write_bytes: usize, debt: &Debt, options: &Options) -> Duration {
+pub fn write_delay(write_bytes: usize, debt: &Debt, triggers: &WriteTriggers) -> Duration {
     const DEFAULT_RATE: f64 = 16.0 * 1024.0 * 1024.0;
-    let slowdown = options.l0_slowdown_writes_trigger;
+    let slowdown = triggers.slowdown;
     if debt.l0_files < slowdown {
         return Duration::ZERO;
     }
-    let span = options
-        .l0_stop_writes_trigger
-        .saturating_sub(slowdown)
-        .max(1) as f64;
+    let span = triggers.stop.saturating_sub(slowdown).max(1) as f64;
     // 0 at the slowdown trigger, 1 at the stop trigger.
     let depth = ((debt.l0_files - slowdown) as f64 / span).min(1.0);
     let drain = debt
@@ -402,15 +422,23 @@ mod tests {
             l0_slowdown_writes_trigger: 8,
             ..crate::compaction::test_versions::leveldb_triggers()
         };
-        assert!(!l0_is_urgent(5, &options));
-        assert!(l0_is_urgent(6, &options));
-        assert!(l0_is_urgent(12, &options));
+        assert!(!l0_is_urgent(5, &options, false));
+        assert!(l0_is_urgent(6, &options, false));
+        assert!(l0_is_urgent(12, &options, false));
+        // During a load the slowdown trigger is 4 files higher, and so is
+        // where L0 turns urgent.
+        assert_eq!(options.l0_load_slack, 4);
+        assert!(!l0_is_urgent(9, &options, true));
+        assert!(l0_is_urgent(10, &options, true));
         let low = Options {
             l0_compaction_trigger: 4,
             l0_slowdown_writes_trigger: 4,
             ..crate::compaction::test_versions::leveldb_triggers()
         };
-        assert!(!l0_is_urgent(3, &low), "below the compaction trigger");
+        assert!(
+            !l0_is_urgent(3, &low, false),
+            "below the compaction trigger"
+        );
     }
 
     #[test]
@@ -443,9 +471,12 @@ mod tests {
             l0_files,
             l0_drain_rate: Some(100e6),
         };
-        assert_eq!(write_delay(1000, &debt(7), &options), Duration::ZERO);
+        assert_eq!(
+            write_delay(1000, &debt(7), &WriteTriggers::new(&options, false)),
+            Duration::ZERO
+        );
         let delays: Vec<Duration> = (8..=12)
-            .map(|files| write_delay(1000, &debt(files), &options))
+            .map(|files| write_delay(1000, &debt(files), &WriteTriggers::new(&options, false)))
             .collect();
         assert_eq!(delays[0], Duration::from_secs_f64(1000.0 / 100e6));
         assert!(delays.windows(2).all(|w| w[0] < w[1]), "{delays:?}");
@@ -467,7 +498,7 @@ mod tests {
             ..debt(8)
         };
         assert_eq!(
-            write_delay(16 << 20, &unknown, &options),
+            write_delay(16 << 20, &unknown, &WriteTriggers::new(&options, false)),
             Duration::from_secs(1)
         );
     }

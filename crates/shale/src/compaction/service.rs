@@ -49,7 +49,7 @@
 //! older than the jobs the service knows finished; the bell is a leaf, so
 //! anything (an install under the state lock) may ring it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use shale_compact::job::{CompactionJob, PhaseStats};
@@ -218,6 +218,9 @@ pub struct Service {
     /// Input bytes per second of the last compaction out of L0 (`f64`
     /// bits; 0 before the first), recorded with the job.
     l0_drain_rate: AtomicU64,
+    /// The database is not read (a load): L0's write triggers are
+    /// `l0_load_slack` higher, and so is where L0 turns urgent.
+    loading: AtomicBool,
     info_log: InfoLog,
 }
 
@@ -239,8 +242,15 @@ impl Service {
             executors,
             device: OnceLock::new(),
             l0_drain_rate: AtomicU64::new(0),
+            loading: AtomicBool::new(false),
             info_log,
         }
+    }
+
+    /// Whether the database is loading (not read): the write path's
+    /// sample (`db/read_activity.rs`). May be called under any lock.
+    pub fn set_loading(&self, loading: bool) {
+        self.loading.store(loading, Ordering::Relaxed);
     }
 
     /// The database's OpenCL device (or none), once the database knows it;
@@ -255,7 +265,9 @@ impl Service {
     }
 
     fn lock(&self) -> Guard<'_, Scheduler> {
-        lock_order::lock(&self.scheduler, Rank::Scheduler)
+        let mut scheduler = lock_order::lock(&self.scheduler, Rank::Scheduler);
+        scheduler.loading = self.loading.load(Ordering::Relaxed);
+        scheduler
     }
 
     fn bell(&self) -> Guard<'_, Bell> {

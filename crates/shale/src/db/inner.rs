@@ -171,6 +171,9 @@ pub(crate) struct State {
     pub(super) stalls: StallStats,
     /// Write delay owed under the compaction debt and not yet slept.
     pub(super) owed_delay: std::time::Duration,
+    /// Whether the database is read while it is written (sampled at
+    /// memtable switches): L0's write triggers depend on it.
+    pub(super) reads: super::read_activity::ReadActivity,
 }
 
 pub(crate) struct DbInner {
@@ -205,6 +208,8 @@ pub(crate) struct DbInner {
     pub(super) published_sequence: CachePadded<AtomicU64>,
     /// The claim of direct writes (`direct_writes.rs`).
     pub(super) direct: DirectWrites,
+    /// Marked by every read (`read_activity.rs`).
+    pub(super) read_mark: super::read_activity::ReadMark,
     /// Opened with `DB::open_read_only`: nothing is written, no thread
     /// runs, and writes are refused.
     pub(super) read_only: bool,
@@ -258,7 +263,7 @@ impl DbInner {
     pub(super) fn install_version(&self, state: &mut State, version: Arc<Version>) {
         state.live_versions.retain(|v| v.strong_count() > 0);
         state.live_versions.push(Arc::downgrade(&version));
-        if version.num_files(0) >= self.options.l0_slowdown_writes_trigger {
+        if version.num_files(0) >= self.write_triggers(state).slowdown {
             // Writes meet the throttle in the queue.
             self.direct.close();
         }

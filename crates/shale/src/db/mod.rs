@@ -34,6 +34,7 @@ mod job_host;
 mod job_io;
 mod properties;
 mod read;
+mod read_activity;
 mod recovery;
 mod resume;
 mod retry;
@@ -277,6 +278,7 @@ impl DB {
                 flush_seconds_per_byte: 0.0,
                 stalls: StallStats::default(),
                 owed_delay: std::time::Duration::ZERO,
+                reads: Default::default(),
             }),
             versions: Mutex::new(versions),
             done_cv: Condvar::new(),
@@ -289,6 +291,7 @@ impl DB {
             shutting_down: AtomicBool::new(false),
             published_sequence: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
             direct: direct_claim::DirectWrites::default(),
+            read_mark: Default::default(),
             options,
             read_only,
             _lock: lock,

@@ -55,6 +55,7 @@ impl DbInner {
     }
 
     pub(super) fn get(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.read_mark.note();
         let view = self.read_view(options);
         for table in std::iter::once(&view.mem).chain(view.imm.as_ref()) {
             match table.get(key, view.sequence) {
@@ -197,6 +198,7 @@ impl DbInner {
     }
 
     pub(super) fn iter(&self, options: &ReadOptions) -> Result<DbIterator> {
+        self.read_mark.note();
         let view = self.read_view(options);
         let read = block_read_options(options);
         let internal = self.internal_iter(&view.mem, view.imm.as_ref(), &view.version, read)?;

@@ -125,9 +125,17 @@ impl DbInner {
     pub(super) fn has_room_now(&self, state: &State) -> bool {
         let usage = state.mem.approximate_memory_usage();
         state.bg_error.is_none()
-            && state.current.num_files(0) < self.options.l0_slowdown_writes_trigger
+            && state.current.num_files(0) < self.write_triggers(state).slowdown
             && usage <= self.options.write_buffer_size
             && (state.imm.is_none() || usage <= flush_pacing_from(&self.options))
+    }
+
+    /// L0's write triggers in effect: the options', raised by
+    /// `l0_load_slack` while the database is not read
+    /// (`read_activity.rs`).
+    #[inline]
+    pub(super) fn write_triggers(&self, state: &State) -> priority::WriteTriggers {
+        priority::WriteTriggers::new(&self.options, state.reads.loading)
     }
 
     /// The memtable bytes up to which writes may go direct, with nothing to
@@ -157,6 +165,7 @@ impl DbInner {
             return (state, Ok(()));
         }
         let options = &self.options;
+        let triggers = self.write_triggers(&state);
         let mut allow_delay = !force;
         // The flush's pace is a bound of its own beside L0's: a write owes
         // the larger of the two delays.
@@ -168,7 +177,7 @@ impl DbInner {
                 return (state, Err(err));
             }
             let l0_files = state.current.num_files(0);
-            if allow_delay && l0_files >= options.l0_slowdown_writes_trigger {
+            if allow_delay && l0_files >= triggers.slowdown {
                 // Hold the writer to a rate that follows the compaction debt,
                 // owed by every write and slept in slices of at least
                 // MIN_DELAY_SLEEP.
@@ -177,7 +186,7 @@ impl DbInner {
                     l0_files,
                     l0_drain_rate: self.service().l0_drain_rate(),
                 };
-                l0_owed = priority::write_delay(write_bytes.max(1), &debt, options);
+                l0_owed = priority::write_delay(write_bytes.max(1), &debt, &triggers);
                 state.owed_delay += l0_owed;
                 let started = Instant::now();
                 let spare_core = has_spare_core(options);
@@ -228,7 +237,7 @@ impl DbInner {
                 }
             } else if !force && state.mem.approximate_memory_usage() <= options.write_buffer_size {
                 return (state, Ok(()));
-            } else if state.imm.is_some() || l0_files >= options.l0_stop_writes_trigger {
+            } else if state.imm.is_some() || l0_files >= triggers.stop {
                 let for_flush = state.imm.is_some();
                 if !for_flush {
                     shale_log!(self.info_log, "Too many L0 files ({l0_files}); waiting...");
@@ -303,6 +312,21 @@ impl DbInner {
             Arc::new(MemTable::with_order(self.order.clone())),
         );
         state.imm = Some(old);
+        if state.reads.sample(&self.read_mark, Instant::now()) && self.options.l0_load_slack > 0 {
+            self.service().set_loading(state.reads.loading);
+            let triggers = self.write_triggers(state);
+            shale_log!(
+                self.info_log,
+                "Writes: {}: L0's write triggers at {}/{} files",
+                if state.reads.loading {
+                    "no read for a second (a load)"
+                } else {
+                    "reads again"
+                },
+                triggers.slowdown,
+                triggers.stop
+            );
+        }
         self.work_cv.notify_all();
     }
 }

@@ -193,6 +193,9 @@ pub struct Scheduler {
     /// ran when it asked, not for each job picked after them too.
     manual_claims: Vec<(u64, RunningCompaction)>,
     next_claim: u64,
+    /// The database is not read (a load): L0 turns urgent near its raised
+    /// slowdown trigger (`priority::WriteTriggers`).
+    pub loading: bool,
 }
 
 impl Scheduler {
@@ -210,6 +213,7 @@ impl Scheduler {
             counts: SchedulerCounts::default(),
             manual_claims: Vec::new(),
             next_claim: 1,
+            loading: false,
         }
     }
 
@@ -323,7 +327,7 @@ impl Scheduler {
     /// Returns the jobs queued.
     pub fn refill(&mut self, version: &Version, options: &Options) -> Vec<ScheduledJob> {
         let mut queued = Vec::new();
-        let l0_urgent = priority::l0_is_urgent(version.num_files(0), options);
+        let l0_urgent = priority::l0_is_urgent(version.num_files(0), options, self.loading);
         // Each round picks at most one job; a level that yields nothing is
         // not tried again this refill.
         let mut exhausted = [false; NUM_LEVELS];
@@ -458,7 +462,7 @@ impl Scheduler {
     ) -> Option<ScheduledJob> {
         let scores =
             priority::trigger_scores(version, options, &[TakenWork::default(); NUM_LEVELS]);
-        let l0_urgent = priority::l0_is_urgent(version.num_files(0), options);
+        let l0_urgent = priority::l0_is_urgent(version.num_files(0), options, self.loading);
         let mut levels: Vec<usize> = (0..NUM_LEVELS)
             .filter(|&l| !self.queues[l].is_empty())
             .collect();
