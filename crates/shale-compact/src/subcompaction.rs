@@ -25,7 +25,7 @@ use shale_format::format::BLOCK_TRAILER_LEN;
 use shale_format::internal_key::extract_user_key;
 use shale_format::Result;
 
-use crate::inputs::run_blocks_in_range;
+use crate::inputs::{open_table, InputTable};
 use crate::job::{CompactionJob, InputRun, JobFile, JobIo, KeyRange};
 
 /// Up to `max_parts - 1` user keys, strictly increasing, that cut `job`'s
@@ -48,19 +48,24 @@ pub fn boundaries(
         return Ok(Vec::new());
     }
     // Anchors: the user key closing each data block and the block's bytes.
-    let mut tables = Vec::new();
-    let mut blocks = Vec::new();
-    for run in &job.inputs {
-        blocks.extend(run_blocks_in_range(io, job, &run.files, &mut tables)?.0);
-    }
-    let mut anchors: Vec<(&[u8], u64)> = blocks
-        .into_iter()
-        .map(|(t, b)| {
-            let (key, handle) = &tables[t].blocks[b];
-            (
-                extract_user_key(key),
-                handle.size + BLOCK_TRAILER_LEN as u64,
-            )
+    let files: Vec<&JobFile> = job
+        .inputs
+        .iter()
+        .flat_map(|run| &run.files)
+        .filter(|f| job.file_in_range(f))
+        .collect();
+    let tables = open_tables(io, &files, max_parts)?;
+    let mut anchors: Vec<(&[u8], u64)> = tables
+        .iter()
+        .flat_map(|table| {
+            table.blocks[table.blocks_in_range(&job.range)]
+                .iter()
+                .map(|(key, handle)| {
+                    (
+                        extract_user_key(key),
+                        handle.size + BLOCK_TRAILER_LEN as u64,
+                    )
+                })
         })
         .collect();
     anchors.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -112,6 +117,47 @@ pub fn boundaries(
         }
     }
     Ok(cuts)
+}
+
+/// Input files one thread opens at least when a job's are opened on
+/// several: opening one is an `open`, a footer read and an index block,
+/// a fraction of a millisecond.
+const FILES_PER_OPENING_THREAD: usize = 8;
+
+/// `files` opened (footer and index block), on up to `threads` threads:
+/// the cores the sub-compactions will take are idle until the boundaries
+/// are known, and a full compaction's job opens a hundred files or more.
+fn open_tables(io: &dyn JobIo, files: &[&JobFile], threads: usize) -> Result<Vec<InputTable>> {
+    let threads = threads.min(files.len() / FILES_PER_OPENING_THREAD);
+    if threads < 2 {
+        return files.iter().map(|file| open_table(io, file)).collect();
+    }
+    let per_thread = files.len().div_ceil(threads);
+    let open_part = |part: &[&JobFile]| -> Result<Vec<InputTable>> {
+        part.iter().map(|file| open_table(io, file)).collect()
+    };
+    std::thread::scope(|scope| {
+        // A part whose thread cannot start is opened here, in its turn.
+        let parts: Vec<_> = files
+            .chunks(per_thread)
+            .map(|part| {
+                let thread = std::thread::Builder::new()
+                    .name("shale-open-inputs".into())
+                    .spawn_scoped(scope, move || open_part(part));
+                (part, thread.ok())
+            })
+            .collect();
+        let mut tables = Vec::with_capacity(files.len());
+        for (part, thread) in parts {
+            let opened = match thread.map(|t| t.join()) {
+                Some(Ok(opened)) => opened,
+                Some(Err(panic)) => std::panic::resume_unwind(panic),
+                None => open_part(part),
+            };
+            tables.extend(opened?);
+        }
+        Ok(tables)
+    })
 }
 
 /// The smallest and largest user keys of the job's input files that

@@ -102,12 +102,29 @@ impl DbInner {
     }
 
     /// Lists the files no live version names while `versions` is held,
-    /// releases it, and deletes them: the end of every change to the live
-    /// set (a flush, a compaction's install, a resume) and of a close.
+    /// releases it, and deletes them before it returns: a resume, a close,
+    /// and the waits that promise the files are gone. What the deleter
+    /// holds is deleted first, so none is deleted twice.
     pub(super) fn delete_obsolete_files(&self, versions: lock_order::Guard<'_, VersionSet>) {
+        self.deleter.wait();
         let obsolete = self.obsolete_files(&versions);
         drop(versions);
         self.delete_files(obsolete);
+    }
+
+    /// [`DbInner::delete_obsolete_files`] for the end of a flush or a
+    /// compaction's install: the tables leave the table cache now, and
+    /// the deleter unlinks the files while the thread goes on
+    /// (`deleter.rs`).
+    pub(super) fn delete_obsolete_files_later(&self, versions: lock_order::Guard<'_, VersionSet>) {
+        let obsolete = self.obsolete_files(&versions);
+        drop(versions);
+        for (_, number, kind) in &obsolete {
+            if *kind == filename::FileType::Table {
+                self.table_cache.evict(*number);
+            }
+        }
+        self.deleter.submit(obsolete);
     }
 
     /// Deletes files [`DbInner::obsolete_files`] found, without any lock.

@@ -142,7 +142,7 @@ impl DbInner {
                 "Level-0 table #{number}: {bytes} bytes, placed at level {level}, {:.3} s",
                 started.elapsed().as_secs_f64()
             );
-            self.delete_obsolete_files(versions);
+            self.delete_obsolete_files_later(versions);
             Ok(())
         })();
         if result.is_err() {

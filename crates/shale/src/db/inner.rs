@@ -194,6 +194,9 @@ pub(crate) struct DbInner {
     pub(super) published_cv: Condvar,
     pub(super) snapshots: Arc<SnapshotList>,
     pub(super) info_log: InfoLog,
+    /// Deletes the files a flush or an install made obsolete, off the
+    /// thread that made them so (`deleter.rs`).
+    pub(super) deleter: super::deleter::Deleter,
     /// The executors, the compaction service (when and where jobs run,
     /// the ledger) and the running of jobs.
     pub(crate) compaction: Runner,

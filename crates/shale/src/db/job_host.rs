@@ -153,7 +153,7 @@ impl DbInner {
         };
         let summary = version.level_summary();
         self.install_version(&mut self.lock_state(), version);
-        self.delete_obsolete_files(versions);
+        self.delete_obsolete_files_later(versions);
         Ok(summary)
     }
 }

@@ -24,6 +24,7 @@
 //! checked in debug builds (`crate::lock_order`). The WAL writer is owned
 //! by whichever writer leads the current write group (see `write.rs`).
 
+mod deleter;
 mod direct_claim;
 mod direct_writes;
 mod files;
@@ -254,6 +255,7 @@ impl DB {
         ));
         let versions = VersionSet::new(&dir, env.clone(), options.key_order());
         let file_numbers = versions.file_numbers();
+        let deleter = deleter::Deleter::new(env.clone(), dir.clone(), info_log.clone());
         let inner = Arc::new(DbInner {
             dir,
             order: options.key_order(),
@@ -285,6 +287,7 @@ impl DB {
             work_cv: Condvar::new(),
             published_cv: Condvar::new(),
             snapshots: Arc::new(SnapshotList::default()),
+            deleter,
             info_log,
             compaction,
             file_numbers,
@@ -372,11 +375,15 @@ impl DB {
     /// through every level that holds it: the memtable is flushed first, then
     /// each level's overlapping files are merged into the next (level 0's,
     /// with L1's over them, into L2 in one job when L2 holds the range and
-    /// `cross_level_compaction` is on).
+    /// `cross_level_compaction` is on). The files it made obsolete are
+    /// deleted when it returns.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.inner
-            .compaction
-            .compact_range(&*self.inner, begin, end, ExecutorChoice::Auto)
+        let compacted =
+            self.inner
+                .compaction
+                .compact_range(&*self.inner, begin, end, ExecutorChoice::Auto);
+        self.inner.deleter.wait();
+        compacted
     }
 
     /// [`compact_range`](Self::compact_range) with every job run on the
@@ -391,14 +398,20 @@ impl DB {
         end: Option<&[u8]>,
         options: &CompactRangeOptions,
     ) -> Result<()> {
-        self.inner
-            .compaction
-            .compact_range(&*self.inner, begin, end, options.executor)
+        let compacted =
+            self.inner
+                .compaction
+                .compact_range(&*self.inner, begin, end, options.executor);
+        self.inner.deleter.wait();
+        compacted
     }
 
-    /// Flushes the memtable to a table and waits for it.
+    /// Flushes the memtable to a table and waits for it (and for the
+    /// deletion of the WAL it made obsolete).
     pub fn flush(&self) -> Result<()> {
-        self.inner.flush_memtable()
+        let flushed = self.inner.flush_memtable();
+        self.inner.deleter.wait();
+        flushed
     }
 
     /// Waits until no compaction is needed or running (for benchmarks and
