@@ -17,6 +17,7 @@
 //! a crash is deleted by the next open, as any obsolete file is.
 
 use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -166,10 +167,14 @@ impl Shared {
                 (first, files)
             };
             for (name, number, kind) in &files {
-                crate::shale_log!(self.info_log, "Delete type={kind:?} #{number}");
                 // A file that cannot be deleted stays obsolete; the next
-                // cleanup or open tries again.
-                let _ = self.env.remove_file(&self.dir.join(name));
+                // cleanup or open tries again. A panic in the env is caught
+                // too: the batch must still be marked done, or a close
+                // would wait for it for ever.
+                let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    crate::shale_log!(self.info_log, "Delete type={kind:?} #{number}");
+                    self.env.remove_file(&self.dir.join(name))
+                }));
             }
             let mut queue = self.lock();
             for (name, _, _) in &files {
@@ -184,7 +189,76 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::PosixEnv;
+    use crate::env::{FileLock, PosixEnv, WritableFile};
+    use shale_format::format::RandomAccess;
+    use shale_format::Result;
+    use std::path::Path;
+
+    /// The real file system, except that removing a file panics.
+    #[derive(Debug)]
+    struct PanickingRemove(PosixEnv);
+
+    impl Env for PanickingRemove {
+        fn new_writable_file(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+            self.0.new_writable_file(path)
+        }
+        fn new_appendable_file(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+            self.0.new_appendable_file(path)
+        }
+        fn new_sequential_file(&self, path: &Path) -> Result<Box<dyn std::io::Read + Send>> {
+            self.0.new_sequential_file(path)
+        }
+        fn new_random_access_file(&self, path: &Path) -> Result<Arc<dyn RandomAccess>> {
+            self.0.new_random_access_file(path)
+        }
+        fn file_exists(&self, path: &Path) -> bool {
+            self.0.file_exists(path)
+        }
+        fn children(&self, dir: &Path) -> Result<Vec<String>> {
+            self.0.children(dir)
+        }
+        fn remove_file(&self, path: &Path) -> Result<()> {
+            panic!("removing {}", path.display())
+        }
+        fn create_dir_all(&self, dir: &Path) -> Result<()> {
+            self.0.create_dir_all(dir)
+        }
+        fn remove_dir(&self, dir: &Path) -> Result<()> {
+            self.0.remove_dir(dir)
+        }
+        fn file_size(&self, path: &Path) -> Result<u64> {
+            self.0.file_size(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+            self.0.rename(from, to)
+        }
+        fn lock_file(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+            self.0.lock_file(path)
+        }
+        fn sync_dir(&self, dir: &Path) -> Result<()> {
+            self.0.sync_dir(dir)
+        }
+    }
+
+    #[test]
+    fn a_panic_while_deleting_ends_neither_the_wait_nor_later_deletions() {
+        let dir = tempfile::tempdir().unwrap();
+        let deleter = Deleter::new(
+            Arc::new(PanickingRemove(PosixEnv::new())),
+            dir.path().to_path_buf(),
+            InfoLog::from_writer(Box::new(std::io::sink())),
+        );
+        let files: Vec<ObsoleteFile> = (0..20)
+            .map(|n| (format!("{n:06}.ldb"), n, FileType::Table))
+            .collect();
+        deleter.submit(files.clone());
+        // Returns: every batch is marked done although each unlink panicked.
+        deleter.wait();
+        assert!(!deleter.is_queued("000003.ldb"));
+        // The threads ended cleanly, so the same names can be queued again.
+        deleter.submit(files);
+        deleter.wait();
+    }
 
     #[test]
     fn submitted_files_are_gone_after_wait_and_each_is_deleted_once() {
