@@ -2,13 +2,14 @@
 //!
 //! Unlinking a table is not free: ext4 frees its extents and, mounted with
 //! `discard`, trims them, and the call waits on the journal. An 8 MiB table
-//! took 1.9-2.4 ms of wall time and about 0.4 ms of CPU on a virtual disk;
+//! took 1.9-2.8 ms of wall time and about 0.4 ms of CPU on a virtual disk;
 //! one 200M-pair fill deleted 55,000 of them, about 90 s its compaction
 //! threads spent waiting in `unlink` instead of merging. So a compaction
 //! or a flush hands the files its install made obsolete to this deleter and
 //! goes on (RocksDB purges in the background the same way); a large batch,
 //! as a full compaction leaves, is shared by a few threads. Nothing waits
 //! for a deletion except what promises that the files are gone: a close,
+//! [`DB::flush`](crate::DB::flush),
 //! [`DB::wait_for_compactions`](crate::DB::wait_for_compactions) and
 //! [`DB::compact_range`](crate::DB::compact_range) ([`Deleter::wait`]).
 //!
