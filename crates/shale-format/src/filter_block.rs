@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::bloom::FilterPolicy;
 use crate::coding::{decode_fixed32, put_fixed32};
 
@@ -146,7 +148,9 @@ pub fn assemble_filters(filters: &[Vec<u8>]) -> Vec<u8> {
 #[derive(Debug, Clone)]
 pub struct FilterBlockReader {
     policy: Arc<dyn FilterPolicy>,
-    data: Arc<[u8]>,
+    /// The block's bytes: a slice of the table's mapping where it has one,
+    /// so opening a table copies none of its filter.
+    data: Bytes,
     /// Offset of the filter-offset array; 0 with `num` = 0 when malformed.
     array_offset: usize,
     num: usize,
@@ -155,8 +159,8 @@ pub struct FilterBlockReader {
 
 impl FilterBlockReader {
     /// Reads the trailer of `contents`.
-    pub fn new(policy: Arc<dyn FilterPolicy>, contents: impl Into<Arc<[u8]>>) -> FilterBlockReader {
-        let data: Arc<[u8]> = contents.into();
+    pub fn new(policy: Arc<dyn FilterPolicy>, contents: impl Into<Bytes>) -> FilterBlockReader {
+        let data: Bytes = contents.into();
         let mut reader = FilterBlockReader {
             policy,
             data,

@@ -2,7 +2,8 @@
 //! demand, through an optional block cache. See `docs/format/table.md`.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crate::block::{Block, BlockIter};
 use crate::bloom::FilterPolicy;
@@ -10,8 +11,8 @@ use crate::comparator::Comparator;
 use crate::error::{Error, Result};
 use crate::filter_block::FilterBlockReader;
 use crate::format::{
-    mapped_block_is_uncompressed, prefetch_mapped_block, read_block, read_block_shared,
-    BlockHandle, Footer, RandomAccess, FOOTER_LEN,
+    mapped_block_is_uncompressed, prefetch_mapped_block, read_block_shared, BlockHandle, Footer,
+    RandomAccess, FOOTER_LEN,
 };
 use crate::iterator::KvIterator;
 
@@ -50,7 +51,8 @@ pub struct ReadTableOptions {
     /// Used when the table has a filter of the same name.
     pub filter_policy: Option<Arc<dyn FilterPolicy>>,
     /// Check the CRC of every data block, whatever a read asks. (The index,
-    /// metaindex and filter blocks are always checked when the table opens.)
+    /// metaindex and filter blocks are checked by [`Table::open`], not by
+    /// [`Table::reopen`].)
     pub verify_checksums: bool,
     /// Cache for data blocks, with this table's id in it.
     pub block_cache: Option<(Arc<dyn BlockCache>, u64)>,
@@ -94,12 +96,26 @@ impl ReadTableOptions {
     }
 }
 
+/// Point lookups a table serves before its index block gets a search index
+/// (see `TableInner::searchable_index`): building one costs about as much
+/// as a dozen binary searches of an index of 256 blocks save.
+const SEARCH_INDEX_AFTER_LOOKUPS: u32 = 16;
+
 struct TableInner {
     source: Arc<dyn RandomAccess>,
     name: String,
     file_size: u64,
     options: ReadTableOptions,
+    /// The index block as stored.
     index: Block,
+    /// The index block with its search index, built once the table has
+    /// served [`SEARCH_INDEX_AFTER_LOOKUPS`] point lookups. Building it
+    /// decodes every restart key, which cost more than the one lookup a
+    /// table opened for a single read serves (a database with more tables
+    /// than the table cache holds reopens one for most reads).
+    searchable_index: OnceLock<Block>,
+    /// Point lookups served with `index` so far.
+    index_lookups: AtomicU32,
     metaindex_handle: BlockHandle,
     filter: Option<FilterBlockReader>,
 }
@@ -122,12 +138,47 @@ impl fmt::Debug for Table {
 impl Table {
     /// Opens the table of `file_size` bytes in `source`; `name` appears in
     /// errors. Reads the footer, the index block, and the filter block when
-    /// `options.filter_policy` names the table's filter.
+    /// `options.filter_policy` names the table's filter, and checks the
+    /// CRCs of all three.
     pub fn open(
         source: Arc<dyn RandomAccess>,
         file_size: u64,
         name: &str,
         options: ReadTableOptions,
+    ) -> Result<Table> {
+        Self::open_checking(source, file_size, name, options, true)
+    }
+
+    /// [`Table::open`] for a table whose index, metaindex and filter blocks
+    /// passed their CRC checks when the caller opened it before (tables
+    /// never change once written): the blocks are read without checking
+    /// again. On a mapped source the filter is then not read at all when
+    /// the table opens, only the pages a lookup probes, where a check
+    /// would read all of it (about 300 KiB for an 8 MiB table of 32-byte
+    /// values). LevelDB checks these blocks only under `paranoid_checks`.
+    pub fn reopen(
+        source: Arc<dyn RandomAccess>,
+        file_size: u64,
+        name: &str,
+        options: ReadTableOptions,
+    ) -> Result<Table> {
+        Self::open_checking(source, file_size, name, options, false)
+    }
+
+    /// Whether this table reads with a filter: false where none was asked
+    /// for, the table has none under the policy's name, or its filter or
+    /// metaindex block failed its check (then every read goes to the data
+    /// blocks).
+    pub fn has_filter(&self) -> bool {
+        self.inner.filter.is_some()
+    }
+
+    fn open_checking(
+        source: Arc<dyn RandomAccess>,
+        file_size: u64,
+        name: &str,
+        options: ReadTableOptions,
+        verify: bool,
     ) -> Result<Table> {
         if file_size < FOOTER_LEN as u64 {
             return Err(Error::corruption(
@@ -143,10 +194,9 @@ impl Table {
             .map_err(|e| Error::io(format!("reading the footer of {name}"), e))?;
         let footer = Footer::decode(&footer_bytes).map_err(|e| e.at(name, footer_offset))?;
 
-        let index_bytes = read_block_shared(&*source, name, file_size, footer.index_handle, true)?;
-        let index = Block::new(index_bytes)
-            .map_err(|e| e.at(name, footer.index_handle.offset))?
-            .with_search_index(&options.comparator);
+        let index_bytes =
+            read_block_shared(&*source, name, file_size, footer.index_handle, verify)?;
+        let index = Block::new(index_bytes).map_err(|e| e.at(name, footer.index_handle.offset))?;
 
         let mut table = TableInner {
             source,
@@ -154,10 +204,12 @@ impl Table {
             file_size,
             options,
             index,
+            searchable_index: OnceLock::new(),
+            index_lookups: AtomicU32::new(0),
             metaindex_handle: footer.metaindex_handle,
             filter: None,
         };
-        table.filter = table.read_filter()?;
+        table.filter = table.read_filter(verify)?;
         Ok(Table {
             inner: Arc::new(table),
         })
@@ -191,7 +243,10 @@ impl Table {
         TableIter {
             read,
             table: self.clone(),
-            index: self.inner.index.iter(self.inner.options.comparator.clone()),
+            index: self
+                .inner
+                .index_block()
+                .iter(self.inner.options.comparator.clone()),
             data: None,
             data_handle: None,
             error: None,
@@ -222,7 +277,10 @@ impl Table {
         read: BlockReadOptions,
         found: impl FnOnce(&[u8], &[u8]) -> R,
     ) -> Result<Option<R>> {
-        let mut index = self.inner.index.iter(self.inner.options.comparator.clone());
+        let mut index = self
+            .inner
+            .index_for_lookup()
+            .iter(self.inner.options.comparator.clone());
         index.seek(key);
         if !index.valid() {
             index.status()?;
@@ -252,7 +310,10 @@ impl Table {
     /// Offset in the file where the data for `key` would begin: for
     /// approximate sizes of key ranges.
     pub fn approximate_offset_of(&self, key: &[u8]) -> u64 {
-        let mut index = self.inner.index.iter(self.inner.options.comparator.clone());
+        let mut index = self
+            .inner
+            .index_block()
+            .iter(self.inner.options.comparator.clone());
         index.seek(key);
         if index.valid() {
             if let Ok(handle) = BlockHandle::decode(index.value()) {
@@ -321,12 +382,32 @@ impl TableInner {
     /// The filter block, if the table has one our policy can read. A damaged
     /// metaindex or filter is not fatal: LevelDB ignores it and so do we,
     /// since the filter only saves reads.
-    fn read_filter(&self) -> Result<Option<FilterBlockReader>> {
+    /// The index block, with its search index once it is built.
+    fn index_block(&self) -> &Block {
+        self.searchable_index.get().unwrap_or(&self.index)
+    }
+
+    /// The index block for one more point lookup, building the search
+    /// index at the lookup that makes [`SEARCH_INDEX_AFTER_LOOKUPS`].
+    fn index_for_lookup(&self) -> &Block {
+        if let Some(block) = self.searchable_index.get() {
+            return block;
+        }
+        if self.index_lookups.fetch_add(1, Ordering::Relaxed) + 1 < SEARCH_INDEX_AFTER_LOOKUPS {
+            return &self.index;
+        }
+        self.searchable_index.get_or_init(|| {
+            self.index
+                .clone()
+                .with_search_index(&self.options.comparator)
+        })
+    }
+
+    fn read_filter(&self, verify: bool) -> Result<Option<FilterBlockReader>> {
         let Some(policy) = &self.options.filter_policy else {
             return Ok(None);
         };
-        let verify = true;
-        let Ok(bytes) = read_block(
+        let Ok(bytes) = read_block_shared(
             &*self.source,
             &self.name,
             self.file_size,
@@ -347,7 +428,7 @@ impl TableInner {
         let Ok(handle) = BlockHandle::decode(iter.value()) else {
             return Ok(None);
         };
-        match read_block(&*self.source, &self.name, self.file_size, handle, verify) {
+        match read_block_shared(&*self.source, &self.name, self.file_size, handle, verify) {
             Ok(contents) => Ok(Some(FilterBlockReader::new(policy.clone(), contents))),
             Err(_) => Ok(None),
         }
