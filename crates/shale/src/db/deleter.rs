@@ -8,8 +8,8 @@
 //! or a flush hands the files its install made obsolete to this deleter and
 //! goes on (RocksDB purges in the background the same way); a large batch,
 //! as a full compaction leaves, is shared by a few threads. Nothing waits
-//! for a deletion except what promises that the files are gone: a close,
-//! [`DB::flush`](crate::DB::flush),
+//! for a deletion except what promises that the files are gone: an open,
+//! a close, [`DB::flush`](crate::DB::flush),
 //! [`DB::wait_for_compactions`](crate::DB::wait_for_compactions) and
 //! [`DB::compact_range`](crate::DB::compact_range) ([`Deleter::wait`]).
 //!

@@ -53,7 +53,7 @@ impl DbInner {
     /// the caller, so the set of live files cannot change underneath. A
     /// number once obsolete never becomes live again (numbers are not
     /// reused), so the caller deletes them after releasing the lock
-    /// ([`DbInner::delete_files`]).
+    /// ([`DbInner::delete_obsolete_files`]).
     pub(super) fn obsolete_files(
         &self,
         versions: &VersionSet,
@@ -103,13 +103,13 @@ impl DbInner {
 
     /// Lists the files no live version names while `versions` is held,
     /// releases it, and deletes them before it returns: a resume, a close,
-    /// and the waits that promise the files are gone. What the deleter
-    /// holds is deleted first, so none is deleted twice.
+    /// an open, and the waits that promise the files are gone. They go
+    /// through the deleter, so that a file it already holds is deleted
+    /// once, and a large batch (a full compaction's inputs) is shared by
+    /// its threads.
     pub(super) fn delete_obsolete_files(&self, versions: lock_order::Guard<'_, VersionSet>) {
+        self.delete_obsolete_files_later(versions);
         self.deleter.wait();
-        let obsolete = self.obsolete_files(&versions);
-        drop(versions);
-        self.delete_files(obsolete);
     }
 
     /// [`DbInner::delete_obsolete_files`] for the end of a flush or a
@@ -125,16 +125,5 @@ impl DbInner {
             }
         }
         self.deleter.submit(obsolete);
-    }
-
-    /// Deletes files [`DbInner::obsolete_files`] found, without any lock.
-    pub(super) fn delete_files(&self, files: Vec<(String, u64, filename::FileType)>) {
-        for (name, number, kind) in files {
-            if kind == filename::FileType::Table {
-                self.table_cache.evict(number);
-            }
-            shale_log!(self.info_log, "Delete type={kind:?} #{number}");
-            let _ = self.options.env.remove_file(&self.dir.join(&name));
-        }
     }
 }

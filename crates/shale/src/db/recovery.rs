@@ -92,10 +92,8 @@ impl DbInner {
             self.install_version(&mut state, version);
         }
         env.sync_dir(&self.dir)?;
-        let obsolete = self.obsolete_files(&versions);
         let summary = versions.current().level_summary();
-        drop(versions);
-        self.delete_files(obsolete);
+        self.delete_obsolete_files(versions);
         shale_log!(
             self.info_log,
             "Opened: {summary}, WAL #{log_number}, last sequence {last_sequence}"
