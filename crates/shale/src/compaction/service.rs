@@ -64,7 +64,7 @@ use crate::compaction::scheduler::{ScheduledJob, Scheduler};
 use crate::info_log::InfoLog;
 use crate::lock_order::{self, Guard, Rank};
 use crate::options::Options;
-use crate::version::Version;
+use crate::version::{total_file_size, Version};
 
 /// Which executors a compaction thread offers its jobs to first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -618,13 +618,14 @@ impl Service {
         );
         if done.trivial_move {
             scheduler.counts.trivial_moves += 1;
-            let file = &plan.inputs[0][0];
+            let moved = &plan.inputs[0];
+            let numbers: Vec<String> = moved.iter().map(|f| format!("#{}", f.number)).collect();
             shale_log!(
                 self.info_log,
-                "Moved #{} to level-{} {} bytes: {}",
-                file.number,
+                "Moved {} to level-{} {} bytes: {}",
+                numbers.join(" "),
                 plan.level + 1,
-                file.file_size,
+                total_file_size(moved),
                 done.summary
             );
             return;

@@ -91,12 +91,13 @@ impl JobHost for DbInner {
     }
 }
 
-/// The plan's one file moved a level down without being rewritten.
+/// The plan's files moved a level down without being rewritten.
 fn trivial_move_edit(plan: &CompactionPlan) -> VersionEdit {
-    let file = &plan.inputs[0][0];
     let mut edit = VersionEdit::default();
-    edit.delete_file(plan.level, file.number);
-    edit.add_file(plan.level + 1, file.to_meta());
+    for file in &plan.inputs[0] {
+        edit.delete_file(plan.level, file.number);
+        edit.add_file(plan.level + 1, file.to_meta());
+    }
     edit.set_compact_pointer(plan.level, plan.compact_pointer.clone());
     edit
 }
