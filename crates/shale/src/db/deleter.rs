@@ -7,7 +7,7 @@
 //! threads spent waiting in `unlink` instead of merging. So a compaction
 //! or a flush hands the files its install made obsolete to this deleter and
 //! goes on (RocksDB purges in the background the same way); a large batch,
-//! as a full compaction leaves, is shared by up to eight threads. Nothing waits
+//! as a full compaction leaves, is shared by a few threads. Nothing waits
 //! for a deletion except what promises that the files are gone: an open,
 //! a close, [`DB::flush`](crate::DB::flush),
 //! [`DB::wait_for_compactions`](crate::DB::wait_for_compactions) and
@@ -30,19 +30,20 @@ use crate::info_log::InfoLog;
 pub(super) type ObsoleteFile = (String, u64, FileType);
 
 /// Files one deleting thread takes at a time; a thread more is started
-/// for each such batch waiting, up to [`MAX_THREADS`] whatever the cores:
-/// an unlink on ext4 waits mostly in the kernel (about 0.4 ms of CPU in
-/// 2 ms), and unlinks in flight overlap. 40 unlinks of 2 MiB tables took
-/// 58-60 ms on one thread and 34-37 ms on four; the 74 inputs of a full
-/// compaction took 38 ms after its job on two threads, 21-30 ms on four
-/// and 8-17 ms on eight, on a 2-core machine.
+/// for each such batch waiting, up to the cores or [`MAX_THREADS`]. Unlinks
+/// on ext4 wait mostly on the journal, and several in flight overlap: 40
+/// unlinks of 2 MiB tables took 58-60 ms on one thread and 34-37 ms on
+/// four. More threads than cores did not pay: the 74 inputs of a full
+/// compaction took 38 ms on two threads of a 2-core machine and 37 ms on
+/// eight (the journal serialises them).
 const BATCH: usize = 8;
-const MAX_THREADS: usize = 8;
+const MAX_THREADS: usize = 4;
 
 /// Deletes files on threads started when there is work and ended when
 /// there is none: a database that compacts nothing keeps no thread for it.
 pub(super) struct Deleter {
     shared: Arc<Shared>,
+    max_threads: usize,
 }
 
 struct Shared {
@@ -72,6 +73,7 @@ struct Queue {
 
 impl Deleter {
     pub(super) fn new(env: Arc<dyn Env>, dir: PathBuf, info_log: InfoLog) -> Deleter {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Deleter {
             shared: Arc::new(Shared {
                 env,
@@ -80,6 +82,7 @@ impl Deleter {
                 queue: Mutex::new(Queue::default()),
                 progress: Condvar::new(),
             }),
+            max_threads: cores.clamp(1, MAX_THREADS),
         }
     }
 
@@ -94,7 +97,7 @@ impl Deleter {
                 queue.submitted += 1;
             }
         }
-        while queue.threads < MAX_THREADS && queue.files.len() > BATCH * queue.threads {
+        while queue.threads < self.max_threads && queue.files.len() > BATCH * queue.threads {
             queue.threads += 1;
             let shared = self.shared.clone();
             let started = std::thread::Builder::new()
