@@ -161,7 +161,7 @@ impl CompactionPlan {
     /// Files moving down a level unchanged: nothing overlaps them below,
     /// and none would make a later compaction too big. One file, or at
     /// levels past 0 (whose files never overlap one another) a run of
-    /// neighbours ([`batched_move`]).
+    /// neighbours (`batched_move`).
     pub fn is_trivial_move(&self, options: &Options) -> bool {
         let limit = max_grandparent_overlap_bytes(options);
         self.reason != PickReason::Manual
@@ -325,7 +325,7 @@ pub fn overlap_ratio_key(version: &Version, level: usize, file: &FileMeta) -> u6
 /// The plan that starts from `file` at `level`: every overlapping L0 file
 /// for L0, boundary inputs, the overlapping files below; a trivial move
 /// past level 0 takes the neighbours that can move with it
-/// ([`batched_move`]).
+/// (`batched_move`).
 pub fn plan_from_file(
     version: &Version,
     options: &Options,
