@@ -32,11 +32,13 @@ pub struct leveldb_options_t {
 
 impl leveldb_options_t {
     /// LevelDB 1.23's `Options()`: ShaleDB's defaults where they agree, and
-    /// LevelDB's where ShaleDB's Rust API chose otherwise (no filter).
+    /// LevelDB's where ShaleDB's Rust API chose otherwise (no filter, 1,000 open files).
     fn leveldb_defaults() -> leveldb_options_t {
         leveldb_options_t {
             options: Options {
                 bloom_bits_per_key: None,
+                // LevelDB's, where the Rust API's default is 10,000.
+                max_open_files: 1000,
                 ..Options::default()
             },
             executor_error: None,
