@@ -32,7 +32,8 @@ pub struct leveldb_options_t {
 
 impl leveldb_options_t {
     /// LevelDB 1.23's `Options()`: ShaleDB's defaults where they agree, and
-    /// LevelDB's where ShaleDB's Rust API chose otherwise (no filter, 1,000 open files).
+    /// LevelDB's where ShaleDB's Rust API chose otherwise (no filter, 1,000
+    /// open files).
     fn leveldb_defaults() -> leveldb_options_t {
         leveldb_options_t {
             options: Options {
