@@ -142,14 +142,15 @@ pub struct Options {
     /// Most table files kept open at once (the table cache holds ten
     /// fewer, as LevelDB's). An open table is a read-only mapping whose
     /// descriptor is closed at once, so this bounds mappings and memory,
-    /// not descriptors: each costs its index block (about 6 KiB for an
-    /// 8 MiB table of 32 KiB blocks) and the page-table entries of the
+    /// not descriptors: each costs its index block (about 6 KiB stored for
+    /// an 8 MiB table of 32 KiB blocks) and the page-table entries of the
     /// pages read.
+    ///
     /// The default, 10,000, where LevelDB's is 1,000 for want of
     /// descriptors: a database of more tables than the cache holds
     /// reopens a table for most point reads, and after a fill of 50M
-    /// 128-byte pairs (653 tables) readrandom took 43 µs with 240 kept
-    /// open and 10 µs with all of them
+    /// 128-byte pairs (653 tables) readrandom took 39 µs with 240 kept
+    /// open and 11 µs with all of them
     /// (`docs/results/compaction-tax.md`, "Tables kept open").
     pub max_open_files: usize,
     /// Bytes of uncompressed data blocks kept in the block cache.
