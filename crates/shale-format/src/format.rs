@@ -187,6 +187,83 @@ pub fn maybe_compress<'a>(
     (raw, CompressionType::None)
 }
 
+/// Which data blocks of one table are offered to the compressor: every
+/// block until [`CompressionGate::REFUSED_BEFORE_SKIPPING`] tried blocks in
+/// a row failed to save an eighth ([`compression_pays`]), then one block in
+/// [`CompressionGate::TRY_ONE_IN`], until a tried block pays again.
+///
+/// Why: LevelDB compresses every block and throws the result away when it
+/// saves too little. Where the data does not compress (small or already
+/// compressed values: at 32-byte values in db_bench's configuration every
+/// block of a 50M-pair database is stored as is), that is a fifth of a
+/// compaction's CPU spent for nothing (`docs/results/compaction-tax.md`,
+/// "Compression that does not pay is not tried"). RocksDB's auto-skip
+/// compressor does the same by prediction; this rule is simpler and
+/// deterministic.
+///
+/// The decision depends only on the table's blocks before it, in order, so
+/// every executor that keeps a gate per output file and asks it block by
+/// block writes the same bytes. LevelDB reads either kind of block.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompressionGate {
+    /// Tried blocks in a row whose compression did not pay.
+    refused: u32,
+    /// Blocks passed over since the last one tried, while skipping.
+    passed: u32,
+}
+
+impl CompressionGate {
+    /// Tried blocks in a row that must fail to pay before blocks are
+    /// passed over.
+    pub const REFUSED_BEFORE_SKIPPING: u32 = 4;
+    /// While skipping, one block in this many is tried.
+    pub const TRY_ONE_IN: u32 = 16;
+
+    /// The compression to try on the table's next data block: `compression`
+    /// or [`CompressionType::None`]. Call once per data block, in order,
+    /// and [`CompressionGate::record`] the outcome of a tried one.
+    #[inline]
+    pub fn next_block(&mut self, compression: CompressionType) -> CompressionType {
+        if compression == CompressionType::None || self.refused < Self::REFUSED_BEFORE_SKIPPING {
+            return compression;
+        }
+        self.passed += 1;
+        if self.passed >= Self::TRY_ONE_IN {
+            self.passed = 0;
+            return compression;
+        }
+        CompressionType::None
+    }
+
+    /// Records how a block was stored after [`CompressionGate::next_block`]
+    /// returned `tried` for it.
+    #[inline]
+    pub fn record(&mut self, tried: CompressionType, stored: CompressionType) {
+        if tried == CompressionType::None {
+            return;
+        }
+        if stored == CompressionType::None {
+            self.refused = self.refused.saturating_add(1);
+        } else {
+            self.refused = 0;
+            self.passed = 0;
+        }
+    }
+
+    /// [`maybe_compress`] of the table's next data block under the gate.
+    pub fn compress<'a>(
+        &mut self,
+        raw: &'a [u8],
+        compression: CompressionType,
+        scratch: &'a mut Vec<u8>,
+    ) -> (&'a [u8], CompressionType) {
+        let tried = self.next_block(compression);
+        let (stored, kind) = maybe_compress(raw, tried, scratch);
+        self.record(tried, kind);
+        (stored, kind)
+    }
+}
+
 /// [`maybe_compress`] for an owned block: returns the bytes to store without
 /// copying them when they stay uncompressed.
 pub fn maybe_compress_owned(
@@ -694,6 +771,76 @@ mod tests {
         let (out, kind) = maybe_compress(&random, CompressionType::Snappy, &mut scratch);
         assert_eq!(kind, CompressionType::None);
         assert_eq!(out, &random[..]);
+    }
+
+    #[test]
+    fn the_gate_passes_over_blocks_that_do_not_compress_and_tries_again() {
+        use CompressionType::{None, Snappy};
+        let mut gate = CompressionGate::default();
+        // Four refusals in a row, then one block in sixteen is tried.
+        let tried: Vec<bool> = (0..40)
+            .map(|_| {
+                let tried = gate.next_block(Snappy);
+                gate.record(tried, None);
+                tried == Snappy
+            })
+            .collect();
+        let expected: Vec<bool> = (0..40).map(|i| i < 4 || (i - 3) % 16 == 0).collect();
+        assert_eq!(tried, expected);
+        // A tried block that pays: every block is tried again.
+        while gate.next_block(Snappy) == None {}
+        gate.record(Snappy, Snappy);
+        for _ in 0..8 {
+            assert_eq!(gate.next_block(Snappy), Snappy);
+            gate.record(Snappy, Snappy);
+        }
+        // A refusal now and then does not stop the trying.
+        for i in 0..20 {
+            assert_eq!(gate.next_block(Snappy), Snappy);
+            gate.record(Snappy, if i % 3 == 0 { None } else { Snappy });
+        }
+        // Without compression there is nothing to gate.
+        let mut off = CompressionGate::default();
+        for _ in 0..10 {
+            assert_eq!(off.next_block(None), None);
+            off.record(None, None);
+        }
+        assert_eq!(off, CompressionGate::default());
+    }
+
+    #[test]
+    fn the_gate_stores_incompressible_blocks_as_is_and_compressible_ones_compressed() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let random: Vec<u8> = (0..1000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let compressible = vec![b'a'; 1000];
+        let mut gate = CompressionGate::default();
+        let mut scratch = Vec::new();
+        for _ in 0..10 {
+            let (out, kind) = gate.compress(&random, CompressionType::Snappy, &mut scratch);
+            assert_eq!((out, kind), (&random[..], CompressionType::None));
+        }
+        // Skipping now: a compressible block may be stored as is until the
+        // next tried one, within TRY_ONE_IN blocks, and compressed after.
+        let stored: Vec<CompressionType> = (0..CompressionGate::TRY_ONE_IN + 2)
+            .map(|_| {
+                gate.compress(&compressible, CompressionType::Snappy, &mut scratch)
+                    .1
+            })
+            .collect();
+        let first = stored
+            .iter()
+            .position(|k| *k == CompressionType::Snappy)
+            .expect("a compressible block is tried within TRY_ONE_IN blocks");
+        assert!(stored[first..]
+            .iter()
+            .all(|k| *k == CompressionType::Snappy));
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Writes a table entry by entry: a block builder for the data block being
 //! filled, cut with LevelDB 1.23's rule, over a [`TableAssembler`] that lays
-//! out the rest. For the same entries and options the bytes are the same as
-//! LevelDB's `TableBuilder` writes. See `docs/format/table.md`.
+//! out the rest. For the same entries and options, uncompressed, the bytes
+//! are the same as LevelDB's `TableBuilder` writes; with Snappy, data
+//! blocks that compress too little are in time no longer offered to the
+//! compressor ([`crate::format::CompressionGate`]). See
+//! `docs/format/table.md`.
 
 use std::cmp::Ordering;
 use std::io::Write;
@@ -9,7 +12,7 @@ use std::io::Write;
 use crate::block_builder::BlockBuilder;
 use crate::comparator::compare_internal_keys;
 use crate::error::{Error, Result};
-use crate::format::maybe_compress;
+use crate::format::CompressionGate;
 use crate::options::TableOptions;
 use crate::table_assembler::TableAssembler;
 
@@ -41,6 +44,8 @@ pub struct TableBuilder<W: Write> {
     /// Sum of the uncompressed sizes of the data blocks written so far.
     raw_data_bytes: u64,
     compressed_scratch: Vec<u8>,
+    /// Which data blocks are offered to the compressor.
+    gate: CompressionGate,
 }
 
 impl<W: Write> TableBuilder<W> {
@@ -58,6 +63,7 @@ impl<W: Write> TableBuilder<W> {
             num_entries: 0,
             raw_data_bytes: 0,
             compressed_scratch: Vec::new(),
+            gate: CompressionGate::default(),
         }
     }
 
@@ -110,7 +116,7 @@ impl<W: Write> TableBuilder<W> {
         self.last_key.clear();
         self.last_key.extend_from_slice(self.data_block.last_key());
         let compression = self.assembler.options().compression;
-        let (contents, kind) = maybe_compress(
+        let (contents, kind) = self.gate.compress(
             self.data_block.finish(),
             compression,
             &mut self.compressed_scratch,

@@ -53,7 +53,8 @@ use opencl3::memory::Buffer;
 use shale_format::bloom::{filter_bits, probes_for_bits_per_key};
 use shale_format::filter_block::{assemble_filters, plan_filters};
 use shale_format::format::{
-    compression_pays, snappy_max_compressed_len, CompressionType, BLOCK_TRAILER_LEN,
+    compression_pays, snappy_max_compressed_len, CompressionGate, CompressionType,
+    BLOCK_TRAILER_LEN,
 };
 use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
@@ -559,8 +560,9 @@ impl Packer<'_, '_> {
 
     /// With Snappy, compresses every finished block on the device
     /// (`snappy_compress`, byte for byte the `snap` encoder), reads the
-    /// compressed lengths back, keeps each block compressed where that saves
-    /// an eighth (LevelDB's rule, `compression_pays`), and has the device
+    /// compressed lengths back, keeps each block compressed where each
+    /// file's `CompressionGate` tried it and that saves an eighth (LevelDB's
+    /// rule, `compression_pays`), and has the device
     /// lay the blocks out as their files store them, trailers included
     /// (`place_stored_blocks`). `None` without compression (the trailers
     /// are then in place in `out`) or without finished blocks.
@@ -619,7 +621,18 @@ impl Packer<'_, '_> {
         let mut places = vec![0u32; 3 * blocks];
         let mut stored_blocks = Vec::with_capacity(blocks);
         let mut stored_len = 0usize;
-        for (b, block) in finished.iter().enumerate() {
+        // Each file's blocks in order, under the file's own gate (as the
+        // table builder's): the file stores the same bytes as `streaming`'s.
+        let file_of_block = plan
+            .file_blocks
+            .iter()
+            .flat_map(|blocks| blocks.clone().map(move |b| (b, b == blocks.start)));
+        let mut gate = CompressionGate::default();
+        for (b, first_of_file) in file_of_block {
+            let block = &finished[b];
+            if first_of_file {
+                gate = CompressionGate::default();
+            }
             let packed = compressed_len[b] as usize;
             if packed > snappy_max_compressed_len(block.len()) {
                 return Err(DeviceError::new(format!(
@@ -627,11 +640,14 @@ impl Packer<'_, '_> {
                     block.len()
                 )));
             }
-            let (from, bytes, stored_as) = if compression_pays(block.len(), packed) {
-                (slots[b], packed, CompressionType::Snappy)
-            } else {
-                (block.start as u32, block.len(), CompressionType::None)
-            };
+            let tried = gate.next_block(CompressionType::Snappy);
+            let (from, bytes, stored_as) =
+                if tried == CompressionType::Snappy && compression_pays(block.len(), packed) {
+                    (slots[b], packed, CompressionType::Snappy)
+                } else {
+                    (block.start as u32, block.len(), CompressionType::None)
+                };
+            gate.record(tried, stored_as);
             places[b] = from;
             // The top bit carries the kind: a block must be under 2 GiB.
             if bytes >= 1 << 31 {

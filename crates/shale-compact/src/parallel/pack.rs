@@ -3,7 +3,10 @@
 //! builder applies one entry at a time; blocks are then encoded, compressed
 //! and checksummed in parallel, their keys hashed for the Bloom filter in
 //! parallel, and each file is laid out by the same `TableAssembler` the
-//! table builder uses.
+//! table builder uses. Every block is compressed in parallel; the file's
+//! [`CompressionGate`] then decides block by block, in order, as the table
+//! builder's does, and a block it passes over that compressed is encoded
+//! again as is (rare: only where a file's data turns compressible).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -13,7 +16,9 @@ use rayon::prelude::*;
 use shale_format::block_builder::BlockBuilder;
 use shale_format::bloom::{bloom_hash, BloomFilterPolicy};
 use shale_format::filter_block::{assemble_filters, plan_filters};
-use shale_format::format::{block_trailer, maybe_compress, BLOCK_TRAILER_LEN};
+use shale_format::format::{
+    block_trailer, maybe_compress, CompressionGate, CompressionType, BLOCK_TRAILER_LEN,
+};
 use shale_format::internal_key::extract_user_key;
 use shale_format::options::TableOptions;
 use shale_format::table_assembler::TableAssembler;
@@ -42,6 +47,8 @@ fn value(blocks: &[Arc<ParsedBlock>], k: Kept) -> &[u8] {
 #[derive(Debug)]
 struct EncodedBlock {
     contents: Vec<u8>,
+    /// How `contents` is stored.
+    compression: CompressionType,
     /// Compression type and checksum, computed with the encoding.
     trailer: [u8; BLOCK_TRAILER_LEN],
     first_key: Vec<u8>,
@@ -68,6 +75,7 @@ fn encode_block(
     kept: &[Kept],
     range: Range<usize>,
     options: &TableOptions,
+    compression: CompressionType,
     bloom: bool,
     pool: Option<&Pool<Vec<u8>>>,
 ) -> EncodedBlock {
@@ -96,14 +104,14 @@ fn encode_block(
             }
         }
         let raw = encoder.builder.finish();
-        let (stored, compression) =
-            maybe_compress(raw, options.compression, &mut encoder.compressed);
+        let (stored, compression) = maybe_compress(raw, compression, &mut encoder.compressed);
         contents.extend_from_slice(stored);
         compression
     });
     EncodedBlock {
         trailer: block_trailer(&contents, compression),
         contents,
+        compression,
         first_key: key(blocks, kept[range.start]).to_vec(),
         last_key: key(blocks, kept[range.end - 1]).to_vec(),
         entries: range.len() as u64,
@@ -122,6 +130,8 @@ pub struct OpenFile {
     entries: u64,
     block_ranges: Vec<(u64, u64)>,
     block_hashes: Vec<Vec<u32>>,
+    /// Which of the file's data blocks stay compressed.
+    gate: CompressionGate,
 }
 
 /// Encodes the planned blocks in parallel and writes them, finishing files
@@ -154,13 +164,14 @@ pub fn write_planned(
         .collect();
     let mut encoded: Vec<EncodedBlock> = pool.install(|| {
         ranges
-            .into_par_iter()
+            .par_iter()
             .map(|range| {
                 encode_block(
                     blocks,
                     kept,
-                    range,
+                    range.clone(),
                     options,
+                    options.compression,
                     bloom.is_some(),
                     Some(&buffers.encoded),
                 )
@@ -168,10 +179,12 @@ pub fn write_planned(
             .collect()
     });
 
-    let mut encoded = encoded.drain(..);
+    let mut encoded = encoded.drain(..).zip(ranges);
     for planned in files {
         for _ in 0..planned.blocks.len() {
-            let Some(block) = encoded.next() else { break };
+            let Some((mut block, range)) = encoded.next() else {
+                break;
+            };
             let file = match open {
                 Some(file) => file,
                 None => {
@@ -188,9 +201,27 @@ pub fn write_planned(
                         entries: 0,
                         block_ranges: Vec::new(),
                         block_hashes: Vec::new(),
+                        gate: CompressionGate::default(),
                     })
                 }
             };
+            let tried = file.gate.next_block(options.compression);
+            if tried == CompressionType::None && block.compression != CompressionType::None {
+                // Passed over by the gate, yet compressed: stored as is.
+                let raw = encode_block(
+                    blocks,
+                    kept,
+                    range,
+                    options,
+                    CompressionType::None,
+                    bloom.is_some(),
+                    Some(&buffers.encoded),
+                );
+                buffers
+                    .encoded
+                    .give(std::mem::replace(&mut block, raw).contents);
+            }
+            file.gate.record(tried, block.compression);
             let handle = file.assembler.write_data_block_with_trailer(
                 &block.first_key,
                 &block.last_key,
