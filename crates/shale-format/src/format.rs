@@ -751,6 +751,19 @@ mod tests {
         assert!(err.to_string().contains("compression type 9"), "{err}");
     }
 
+    /// `len` bytes of xorshift noise: Snappy cannot shorten them.
+    fn incompressible(len: usize) -> Vec<u8> {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect()
+    }
+
     #[test]
     fn compression_kept_only_when_it_saves_an_eighth() {
         let mut scratch = Vec::new();
@@ -758,15 +771,7 @@ mod tests {
         let (out, kind) = maybe_compress(&compressible, CompressionType::Snappy, &mut scratch);
         assert_eq!(kind, CompressionType::Snappy);
         assert!(out.len() < 100);
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let random: Vec<u8> = (0..1000)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
+        let random = incompressible(1000);
         let mut scratch = Vec::new();
         let (out, kind) = maybe_compress(&random, CompressionType::Snappy, &mut scratch);
         assert_eq!(kind, CompressionType::None);
@@ -810,15 +815,7 @@ mod tests {
 
     #[test]
     fn the_gate_stores_incompressible_blocks_as_is_and_compressible_ones_compressed() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let random: Vec<u8> = (0..1000)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
+        let random = incompressible(1000);
         let compressible = vec![b'a'; 1000];
         let mut gate = CompressionGate::default();
         let mut scratch = Vec::new();
