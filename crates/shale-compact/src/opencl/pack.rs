@@ -623,40 +623,35 @@ impl Packer<'_, '_> {
         let mut stored_len = 0usize;
         // Each file's blocks in order, under the file's own gate (as the
         // table builder's): the file stores the same bytes as `streaming`'s.
-        let file_of_block = plan
-            .file_blocks
-            .iter()
-            .flat_map(|blocks| blocks.clone().map(move |b| (b, b == blocks.start)));
-        let mut gate = CompressionGate::default();
-        for (b, first_of_file) in file_of_block {
-            let block = &finished[b];
-            if first_of_file {
-                gate = CompressionGate::default();
+        for file in &plan.file_blocks {
+            let mut gate = CompressionGate::default();
+            for b in file.clone() {
+                let block = &finished[b];
+                let packed = compressed_len[b] as usize;
+                if packed > snappy_max_compressed_len(block.len()) {
+                    return Err(DeviceError::new(format!(
+                        "block {b}: {packed} compressed bytes from {}, more than Snappy writes",
+                        block.len()
+                    )));
+                }
+                let tried = gate.next_block(CompressionType::Snappy);
+                let (from, bytes, stored_as) =
+                    if tried == CompressionType::Snappy && compression_pays(block.len(), packed) {
+                        (slots[b], packed, CompressionType::Snappy)
+                    } else {
+                        (block.start as u32, block.len(), CompressionType::None)
+                    };
+                gate.record(tried, stored_as);
+                places[b] = from;
+                // The top bit carries the kind: a block must be under 2 GiB.
+                if bytes >= 1 << 31 {
+                    return Err(too_large());
+                }
+                places[blocks + b] = bytes as u32 | (stored_as as u32) << 31;
+                places[2 * blocks + b] = u32::try_from(stored_len).map_err(|_| too_large())?;
+                stored_blocks.push(stored_len..stored_len + bytes);
+                stored_len += bytes + BLOCK_TRAILER_LEN;
             }
-            let packed = compressed_len[b] as usize;
-            if packed > snappy_max_compressed_len(block.len()) {
-                return Err(DeviceError::new(format!(
-                    "block {b}: {packed} compressed bytes from {}, more than Snappy writes",
-                    block.len()
-                )));
-            }
-            let tried = gate.next_block(CompressionType::Snappy);
-            let (from, bytes, stored_as) =
-                if tried == CompressionType::Snappy && compression_pays(block.len(), packed) {
-                    (slots[b], packed, CompressionType::Snappy)
-                } else {
-                    (block.start as u32, block.len(), CompressionType::None)
-                };
-            gate.record(tried, stored_as);
-            places[b] = from;
-            // The top bit carries the kind: a block must be under 2 GiB.
-            if bytes >= 1 << 31 {
-                return Err(too_large());
-            }
-            places[blocks + b] = bytes as u32 | (stored_as as u32) << 31;
-            places[2 * blocks + b] = u32::try_from(stored_len).map_err(|_| too_large())?;
-            stored_blocks.push(stored_len..stored_len + bytes);
-            stored_len += bytes + BLOCK_TRAILER_LEN;
         }
         u32::try_from(stored_len).map_err(|_| too_large())?;
         let places = session.upload("stored blocks' places", &places)?;
