@@ -5,13 +5,16 @@
 //! The memtables hold db_bench-style entries (16-byte `%016d` keys of
 //! random numbers below 10 M, 32-byte values) inserted in random order, as
 //! a fillrandom leaves them: a walk in key order visits nodes scattered
-//! over the arena, about one cache miss per entry. Prints the mean time
-//! per entry of the walk and the build.
+//! over the arena, about one cache miss per entry.
+//!
+//! Each memtable is built into a table twice, through the cursor that walks
+//! the list (`MemTable::iter`) and through the one a flush uses, which
+//! gathers the entries first (`MemTable::frozen_iter`), in turns (which
+//! goes first alternates), with the caches emptied of the memtable before
+//! each. Prints the mean time per entry of each.
 //!
 //! Usage: cargo bench -p shale --bench memtable_flush -- [ENTRIES [TABLES]]
 //! (defaults 90000, about the memtable of an 8 MiB write buffer, and 20).
-//! Compare two builds by alternating them: a single run on a shared
-//! machine varies by tens of percent.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,9 +40,11 @@ fn main() {
     let mut rng = 0x1234_5678_9abc_def0u64;
     let mut sequence = 0u64;
     let value = [b'x'; 32];
-    let mut total = Duration::ZERO;
-    let mut table_bytes = 0;
-    for _ in 0..tables {
+    // Larger than the last-level cache: writing it pushes the memtable out.
+    let mut evict = vec![0u8; 64 << 20];
+    let mut totals = [Duration::ZERO; 2];
+    let mut table_bytes = [0; 2];
+    for round in 0..tables {
         let mem = Arc::new(MemTable::new());
         for _ in 0..entries {
             rng ^= rng << 13;
@@ -49,27 +54,50 @@ fn main() {
             let key = format!("{:016}", rng % 10_000_000);
             mem.add(sequence, ValueType::Value, key.as_bytes(), &value);
         }
-        let start = Instant::now();
-        let options = TableOptions {
-            compression: CompressionType::None,
-            ..TableOptions::internal(Some(10))
-        };
-        let mut builder = TableBuilder::new(options, Vec::new());
-        let mut iter = mem.iter();
-        iter.seek_to_first();
-        while iter.valid() {
-            builder
-                .add(iter.key(), iter.value())
-                .expect("keys come in order");
-            iter.next();
+        for turn in 0..2 {
+            let frozen = (round + turn) % 2;
+            for byte in evict.iter_mut().step_by(64) {
+                *byte = byte.wrapping_add(1);
+            }
+            std::hint::black_box(&evict);
+            let start = Instant::now();
+            let mut iter: Box<dyn KvIterator> = if frozen == 1 {
+                Box::new(mem.frozen_iter())
+            } else {
+                Box::new(mem.iter())
+            };
+            let table = build(iter.as_mut());
+            totals[frozen] += start.elapsed();
+            table_bytes[frozen] += table.len();
         }
-        let (table, _) = builder.finish().expect("a table in memory");
-        total += start.elapsed();
-        table_bytes += table.len();
     }
-    let per_entry = total.as_nanos() as f64 / (entries * tables) as f64;
-    println!(
-        "{per_entry:.1} ns/entry ({} KiB per table)",
-        table_bytes / tables / 1024
+    assert_eq!(
+        table_bytes[0], table_bytes[1],
+        "both cursors build the same tables"
     );
+    let per_entry = |total: Duration| total.as_nanos() as f64 / (entries * tables) as f64;
+    println!(
+        "walk: {:.1} ns/entry, gathered: {:.1} ns/entry ({} KiB per table)",
+        per_entry(totals[0]),
+        per_entry(totals[1]),
+        table_bytes[0] / tables / 1024
+    );
+}
+
+/// Builds a table of `iter`'s entries in memory.
+fn build(iter: &mut dyn KvIterator) -> Vec<u8> {
+    let options = TableOptions {
+        compression: CompressionType::None,
+        ..TableOptions::internal(Some(10))
+    };
+    let mut builder = TableBuilder::new(options, Vec::new());
+    iter.seek_to_first();
+    while iter.valid() {
+        builder
+            .add(iter.key(), iter.value())
+            .expect("keys come in order");
+        iter.next();
+    }
+    let (table, _) = builder.finish().expect("a table in memory");
+    table
 }

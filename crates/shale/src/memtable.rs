@@ -11,6 +11,7 @@
 //! Each entry is one arena allocation holding the node's links, the internal
 //! key and the value.
 
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 use shale_format::comparator::KeyOrder;
@@ -135,6 +136,21 @@ impl MemTable {
             table: Arc::clone(self),
         }
     }
+
+    /// A cursor over the entries the memtable holds when it is made, for a
+    /// memtable no longer written (a flush). It finds them all at once,
+    /// walking many stretches of the list side by side
+    /// ([`SkipList::positions`]), and fetches each entry ahead of its use:
+    /// a walk of [`MemTable::iter`] waits for a cache miss at about every
+    /// entry.
+    pub fn frozen_iter(self: &Arc<Self>) -> FrozenMemTableIter {
+        let positions = self.list.positions();
+        FrozenMemTableIter {
+            index: positions.len(),
+            positions,
+            table: Arc::clone(self),
+        }
+    }
 }
 
 /// Adds the entries of one batch to a [`MemTable`], alongside other
@@ -243,6 +259,91 @@ impl KvIterator for MemTableIter {
     }
 }
 
+/// How many entries ahead [`FrozenMemTableIter`] fetches.
+const FETCH_AHEAD: usize = 16;
+
+/// A [`KvIterator`] over the entries a memtable held when the cursor was
+/// made ([`MemTable::frozen_iter`]). Holds the memtable alive; `Send`.
+pub struct FrozenMemTableIter {
+    /// The entries in order, nodes of `table`'s list (valid while `table`
+    /// is).
+    positions: Vec<Position>,
+    /// The current entry; `positions.len()` when the cursor is invalid.
+    index: usize,
+    table: Arc<MemTable>,
+}
+
+impl std::fmt::Debug for FrozenMemTableIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrozenMemTableIter")
+            .field("entries", &self.positions.len())
+            .field("valid", &self.valid())
+            .finish()
+    }
+}
+
+impl FrozenMemTableIter {
+    /// Moves to entry `index` (invalid past the end) and fetches the one
+    /// [`FETCH_AHEAD`] entries on.
+    fn go_to(&mut self, index: usize) {
+        self.index = index.min(self.positions.len());
+        if let Some(&ahead) = self.positions.get(index + FETCH_AHEAD) {
+            self.table.list.prefetch_entry(ahead);
+        }
+    }
+}
+
+impl KvIterator for FrozenMemTableIter {
+    fn valid(&self) -> bool {
+        self.index < self.positions.len()
+    }
+
+    fn seek_to_first(&mut self) {
+        for &ahead in self.positions.iter().take(FETCH_AHEAD) {
+            self.table.list.prefetch_entry(ahead);
+        }
+        self.go_to(0);
+    }
+
+    fn seek_to_last(&mut self) {
+        self.index = self.positions.len().saturating_sub(1);
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        let list = &self.table.list;
+        let index = self
+            .positions
+            .partition_point(|&at| list.compare(list.key(at), target) == Ordering::Less);
+        self.go_to(index);
+    }
+
+    fn next(&mut self) {
+        debug_assert!(self.valid(), "next() on an invalid FrozenMemTableIter");
+        self.go_to(self.index + 1);
+    }
+
+    fn prev(&mut self) {
+        debug_assert!(self.valid(), "prev() on an invalid FrozenMemTableIter");
+        self.index = self.index.checked_sub(1).unwrap_or(self.positions.len());
+    }
+
+    fn key(&self) -> &[u8] {
+        self.positions
+            .get(self.index)
+            .map_or(&[], |&at| self.table.list.key(at))
+    }
+
+    fn value(&self) -> &[u8] {
+        self.positions
+            .get(self.index)
+            .map_or(&[], |&at| self.table.list.value(at))
+    }
+
+    fn status(&self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,6 +409,60 @@ mod tests {
         assert!(one >= 1000 + 3 + 8);
         table.add(2, ValueType::Value, b"key", &[0u8; 1000]);
         assert!(table.approximate_memory_usage() >= 2 * (1000 + 3 + 8));
+    }
+
+    #[test]
+    fn frozen_iterator_agrees_with_the_live_one() {
+        let table = Arc::new(MemTable::new());
+        let mut rng = 11u64;
+        for sequence in 1..=3_000u64 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let key = format!("{:05}", (rng >> 33) % 2_000);
+            let kind = if rng & 7 == 0 {
+                ValueType::Deletion
+            } else {
+                ValueType::Value
+            };
+            table.add(sequence, kind, key.as_bytes(), &sequence.to_le_bytes());
+        }
+        let mut frozen = table.frozen_iter();
+        assert!(!frozen.valid());
+        let all = collect_all(&mut frozen).unwrap();
+        assert_eq!(all, collect_all(&mut table.iter()).unwrap());
+        assert_eq!(all.len(), 3_000);
+
+        // Seeks land where the live cursor's do, and both ways walk alike.
+        let mut live = table.iter();
+        for target in ["", "00000", "00999", "01000", "01999", "02000", "9"] {
+            for snapshot in [0, 1_500, MAX_SEQUENCE_NUMBER] {
+                let key = InternalKey::new(target.as_bytes(), snapshot, ValueType::VALUE_FOR_SEEK);
+                frozen.seek(key.encoded());
+                live.seek(key.encoded());
+                assert_eq!(frozen.valid(), live.valid(), "{target}@{snapshot}");
+                if live.valid() {
+                    assert_eq!(frozen.key(), live.key());
+                    assert_eq!(frozen.value(), live.value());
+                    frozen.prev();
+                    live.prev();
+                    assert_eq!(frozen.valid(), live.valid());
+                    if live.valid() {
+                        assert_eq!(frozen.key(), live.key());
+                    }
+                }
+            }
+        }
+        frozen.seek_to_last();
+        assert_eq!(frozen.key(), all[all.len() - 1].0.as_slice());
+        frozen.next();
+        assert!(!frozen.valid());
+
+        // It holds what the memtable held when it was made.
+        table.add(5_000, ValueType::Value, b"00500", b"late");
+        let mut earlier = frozen;
+        assert_eq!(collect_all(&mut earlier).unwrap(), all);
+        assert_eq!(collect_all(&mut table.frozen_iter()).unwrap().len(), 3_001);
     }
 
     #[test]

@@ -175,7 +175,7 @@ impl DbInner {
             return Ok(None);
         }
         let mut writer = TableWriter::create(&self.options, &self.dir, number)?;
-        writer.add_all(&mut mem.iter())?;
+        writer.add_all(&mut mem.frozen_iter())?;
         let meta = writer.finish()?;
         if let Some(meta) = &meta {
             // Read it back before it is recorded: a table that cannot be

@@ -368,7 +368,7 @@ impl Repairer<'_> {
         let number = self.new_file_number()?;
         self.created.push(number);
         let mut writer = TableWriter::create(self.options, self.dir, number)?;
-        writer.add_all(&mut mem.iter())?;
+        writer.add_all(&mut mem.frozen_iter())?;
         if writer.finish()?.is_some() {
             log.tables.push(number);
             self.from_log.insert(number, log.number);
