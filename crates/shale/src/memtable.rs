@@ -310,10 +310,10 @@ impl KvIterator for FrozenMemTableIter {
     }
 
     fn seek(&mut self, target: &[u8]) {
-        let list = &self.table.list;
+        let (list, order) = (&self.table.list, &self.table.order);
         let index = self
             .positions
-            .partition_point(|&at| list.compare(list.key(at), target) == Ordering::Less);
+            .partition_point(|&at| order.compare_internal(list.key(at), target) == Ordering::Less);
         self.go_to(index);
     }
 

@@ -710,11 +710,6 @@ impl SkipList {
         prefetch(node.wrapping_byte_add(64));
     }
 
-    /// Compares two keys in the list's order.
-    pub fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
-        self.order.compare(a, b)
-    }
-
     /// The entry before `at` (by a search: nodes have no back links).
     pub fn prev(&self, at: Position) -> Option<Position> {
         let mut before = Splice::new(self.head.as_ptr());
