@@ -1,5 +1,5 @@
-//! The memtable: recent writes, sorted by internal key, in an insert-only
-//! arena skip list (LevelDB's `db/memtable.cc`; the list is
+//! The memtable: recent writes, sorted by internal key, in insert-only
+//! arena skip lists (LevelDB's `db/memtable.cc`; the lists are
 //! [`crate::skiplist`]).
 //!
 //! Any number of writers add at once, each through an [`Inserter`] of its
@@ -8,10 +8,25 @@
 //! with them. Entries are never removed: a memtable is dropped as
 //! a whole once it is flushed.
 //!
+//! A memtable made for a write buffer ([`MemTable::for_buffer`]) spreads its
+//! entries over [`LISTS`] skip lists filled in turn: once the list being
+//! filled holds its share of the buffer, new inserters go to the next one.
+//! An insert searches a list a quarter the size, whose nodes a core's
+//! caches hold far more of (`docs/results/compaction-tax.md`, "what a
+//! smaller skip list would save the writer"); a lookup searches each list
+//! that has taken entries and whose filter does not rule the key out, and
+//! a cursor merges them (RocksDB merges several memtables into one table
+//! when it flushes them, its `min_write_buffer_number_to_merge`). Each
+//! list's filter is a Bloom filter of one 64-bit word per key, set as keys
+//! are inserted (RocksDB's memtable Bloom filter, `DynamicBloom`): a
+//! lookup of a key the memtable does not hold, the common case, searches
+//! no list at all.
+//!
 //! Each entry is one arena allocation holding the node's links, the internal
 //! key and the value.
 
 use std::cmp::Ordering;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use shale_format::comparator::KeyOrder;
@@ -21,11 +36,15 @@ use shale_format::internal_key::{
     INTERNAL_KEY_TRAILER_LEN,
 };
 use shale_format::iterator::KvIterator;
+use shale_format::merging_iterator::MergingIterator;
 
 use crate::skiplist::{self, Position, SkipList};
 
 /// Internal keys up to this length are built on the stack for lookups.
 pub(crate) const STACK_KEY_LEN: usize = 128;
+
+/// Skip lists of a memtable made for a write buffer.
+pub const LISTS: usize = 4;
 
 /// What [`MemTable::get`] found for a user key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +59,17 @@ pub enum MemGet {
 /// Recent writes, sorted by internal key. `Send + Sync`; see the module docs
 /// for the concurrency rules.
 pub struct MemTable {
-    list: SkipList,
+    /// One list, or [`LISTS`] filled in turn.
+    lists: Box<[SkipList]>,
+    /// The list new inserters take. Only grows; every list after it is
+    /// empty.
+    filling: AtomicUsize,
+    /// Entry bytes after which the list being filled passes new inserters
+    /// to the next (the last takes the rest).
+    list_bytes: usize,
+    /// One per list when there are several (none for one list, which every
+    /// lookup searches anyway).
+    filters: Box<[ListFilter]>,
     order: KeyOrder,
 }
 
@@ -48,6 +77,7 @@ impl std::fmt::Debug for MemTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemTable")
             .field("entries", &self.len())
+            .field("lists", &self.lists.len())
             .field("memory_usage", &self.approximate_memory_usage())
             .finish()
     }
@@ -60,17 +90,43 @@ impl Default for MemTable {
 }
 
 impl MemTable {
-    /// An empty memtable of bytewise-ordered keys.
+    /// An empty memtable of bytewise-ordered keys, in one list.
     pub fn new() -> MemTable {
         MemTable::with_order(KeyOrder::bytewise())
     }
 
-    /// An empty memtable whose user keys are ordered by `order`.
+    /// An empty memtable whose user keys are ordered by `order`, in one
+    /// list (for memtables of no set size: a repair's, tests').
     pub fn with_order(order: KeyOrder) -> MemTable {
+        MemTable::with_lists(order, 1, usize::MAX)
+    }
+
+    /// An empty memtable for a write buffer of `buffer_bytes`: [`LISTS`]
+    /// lists, each filled to a [`LISTS`]th of it in turn.
+    pub fn for_buffer(order: KeyOrder, buffer_bytes: usize) -> MemTable {
+        MemTable::with_lists(order, LISTS, (buffer_bytes / LISTS).max(1))
+    }
+
+    fn with_lists(order: KeyOrder, lists: usize, list_bytes: usize) -> MemTable {
+        let filters = if lists > 1 {
+            (0..lists).map(|_| ListFilter::new(list_bytes)).collect()
+        } else {
+            Box::default()
+        };
         MemTable {
-            list: SkipList::new(skiplist::EntryOrder::Internal(order.clone())),
+            lists: (0..lists)
+                .map(|_| SkipList::new(skiplist::EntryOrder::Internal(order.clone())))
+                .collect(),
+            filling: AtomicUsize::new(0),
+            list_bytes,
+            filters,
             order,
         }
+    }
+
+    /// The lists that may hold entries: those up to the one being filled.
+    fn used_lists(&self) -> &[SkipList] {
+        &self.lists[..=self.filling.load(AtomicOrdering::Acquire)]
     }
 
     /// Adds an entry: a value, or a tombstone (whose `value` is normally
@@ -87,9 +143,27 @@ impl MemTable {
     }
 
     /// An inserter for a batch of [`Inserter::add`]s, which may run at the
-    /// same time as other inserters.
+    /// same time as other inserters. The whole batch goes into one list.
     pub fn inserter(&self) -> Inserter<'_> {
-        Inserter(self.list.inserter())
+        let list = self.filling.load(AtomicOrdering::Acquire);
+        Inserter {
+            inner: Some(self.lists[list].inserter()),
+            table: self,
+            list,
+        }
+    }
+
+    /// Passes new inserters on from `list` once it holds its share.
+    fn pass_on_if_full(&self, list: usize) {
+        if list + 1 < self.lists.len() && self.lists[list].entry_bytes() >= self.list_bytes {
+            // Another inserter may have passed it on already.
+            let _ = self.filling.compare_exchange(
+                list,
+                list + 1,
+                AtomicOrdering::Release,
+                AtomicOrdering::Relaxed,
+            );
+        }
     }
 
     /// The newest entry for `user_key` with a sequence at or below
@@ -99,14 +173,35 @@ impl MemTable {
         let mut stack = [0u8; STACK_KEY_LEN];
         let mut heap = Vec::new();
         let lookup = lookup_key(user_key, snapshot, &mut stack, &mut heap);
-        let at = self.list.seek(lookup)?;
-        // Keys in the list were encoded by `add`, so they always parse.
-        let parsed = ParsedInternalKey::parse(self.list.key(at)).ok()?;
-        if self.order.compare_user(parsed.user_key, user_key).is_ne() {
-            return None;
+        // Each list's first entry at or after the lookup key is its newest
+        // visible version of the key; across lists the highest sequence
+        // wins (writers that insert at once may land in different lists in
+        // either order of their sequences).
+        let mut newest: Option<(SequenceNumber, &SkipList, Position, ValueType)> = None;
+        let hash = (!self.filters.is_empty()).then(|| filter_hash(user_key));
+        for (index, list) in self.used_lists().iter().enumerate() {
+            if let (Some(hash), Some(filter)) = (hash, self.filters.get(index)) {
+                if !filter.may_hold(hash) {
+                    continue;
+                }
+            }
+            let Some(at) = list.seek(lookup) else {
+                continue;
+            };
+            // Keys in the lists were encoded by `add`, so they always parse.
+            let Ok(parsed) = ParsedInternalKey::parse(list.key(at)) else {
+                continue;
+            };
+            if self.order.compare_user(parsed.user_key, user_key).is_ne() {
+                continue;
+            }
+            if newest.is_none_or(|(sequence, ..)| parsed.sequence > sequence) {
+                newest = Some((parsed.sequence, list, at, parsed.value_type));
+            }
         }
-        match parsed.value_type {
-            ValueType::Value => Some(MemGet::Value(self.list.value(at).to_vec())),
+        let (_, list, at, value_type) = newest?;
+        match value_type {
+            ValueType::Value => Some(MemGet::Value(list.value(at).to_vec())),
             ValueType::Deletion => Some(MemGet::Deleted),
         }
     }
@@ -114,49 +209,109 @@ impl MemTable {
     /// Bytes used by keys, values and per-entry bookkeeping, counted as
     /// entries are added. Decides when the memtable is full.
     pub fn approximate_memory_usage(&self) -> usize {
-        self.list.entry_bytes()
+        self.lists.iter().map(SkipList::entry_bytes).sum()
     }
 
     /// Number of entries (versions, not distinct user keys).
     pub fn len(&self) -> usize {
-        self.list.len()
+        self.lists.iter().map(SkipList::len).sum()
     }
 
     /// True when nothing has been added.
     pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
+        self.lists.iter().all(SkipList::is_empty)
     }
 
     /// A cursor over internal keys and their values. It holds the memtable
     /// alive, and sees entries added after it was created when it moves onto
-    /// them.
+    /// them (in a list that held entries when it was made).
     pub fn iter(self: &Arc<Self>) -> MemTableIter {
-        MemTableIter {
-            current: None,
-            table: Arc::clone(self),
-        }
+        let used = self.used_lists().len();
+        let cursor: Box<dyn KvIterator + Send> = if used == 1 {
+            Box::new(ListIter::new(Arc::clone(self), 0))
+        } else {
+            Box::new(MergingIterator::new(
+                self.order.internal_comparator(),
+                (0..used)
+                    .map(|list| {
+                        Box::new(ListIter::new(Arc::clone(self), list))
+                            as Box<dyn KvIterator + Send>
+                    })
+                    .collect(),
+            ))
+        };
+        MemTableIter { cursor }
     }
 
     /// A cursor over the entries the memtable holds when it is made, for a
     /// memtable no longer written (a flush). It finds them all at once,
-    /// walking many stretches of the list side by side
-    /// ([`SkipList::positions`]), and fetches each entry ahead of its use:
-    /// a walk of [`MemTable::iter`] waits for a cache miss at about every
-    /// entry.
+    /// walking many stretches of each list side by side
+    /// ([`SkipList::positions`]) and merging the lists' runs, and fetches
+    /// each entry ahead of its use: a walk of [`MemTable::iter`] waits for a
+    /// cache miss at about every entry.
     pub fn frozen_iter(self: &Arc<Self>) -> FrozenMemTableIter {
-        let positions = self.list.positions();
+        let mut runs: Vec<Vec<Position>> = self
+            .used_lists()
+            .iter()
+            .map(SkipList::positions)
+            .filter(|run| !run.is_empty())
+            .collect();
+        // Pairs of runs merged until one is left.
+        while runs.len() > 1 {
+            let mut merged = Vec::with_capacity(runs.len().div_ceil(2));
+            let mut pairs = runs.into_iter();
+            while let Some(a) = pairs.next() {
+                merged.push(match pairs.next() {
+                    Some(b) => self.merge_runs(&a, &b),
+                    None => a,
+                });
+            }
+            runs = merged;
+        }
+        let positions = runs.pop().unwrap_or_default();
         FrozenMemTableIter {
             index: positions.len(),
             positions,
             table: Arc::clone(self),
         }
     }
+
+    /// The entries of two sorted runs of this memtable's nodes, in order.
+    fn merge_runs(&self, a: &[Position], b: &[Position]) -> Vec<Position> {
+        // Any list reads any node: the lists differ only in their links.
+        let list = &self.lists[0];
+        let mut out = Vec::with_capacity(a.len() + b.len());
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            if let Some(&ahead) = a.get(i + FETCH_AHEAD) {
+                list.prefetch_entry(ahead);
+            }
+            if let Some(&ahead) = b.get(j + FETCH_AHEAD) {
+                list.prefetch_entry(ahead);
+            }
+            if self.order.compare_internal(list.key(a[i]), list.key(b[j])) == Ordering::Less {
+                out.push(a[i]);
+                i += 1;
+            } else {
+                out.push(b[j]);
+                j += 1;
+            }
+        }
+        out.extend_from_slice(&a[i..]);
+        out.extend_from_slice(&b[j..]);
+        out
+    }
 }
 
 /// Adds the entries of one batch to a [`MemTable`], alongside other
 /// inserters.
 #[derive(Debug)]
-pub struct Inserter<'a>(skiplist::Inserter<'a>);
+pub struct Inserter<'a> {
+    /// `None` only while dropped.
+    inner: Option<skiplist::Inserter<'a>>,
+    table: &'a MemTable,
+    list: usize,
+}
 
 impl Inserter<'_> {
     /// As [`MemTable::add`].
@@ -167,17 +322,104 @@ impl Inserter<'_> {
         user_key: &[u8],
         value: &[u8],
     ) {
+        let Some(inner) = self.inner.as_mut() else {
+            return;
+        };
+        // Set before the entry is linked: a reader whose snapshot holds the
+        // entry took it after the write was published, which follows this.
+        if let Some(filter) = self.table.filters.get(self.list) {
+            filter.add(filter_hash(user_key));
+        }
         let key_len = user_key.len() + INTERNAL_KEY_TRAILER_LEN;
         // The trailer is a little-endian fixed64, as `append_internal_key`
         // writes it.
         let trailer = pack_sequence_and_type(sequence, value_type).to_le_bytes();
-        self.0.insert(key_len, value.len(), |entry| {
+        inner.insert(key_len, value.len(), |entry| {
             let (key, rest) = entry.split_at_mut(key_len);
             key[..user_key.len()].copy_from_slice(user_key);
             key[user_key.len()..].copy_from_slice(&trailer);
             rest.copy_from_slice(value);
         });
     }
+}
+
+impl Drop for Inserter<'_> {
+    fn drop(&mut self) {
+        // The list counts the batch's bytes when its inserter goes.
+        drop(self.inner.take());
+        self.table.pass_on_if_full(self.list);
+    }
+}
+
+/// A Bloom filter over the user keys of one list, set as they are
+/// inserted: each key sets [`FILTER_PROBES`] bits of one word (one cache
+/// line per insert and per lookup; a lookup costs one load).
+struct ListFilter {
+    words: Box<[AtomicU64]>,
+    /// `words.len() - 1` (a power of two).
+    mask: u64,
+}
+
+/// Bits a key sets in its word.
+const FILTER_PROBES: u32 = 4;
+
+impl ListFilter {
+    /// A filter for a list of about `list_bytes` of entries: a bit per 4
+    /// bytes, about 19 per entry of a 16-byte key and a 32-byte value.
+    fn new(list_bytes: usize) -> ListFilter {
+        let words = (list_bytes / 256).clamp(1, 1 << 20).next_power_of_two();
+        ListFilter {
+            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            mask: words as u64 - 1,
+        }
+    }
+
+    /// The word of `hash` and the bits it sets there.
+    fn place(&self, hash: u64) -> (usize, u64) {
+        let word = (hash & self.mask) as usize;
+        let mut bits = 0u64;
+        let mut h = hash >> 32;
+        for _ in 0..FILTER_PROBES {
+            bits |= 1 << (h & 63);
+            h >>= 6;
+        }
+        (word, bits)
+    }
+
+    fn add(&self, hash: u64) {
+        let (word, bits) = self.place(hash);
+        // Relaxed: see `Inserter::add` for what orders it before readers.
+        if self.words[word].load(AtomicOrdering::Relaxed) & bits != bits {
+            self.words[word].fetch_or(bits, AtomicOrdering::Relaxed);
+        }
+    }
+
+    fn may_hold(&self, hash: u64) -> bool {
+        let (word, bits) = self.place(hash);
+        self.words[word].load(AtomicOrdering::Relaxed) & bits == bits
+    }
+}
+
+/// A 64-bit hash of a user key for [`ListFilter`]: words of the key mixed by
+/// multiplication (the filter lives only in memory, so no format fixes it).
+fn filter_hash(key: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = K ^ (key.len() as u64);
+    let mut words = key.chunks_exact(8);
+    for word in &mut words {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        h ^= h >> 29;
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        h ^= h >> 29;
+    }
+    h.wrapping_mul(K) ^ (h >> 32)
 }
 
 /// Encodes the internal key `(user_key, snapshot, VALUE_FOR_SEEK)` in
@@ -202,56 +444,114 @@ pub(crate) fn lookup_key<'a>(
     }
 }
 
-/// A [`KvIterator`] over a memtable's internal keys and values. Holds the
-/// memtable alive; `Send`.
+/// A [`KvIterator`] over a memtable's internal keys and values: the cursor
+/// of its one list, or the merge of its lists'. Holds the memtable alive;
+/// `Send`.
 pub struct MemTableIter {
-    /// The current entry, a node of `table`'s list (valid while `table` is).
-    current: Option<Position>,
-    table: Arc<MemTable>,
+    cursor: Box<dyn KvIterator + Send>,
 }
 
 impl std::fmt::Debug for MemTableIter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemTableIter")
             .field("valid", &self.valid())
-            .field("table", &self.table)
             .finish()
     }
 }
 
 impl KvIterator for MemTableIter {
     fn valid(&self) -> bool {
+        self.cursor.valid()
+    }
+
+    fn seek_to_first(&mut self) {
+        self.cursor.seek_to_first();
+    }
+
+    fn seek_to_last(&mut self) {
+        self.cursor.seek_to_last();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        self.cursor.seek(target);
+    }
+
+    fn next(&mut self) {
+        self.cursor.next();
+    }
+
+    fn prev(&mut self) {
+        self.cursor.prev();
+    }
+
+    fn key(&self) -> &[u8] {
+        self.cursor.key()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.cursor.value()
+    }
+
+    fn status(&self) -> Result<(), Error> {
+        self.cursor.status()
+    }
+}
+
+/// A cursor over one list of a memtable.
+struct ListIter {
+    /// The current entry, a node of the list (valid while `table` is).
+    current: Option<Position>,
+    table: Arc<MemTable>,
+    list: usize,
+}
+
+impl ListIter {
+    fn new(table: Arc<MemTable>, list: usize) -> ListIter {
+        ListIter {
+            current: None,
+            table,
+            list,
+        }
+    }
+
+    fn list(&self) -> &SkipList {
+        &self.table.lists[self.list]
+    }
+}
+
+impl KvIterator for ListIter {
+    fn valid(&self) -> bool {
         self.current.is_some()
     }
 
     fn seek_to_first(&mut self) {
-        self.current = self.table.list.first();
+        self.current = self.list().first();
     }
 
     fn seek_to_last(&mut self) {
-        self.current = self.table.list.last();
+        self.current = self.list().last();
     }
 
     fn seek(&mut self, target: &[u8]) {
-        self.current = self.table.list.seek(target);
+        self.current = self.list().seek(target);
     }
 
     fn next(&mut self) {
-        debug_assert!(self.valid(), "next() on an invalid MemTableIter");
-        self.current = self.current.and_then(|at| self.table.list.next(at));
+        debug_assert!(self.valid(), "next() on an invalid memtable cursor");
+        self.current = self.current.and_then(|at| self.list().next(at));
     }
 
     fn prev(&mut self) {
-        debug_assert!(self.valid(), "prev() on an invalid MemTableIter");
-        self.current = self.current.and_then(|at| self.table.list.prev(at));
+        debug_assert!(self.valid(), "prev() on an invalid memtable cursor");
+        self.current = self.current.and_then(|at| self.list().prev(at));
     }
 
     fn key(&self) -> &[u8] {
-        self.current.map_or(&[], |at| self.table.list.key(at))
+        self.current.map_or(&[], |at| self.list().key(at))
     }
 
     fn value(&self) -> &[u8] {
-        self.current.map_or(&[], |at| self.table.list.value(at))
+        self.current.map_or(&[], |at| self.list().value(at))
     }
 
     fn status(&self) -> Result<(), Error> {
@@ -265,10 +565,9 @@ const FETCH_AHEAD: usize = 16;
 /// A [`KvIterator`] over the entries a memtable held when the cursor was
 /// made ([`MemTable::frozen_iter`]). Holds the memtable alive; `Send`.
 pub struct FrozenMemTableIter {
-    /// The entries in order, nodes of `table`'s list (valid while `table`
+    /// The entries in order, nodes of `table`'s lists (valid while `table`
     /// is).
     positions: Vec<Position>,
-    /// The current entry; `positions.len()` when the cursor is invalid.
     index: usize,
     table: Arc<MemTable>,
 }
@@ -283,12 +582,17 @@ impl std::fmt::Debug for FrozenMemTableIter {
 }
 
 impl FrozenMemTableIter {
+    /// Any of the memtable's lists: each reads any of its nodes.
+    fn list(&self) -> &SkipList {
+        &self.table.lists[0]
+    }
+
     /// Moves to entry `index` (invalid past the end) and fetches the one
     /// [`FETCH_AHEAD`] entries on.
     fn go_to(&mut self, index: usize) {
         self.index = index.min(self.positions.len());
         if let Some(&ahead) = self.positions.get(index + FETCH_AHEAD) {
-            self.table.list.prefetch_entry(ahead);
+            self.list().prefetch_entry(ahead);
         }
     }
 }
@@ -300,7 +604,7 @@ impl KvIterator for FrozenMemTableIter {
 
     fn seek_to_first(&mut self) {
         for &ahead in self.positions.iter().take(FETCH_AHEAD) {
-            self.table.list.prefetch_entry(ahead);
+            self.list().prefetch_entry(ahead);
         }
         self.go_to(0);
     }
@@ -310,7 +614,7 @@ impl KvIterator for FrozenMemTableIter {
     }
 
     fn seek(&mut self, target: &[u8]) {
-        let (list, order) = (&self.table.list, &self.table.order);
+        let (list, order) = (self.list(), &self.table.order);
         let index = self
             .positions
             .partition_point(|&at| order.compare_internal(list.key(at), target) == Ordering::Less);
@@ -330,13 +634,13 @@ impl KvIterator for FrozenMemTableIter {
     fn key(&self) -> &[u8] {
         self.positions
             .get(self.index)
-            .map_or(&[], |&at| self.table.list.key(at))
+            .map_or(&[], |&at| self.list().key(at))
     }
 
     fn value(&self) -> &[u8] {
         self.positions
             .get(self.index)
-            .map_or(&[], |&at| self.table.list.value(at))
+            .map_or(&[], |&at| self.list().value(at))
     }
 
     fn status(&self) -> Result<(), Error> {
@@ -409,6 +713,140 @@ mod tests {
         assert!(one >= 1000 + 3 + 8);
         table.add(2, ValueType::Value, b"key", &[0u8; 1000]);
         assert!(table.approximate_memory_usage() >= 2 * (1000 + 3 + 8));
+    }
+
+    /// The entries of `table` as a model: internal key to value, in order.
+    fn model_of(adds: &[(u64, ValueType, String, Vec<u8>)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut model: Vec<(Vec<u8>, Vec<u8>)> = adds
+            .iter()
+            .map(|(sequence, kind, key, value)| {
+                (
+                    InternalKey::new(key.as_bytes(), *sequence, *kind)
+                        .encoded()
+                        .to_vec(),
+                    value.clone(),
+                )
+            })
+            .collect();
+        model.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
+        model
+    }
+
+    #[test]
+    fn a_buffer_memtable_fills_its_lists_in_turn_and_reads_them_as_one() {
+        let table = Arc::new(MemTable::for_buffer(KeyOrder::bytewise(), 64 << 10));
+        let mut rng = 5u64;
+        let mut adds = Vec::new();
+        for sequence in 1..=4_000u64 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let key = format!("{:05}", (rng >> 33) % 1_500);
+            let kind = if rng & 7 == 0 {
+                ValueType::Deletion
+            } else {
+                ValueType::Value
+            };
+            let value = if kind == ValueType::Value {
+                sequence.to_le_bytes().to_vec()
+            } else {
+                Vec::new()
+            };
+            table.add(sequence, kind, key.as_bytes(), &value);
+            adds.push((sequence, kind, key, value));
+        }
+        // Every list took entries, the last the rest.
+        assert_eq!(table.filling.load(AtomicOrdering::Relaxed), LISTS - 1);
+        assert!(table.lists.iter().all(|list| !list.is_empty()));
+        assert_eq!(table.len(), 4_000);
+        let model = model_of(&adds);
+        assert_eq!(collect_all(&mut table.iter()).unwrap(), model);
+        assert_eq!(collect_all(&mut table.frozen_iter()).unwrap(), model);
+
+        // A lookup finds the newest version at each snapshot, whichever
+        // list holds it.
+        for key in ["00000", "00007", "00500", "01499", "01500", "x"] {
+            for snapshot in [0, 1, 999, 2_000, 3_999, MAX_SEQUENCE_NUMBER] {
+                let expected = adds
+                    .iter()
+                    .filter(|(sequence, _, k, _)| k == key && *sequence <= snapshot)
+                    .max_by_key(|(sequence, ..)| *sequence)
+                    .map(|(_, kind, _, value)| match kind {
+                        ValueType::Value => MemGet::Value(value.clone()),
+                        ValueType::Deletion => MemGet::Deleted,
+                    });
+                assert_eq!(
+                    table.get(key.as_bytes(), snapshot),
+                    expected,
+                    "{key}@{snapshot}"
+                );
+            }
+        }
+
+        // The merged cursor walks back as it walks forward, and seeks.
+        let mut live = table.iter();
+        live.seek_to_last();
+        let mut backward = Vec::new();
+        while live.valid() {
+            backward.push((live.key().to_vec(), live.value().to_vec()));
+            live.prev();
+        }
+        backward.reverse();
+        assert_eq!(backward, model);
+        let target = InternalKey::new(b"00750", 2_000, ValueType::VALUE_FOR_SEEK);
+        live.seek(target.encoded());
+        let at = model
+            .partition_point(|(k, _)| compare_internal_keys(k, target.encoded()) == Ordering::Less);
+        assert_eq!(live.key(), model[at].0.as_slice());
+    }
+
+    #[test]
+    fn a_list_filter_holds_every_key_added_and_rules_out_most_others() {
+        let filter = ListFilter::new(2 << 20);
+        let keys: Vec<String> = (0..27_000).map(|i| format!("{:016}", i * 7_919)).collect();
+        for key in &keys {
+            filter.add(filter_hash(key.as_bytes()));
+        }
+        assert!(keys
+            .iter()
+            .all(|key| filter.may_hold(filter_hash(key.as_bytes()))));
+        let false_positives = (0..100_000)
+            .filter(|i| filter.may_hold(filter_hash(format!("{:016}", i * 7_919 + 1).as_bytes())))
+            .count();
+        // About 19 bits a key: well under 2 % with four bits in one word.
+        assert!(false_positives < 2_000, "{false_positives} of 100000");
+        // Keys of every length hash, the empty one too.
+        for len in 0..40 {
+            let key = vec![b'k'; len];
+            filter.add(filter_hash(&key));
+            assert!(filter.may_hold(filter_hash(&key)));
+        }
+    }
+
+    #[test]
+    fn a_newer_version_in_an_earlier_list_wins() {
+        // Writers that insert at once can land in different lists with
+        // their sequences either way round.
+        let table = MemTable::for_buffer(KeyOrder::bytewise(), 4 << 10);
+        let mut early = table.inserter();
+        let mut sequence = 10;
+        while table.filling.load(AtomicOrdering::Relaxed) == 0 {
+            table.add(sequence, ValueType::Value, b"filler", &[0; 100]);
+            sequence += 1;
+        }
+        let late = sequence;
+        table.add(late, ValueType::Value, b"k", b"older");
+        early.add(late + 1, ValueType::Value, b"k", b"newer");
+        drop(early);
+        assert_eq!(
+            table.get(b"k", late),
+            Some(MemGet::Value(b"older".to_vec()))
+        );
+        assert_eq!(
+            table.get(b"k", MAX_SEQUENCE_NUMBER),
+            Some(MemGet::Value(b"newer".to_vec()))
+        );
+        assert_eq!(table.get(b"k", late - 1), None);
     }
 
     #[test]

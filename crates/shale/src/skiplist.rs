@@ -198,7 +198,10 @@ impl Node {
 }
 
 /// A position in the list: a node other than the head. Valid as long as the
-/// list it came from.
+/// list it came from. [`SkipList::key`], [`SkipList::value`] and
+/// [`SkipList::prefetch_entry`] read only the node, so any list that lives
+/// no longer than the one `at` came from may read it (a memtable's lists
+/// live and die together).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Position(NonNull<Node>);
 
@@ -717,15 +720,17 @@ impl SkipList {
         self.position_unless_head(before.prev[0])
     }
 
-    /// The key of the entry at `at`.
+    /// The key of the entry at `at` (of this list, or of a list that
+    /// outlives `&self`: see [`Position`]).
     pub fn key(&self, at: Position) -> &[u8] {
         self.node_key(at.0.as_ptr())
     }
 
-    /// The value of the entry at `at`.
+    /// The value of the entry at `at` (as for [`SkipList::key`]).
     pub fn value(&self, at: Position) -> &[u8] {
         let node = at.0.as_ptr() as *const Node;
-        // SAFETY: `at` is a node of this list, which outlives `&self`.
+        // SAFETY: `at` is a node of this list, or of one that outlives
+        // `&self` (the caller's word, see `Position`).
         unsafe {
             let key_len = (*node).key_len as usize;
             &Node::entry(node)[key_len..]
@@ -740,7 +745,8 @@ impl SkipList {
     }
 
     fn node_key(&self, node: *const Node) -> &[u8] {
-        // SAFETY: `node` is a node of this list, which outlives `&self`.
+        // SAFETY: `node` is a node of this list, which outlives `&self`, or
+        // of a list that outlives it (`SkipList::key`).
         unsafe {
             let key_len = (*node).key_len as usize;
             &Node::entry(node)[..key_len]

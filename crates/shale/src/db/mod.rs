@@ -261,7 +261,10 @@ impl DB {
             order: options.key_order(),
             table_cache,
             state: Mutex::new(State {
-                mem: Arc::new(MemTable::with_order(options.key_order())),
+                mem: Arc::new(MemTable::for_buffer(
+                    options.key_order(),
+                    options.write_buffer_size,
+                )),
                 imm: None,
                 log: None,
                 retired_log: None,

@@ -160,7 +160,10 @@ impl DbInner {
         let in_memory = self.read_only.then(|| self.lock_state().mem.clone());
         let mut mem = match &in_memory {
             Some(mem) => mem.clone(),
-            None => Arc::new(MemTable::with_order(self.order.clone())),
+            None => Arc::new(MemTable::for_buffer(
+                self.order.clone(),
+                self.options.write_buffer_size,
+            )),
         };
         let mut record = Vec::new();
         let mut skipped = Vec::new();
@@ -184,7 +187,10 @@ impl DbInner {
                 && mem.approximate_memory_usage() > self.options.write_buffer_size
             {
                 self.flush_recovered(versions, &mem, edit)?;
-                mem = Arc::new(MemTable::with_order(self.order.clone()));
+                mem = Arc::new(MemTable::for_buffer(
+                    self.order.clone(),
+                    self.options.write_buffer_size,
+                ));
             }
         }
         drop(reader);

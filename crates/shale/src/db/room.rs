@@ -309,7 +309,10 @@ impl DbInner {
         state.wal_name_unsynced = true;
         let old = std::mem::replace(
             &mut state.mem,
-            Arc::new(MemTable::with_order(self.order.clone())),
+            Arc::new(MemTable::for_buffer(
+                self.order.clone(),
+                self.options.write_buffer_size,
+            )),
         );
         state.imm = Some(old);
         if state.reads.sample(&self.read_mark, Instant::now()) && self.options.l0_load_slack > 0 {
