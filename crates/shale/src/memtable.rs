@@ -732,21 +732,30 @@ mod tests {
         model
     }
 
+    /// `count` writes from sequence 1 on, to keys `%05d` of random numbers
+    /// below `keys`, one in eight a deletion.
+    fn random_writes(seed: u64, count: u64, keys: u64) -> Vec<(u64, ValueType, String)> {
+        let mut rng = seed;
+        (1..=count)
+            .map(|sequence| {
+                rng = rng
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let kind = if rng & 7 == 0 {
+                    ValueType::Deletion
+                } else {
+                    ValueType::Value
+                };
+                (sequence, kind, format!("{:05}", (rng >> 33) % keys))
+            })
+            .collect()
+    }
+
     #[test]
     fn a_buffer_memtable_fills_its_lists_in_turn_and_reads_them_as_one() {
         let table = Arc::new(MemTable::for_buffer(KeyOrder::bytewise(), 64 << 10));
-        let mut rng = 5u64;
         let mut adds = Vec::new();
-        for sequence in 1..=4_000u64 {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let key = format!("{:05}", (rng >> 33) % 1_500);
-            let kind = if rng & 7 == 0 {
-                ValueType::Deletion
-            } else {
-                ValueType::Value
-            };
+        for (sequence, kind, key) in random_writes(5, 4_000, 1_500) {
             let value = if kind == ValueType::Value {
                 sequence.to_le_bytes().to_vec()
             } else {
@@ -852,17 +861,7 @@ mod tests {
     #[test]
     fn frozen_iterator_agrees_with_the_live_one() {
         let table = Arc::new(MemTable::new());
-        let mut rng = 11u64;
-        for sequence in 1..=3_000u64 {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let key = format!("{:05}", (rng >> 33) % 2_000);
-            let kind = if rng & 7 == 0 {
-                ValueType::Deletion
-            } else {
-                ValueType::Value
-            };
+        for (sequence, kind, key) in random_writes(11, 3_000, 2_000) {
             table.add(sequence, kind, key.as_bytes(), &sequence.to_le_bytes());
         }
         let mut frozen = table.frozen_iter();
