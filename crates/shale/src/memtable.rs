@@ -20,7 +20,8 @@
 //! list's filter is a Bloom filter of one 64-bit word per key, set as keys
 //! are inserted (RocksDB's memtable Bloom filter, `DynamicBloom`): a
 //! lookup of a key the memtable does not hold, the common case, searches
-//! no list at all.
+//! a list only on a false positive (under 2 % of lookups per list in the
+//! test `a_list_filter_holds_every_key_added_and_rules_out_most_others`).
 //!
 //! Each entry is one arena allocation holding the node's links, the internal
 //! key and the value.
