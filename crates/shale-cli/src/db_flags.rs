@@ -128,7 +128,7 @@ pub struct DbFlags {
     )]
     pub l0_stop_writes_trigger: Option<usize>,
     /// L0 files the slowdown and stop triggers rise by while no read has
-    /// come for a second (a load; default 4, 0 keeps them fixed).
+    /// come for a second (a load; default 8, 0 keeps them fixed).
     #[arg(
         long = "l0_load_slack",
         value_name = "N",

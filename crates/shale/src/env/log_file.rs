@@ -1,5 +1,6 @@
-//! The file a write-ahead log is appended to ([`LogFile`]): memory-mapped
-//! and preallocated on a real file system ([`MappedLog`]), or any
+//! The file a write-ahead log is appended to ([`LogFile`]): memory-mapped,
+//! preallocated and written with zeros a stretch ahead of the records on a
+//! real file system ([`MappedLog`]), or any
 //! [`WritableFile`] (in memory, under fault injection, or where the file
 //! system cannot preallocate).
 //!
